@@ -1,0 +1,105 @@
+"""Interval algebra on sorted int64 arrays: union, intersect, subtract, coverage per window.
+
+An `Intervals` value is always a set of disjoint, sorted, non-empty half-open intervals [start, end).
+"""
+
+from __future__ import annotations
+
+from typing import NamedTuple
+
+import numpy as np
+
+
+class Intervals(NamedTuple):
+    starts: np.ndarray
+    ends: np.ndarray
+
+    def __len__(self) -> int:  # type: ignore[override]
+        return len(self.starts)
+
+    @property
+    def total(self) -> int:
+        return int((self.ends - self.starts).sum())
+
+
+EMPTY = Intervals(np.zeros(0, np.int64), np.zeros(0, np.int64))
+
+
+def union(starts: np.ndarray, ends: np.ndarray) -> Intervals:
+    """Merge possibly overlapping intervals into disjoint sorted ones."""
+    starts = np.asarray(starts, dtype=np.int64)
+    ends = np.asarray(ends, dtype=np.int64)
+    keep = ends > starts
+    if not keep.all():
+        starts, ends = starts[keep], ends[keep]
+    if len(starts) == 0:
+        return EMPTY
+    order = np.argsort(starts, kind="stable")
+    starts, ends = starts[order], ends[order]
+    running_end = np.maximum.accumulate(ends)
+    # A new merged interval begins where a start lies beyond every end seen so far.
+    new_group = np.empty(len(starts), dtype=bool)
+    new_group[0] = True
+    new_group[1:] = starts[1:] > running_end[:-1]
+    group_starts = np.flatnonzero(new_group)
+    group_last = np.append(group_starts[1:] - 1, len(starts) - 1)
+    return Intervals(starts[group_starts], running_end[group_last])
+
+
+def _combine(a: Intervals, b: Intervals, keep_a: bool, keep_b: bool, both: bool) -> Intervals:
+    """Sweep the boundaries of two interval sets and keep the segments whose membership matches."""
+    if len(a) == 0 and len(b) == 0:
+        return EMPTY
+    points = np.concatenate([a.starts, a.ends, b.starts, b.ends])
+    da = np.concatenate([np.ones(len(a), np.int64), -np.ones(len(a), np.int64), np.zeros(2 * len(b), np.int64)])
+    db = np.concatenate([np.zeros(2 * len(a), np.int64), np.ones(len(b), np.int64), -np.ones(len(b), np.int64)])
+    order = np.argsort(points, kind="stable")
+    points, in_a, in_b = points[order], np.cumsum(da[order]) > 0, np.cumsum(db[order]) > 0
+    select = (in_a & in_b) if both else ((in_a & ~in_b) if keep_a else (in_b & ~in_a))
+    del keep_b
+    seg_start, seg_end = points[:-1], points[1:]
+    select = select[:-1] & (seg_end > seg_start)
+    return union(seg_start[select], seg_end[select])
+
+
+def intersect(a: Intervals, b: Intervals) -> Intervals:
+    if len(a) == 0 or len(b) == 0:
+        return EMPTY
+    return _combine(a, b, keep_a=False, keep_b=False, both=True)
+
+
+def subtract(a: Intervals, b: Intervals) -> Intervals:
+    """The parts of `a` not covered by `b`."""
+    if len(a) == 0 or len(b) == 0:
+        return a
+    return _combine(a, b, keep_a=True, keep_b=False, both=False)
+
+
+def clip(a: Intervals, lo: int, hi: int) -> Intervals:
+    """The parts of `a` inside [lo, hi)."""
+    return intersect(a, Intervals(np.array([lo], np.int64), np.array([hi], np.int64))) if hi > lo else EMPTY
+
+
+def covered_until(a: Intervals, times: np.ndarray) -> np.ndarray:
+    """For each time t, the length of `a` that lies before t."""
+    times = np.asarray(times, dtype=np.int64)
+    if len(a) == 0:
+        return np.zeros(len(times), dtype=np.int64)
+    lengths = a.ends - a.starts
+    before = np.concatenate([[0], np.cumsum(lengths)])
+    k = np.searchsorted(a.starts, times, side="right")  # intervals starting at or before t
+    partial = np.zeros(len(times), dtype=np.int64)
+    inside = k > 0
+    idx = k[inside] - 1
+    partial[inside] = np.minimum(times[inside] - a.starts[idx], lengths[idx])
+    return before[np.maximum(k - 1, 0)] * inside + partial
+
+
+def coverage(a: Intervals, lo: np.ndarray, hi: np.ndarray) -> np.ndarray:
+    """Length of `a` inside each window [lo[i], hi[i])."""
+    return covered_until(a, hi) - covered_until(a, lo)
+
+
+def complement(a: Intervals, lo: int, hi: int) -> Intervals:
+    """The gaps of `a` inside [lo, hi)."""
+    return subtract(Intervals(np.array([lo], np.int64), np.array([hi], np.int64)), a) if hi > lo else EMPTY

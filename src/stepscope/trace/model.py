@@ -1,0 +1,229 @@
+"""The columnar trace model every reader produces and every analysis reads.
+
+All times are integer nanoseconds from the trace's first event. One row per event; each column is a
+read-only numpy array, so analyses are vectorised and nothing mutates shared tables.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from enum import IntEnum
+from functools import cached_property
+
+import numpy as np
+
+NONE = -1  # the "absent" value of every integer id column
+
+
+class Kind(IntEnum):
+    """What an event is, independent of the dialect that recorded it."""
+
+    CPU_OP = 0  # an operator or autograd node on a host thread
+    USER_ANNOTATION = 1  # record_function ranges, ProfilerStep#N, NVTX ranges
+    PYTHON = 2  # a Python function frame (with_stack)
+    RUNTIME = 3  # CUDA/HIP runtime or driver API call
+    KERNEL = 4
+    MEMCPY = 5
+    MEMSET = 6
+    GPU_ANNOTATION = 7  # a user annotation projected onto a GPU stream
+    GPU_SYNC = 8  # a device-side synchronisation record (Kineto cuda_sync)
+    OTHER = 9  # anything else that has a duration (profiler overhead, accelerator-specific events)
+
+
+GPU_ACTIVITY_KINDS = (Kind.KERNEL, Kind.MEMCPY, Kind.MEMSET)
+
+
+class CopyKind(IntEnum):
+    NONE = 0
+    HTOD = 1
+    DTOH = 2
+    DTOD = 3
+    HTOH = 4
+    PTOP = 5
+    OTHER = 6
+
+
+class HostMemory(IntEnum):
+    """The host side of a copy: pageable memory forces a staged, synchronous copy."""
+
+    UNKNOWN = 0
+    PAGEABLE = 1
+    PINNED = 2
+
+
+@dataclass(frozen=True)
+class DeviceInfo:
+    id: int
+    name: str
+    kind: str  # "cuda" | "rocm" | "cpu" | "other"
+    compute_capability: str | None = None
+    total_memory_bytes: int | None = None
+    sm_count: int | None = None
+    warp_size: int | None = None
+
+
+@dataclass(frozen=True)
+class TraceMeta:
+    path: str
+    format: str  # "kineto" | "nsys" | "live"
+    devices: tuple[DeviceInfo, ...] = ()
+    rank: int | None = None
+    world_size: int | None = None
+    accelerator: str = "none"  # "cuda" | "rocm" | "other" | "none": what the device events come from
+    start_epoch_ns: int | None = None  # wall-clock time of t=0 when the trace says
+    process_names: dict[int, str] = field(default_factory=dict)
+    thread_names: dict[tuple[int, int], str] = field(default_factory=dict)
+    notes: tuple[str, ...] = ()  # what the reader had to assume, shown to the user
+
+
+def _frozen(array: np.ndarray) -> np.ndarray:
+    array = np.ascontiguousarray(array)
+    array.flags.writeable = False
+    return array
+
+
+_EVENT_COLUMNS: dict[str, np.dtype] = {
+    "kind": np.dtype(np.int8),
+    "start": np.dtype(np.int64),
+    "dur": np.dtype(np.int64),
+    "pid": np.dtype(np.int64),
+    "tid": np.dtype(np.int64),
+    "device": np.dtype(np.int32),  # -1 for host events
+    "stream": np.dtype(np.int64),  # -1 for host events
+    "name": np.dtype(np.int32),  # index into Trace.strings
+    "correlation": np.dtype(np.int64),
+    "external_id": np.dtype(np.int64),
+    "sequence": np.dtype(np.int64),  # autograd sequence number: links backward nodes to forward ops
+    "fwd_tid": np.dtype(np.int64),
+    "bytes": np.dtype(np.int64),
+    "copy_kind": np.dtype(np.int8),
+    "host_memory": np.dtype(np.int8),
+    "flops": np.dtype(np.float64),  # NaN when unknown
+    "stack": np.dtype(np.int32),  # python-stack id (index into Trace.stacks) or -1
+}
+
+_DEFAULTS: dict[str, float | int] = {
+    "device": NONE,
+    "stream": NONE,
+    "correlation": NONE,
+    "external_id": NONE,
+    "sequence": NONE,
+    "fwd_tid": NONE,
+    "bytes": NONE,
+    "copy_kind": CopyKind.NONE,
+    "host_memory": HostMemory.UNKNOWN,
+    "flops": np.nan,
+    "stack": NONE,
+}
+
+
+@dataclass(frozen=True, eq=False)
+class Events:
+    """The events table: one row per event, sorted by start time, every column read-only."""
+
+    kind: np.ndarray
+    start: np.ndarray
+    dur: np.ndarray
+    pid: np.ndarray
+    tid: np.ndarray
+    device: np.ndarray
+    stream: np.ndarray
+    name: np.ndarray
+    correlation: np.ndarray
+    external_id: np.ndarray
+    sequence: np.ndarray
+    fwd_tid: np.ndarray
+    bytes: np.ndarray
+    copy_kind: np.ndarray
+    host_memory: np.ndarray
+    flops: np.ndarray
+    stack: np.ndarray
+
+    @classmethod
+    def from_columns(cls, **columns: np.ndarray) -> Events:
+        """Build a sorted, read-only table; columns left out take their 'absent' value."""
+        n = len(columns["start"])
+        arrays: dict[str, np.ndarray] = {}
+        for name, dtype in _EVENT_COLUMNS.items():
+            if name in columns:
+                arrays[name] = np.asarray(columns[name]).astype(dtype, copy=False)
+            elif name in _DEFAULTS:
+                arrays[name] = np.full(n, _DEFAULTS[name], dtype=dtype)
+            else:
+                raise ValueError(f"events column {name!r} is required")
+            if len(arrays[name]) != n:
+                raise ValueError(f"events column {name!r} has {len(arrays[name])} rows, expected {n}")
+        # Stable sort by start; longer events first at equal starts so enclosing ranges precede children.
+        order = np.lexsort((-arrays["dur"], arrays["start"]))
+        if not np.array_equal(order, np.arange(n)):
+            arrays = {k: v[order] for k, v in arrays.items()}
+        return cls(**{k: _frozen(v) for k, v in arrays.items()})
+
+    def __len__(self) -> int:
+        return len(self.start)
+
+    @cached_property
+    def end(self) -> np.ndarray:
+        return _frozen(self.start + self.dur)
+
+    def of_kind(self, *kinds: Kind) -> np.ndarray:
+        """Boolean mask of the rows whose kind is one of `kinds`."""
+        if len(kinds) == 1:
+            return self.kind == kinds[0]
+        return np.isin(self.kind, np.array([int(k) for k in kinds], dtype=np.int8))
+
+
+@dataclass(frozen=True, eq=False)
+class MemoryEvents:
+    """Allocator samples ([memory] instant events): one row per allocation or free."""
+
+    time: np.ndarray  # int64 ns
+    device: np.ndarray  # int32, -1 for host memory
+    bytes: np.ndarray  # int64, negative for a free
+    total_allocated: np.ndarray  # int64, -1 when unknown
+    total_reserved: np.ndarray  # int64, -1 when unknown
+
+    @classmethod
+    def empty(cls) -> MemoryEvents:
+        return cls.from_columns(time=[], device=[], bytes=[], total_allocated=[], total_reserved=[])
+
+    @classmethod
+    def from_columns(cls, **columns: np.ndarray | list) -> MemoryEvents:
+        time = np.asarray(columns["time"], dtype=np.int64)
+        order = np.argsort(time, kind="stable")
+        dtypes = {"time": np.int64, "device": np.int32, "bytes": np.int64,
+                  "total_allocated": np.int64, "total_reserved": np.int64}
+        return cls(**{k: _frozen(np.asarray(columns[k], dtype=dt)[order]) for k, dt in dtypes.items()})
+
+    def __len__(self) -> int:
+        return len(self.time)
+
+
+@dataclass(frozen=True, eq=False)
+class Trace:
+    """A whole trace: metadata, the events table and its string table."""
+
+    meta: TraceMeta
+    events: Events
+    strings: tuple[str, ...]
+    memory: MemoryEvents = field(default_factory=MemoryEvents.empty)
+    stacks: tuple[tuple[int, ...], ...] = ()  # python stacks as tuples of string ids, innermost last
+
+    def name_of(self, row: int) -> str:
+        return self.strings[int(self.events.name[row])]
+
+    def names_where(self, predicate: Callable[[str], bool]) -> np.ndarray:
+        """Row mask of events whose name satisfies `predicate`, evaluated once per distinct name."""
+        table = np.fromiter((predicate(s) for s in self.strings), dtype=bool, count=len(self.strings))
+        if len(table) == 0:
+            return np.zeros(len(self.events), dtype=bool)
+        return table[self.events.name]
+
+    @cached_property
+    def is_gpu_activity(self) -> np.ndarray:
+        return self.events.of_kind(*GPU_ACTIVITY_KINDS)
+
+    @property
+    def has_device_events(self) -> bool:
+        return bool(self.is_gpu_activity.any())
