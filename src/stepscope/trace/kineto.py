@@ -294,10 +294,15 @@ def _build(parsed: _TraceFile, path: Path) -> Trace:
     notes = []
     if not parsed.deviceProperties and accelerator in ("cuda", "rocm"):
         notes.append("the trace has no deviceProperties: device name and limits are unknown")
+    devices = _device_infos(parsed.deviceProperties, accelerator)
+    if accelerator == "other":
+        family = sorted(c.split("_")[0].upper() for c in categories if c and c.split("_")[0] != "cpu")
+        devices = devices or [DeviceInfo(id=0, name=f"{family[0] if family else 'unknown'} accelerator", kind="other")]
+        notes.append("device events come from a non-GPU accelerator: GPU analyses do not apply")
     meta = TraceMeta(
         path=str(path),
         format="kineto",
-        devices=tuple(_device_infos(parsed.deviceProperties, accelerator)),
+        devices=tuple(devices),
         rank=rank if isinstance(rank, int) else None,
         world_size=world if isinstance(world, int) else None,
         accelerator=accelerator,

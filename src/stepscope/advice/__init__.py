@@ -1,0 +1,15 @@
+"""Advice: the pattern language (which bottleneck holds the job back) and the fixes it calls for."""
+
+from __future__ import annotations
+
+from stepscope.analysis.facts import Facts
+from stepscope.report import schema as s
+
+
+def advise(facts: Facts) -> tuple[list[s.Pattern], list[s.Recommendation]]:
+    """Patterns (primary first) and recommendations (best estimated gain first)."""
+    from stepscope.advice.patterns import classify
+    from stepscope.advice.rules import recommend
+
+    patterns = classify(facts)
+    return patterns, recommend(facts, patterns)

@@ -1,0 +1,43 @@
+"""Which events belong to which breakdown category: name rules kept in one place."""
+
+from __future__ import annotations
+
+import re
+
+import numpy as np
+
+from stepscope.analysis.steps import PROFILER_STEP
+from stepscope.trace.model import Kind, Trace
+
+COLLECTIVE_KERNEL = re.compile(r"^(void )?(nccl|rccl|ncclDevKernel|ncclKernel)", re.IGNORECASE)
+COLLECTIVE_OP = re.compile(r"^(nccl|gloo|rccl|hccl|mpi|ucc|c10d)(:|::)")
+DATALOADER = re.compile(r"^enumerate\(DataLoader\)#.*__next__|^enumerate\(DataPipe\)#")
+
+BREAKDOWN_CATEGORIES = ("kernel", "memcpy", "memset", "communication", "runtime", "dataloader", "cpu_exec", "other")
+
+
+def is_collective_kernel(name: str) -> bool:
+    return COLLECTIVE_KERNEL.match(name) is not None
+
+
+def category_masks(trace: Trace, step_source: str) -> dict[str, np.ndarray]:
+    """Row masks for each breakdown category but 'other' (the remainder), before exclusivity."""
+    ev = trace.events
+    kernel = ev.kind == Kind.KERNEL
+    collective_kernel = kernel & trace.names_where(is_collective_kernel)
+    host = ev.of_kind(Kind.CPU_OP, Kind.USER_ANNOTATION, Kind.PYTHON)
+    collective_op = host & trace.names_where(lambda s: COLLECTIVE_OP.match(s) is not None)
+    dataloader = host & trace.names_where(lambda s: DATALOADER.match(s) is not None)
+    step_ranges = host & trace.names_where(lambda s: PROFILER_STEP.match(s) is not None)
+    if step_source.startswith("range "):  # the user's step ranges are the step itself, not CPU work
+        step_name = step_source[len("range "):]
+        step_ranges |= host & trace.names_where(lambda s: s == step_name)
+    return {
+        "kernel": kernel & ~collective_kernel,
+        "memcpy": ev.kind == Kind.MEMCPY,
+        "memset": ev.kind == Kind.MEMSET,
+        "communication": collective_kernel | collective_op,
+        "runtime": ev.kind == Kind.RUNTIME,
+        "dataloader": dataloader,
+        "cpu_exec": host & ~dataloader & ~collective_op & ~step_ranges,
+    }

@@ -1,0 +1,91 @@
+"""GPU utilisation per step and device, and GPU idle time split into host wait, kernel wait and other."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from stepscope.analysis.launches import launching_call
+from stepscope.analysis.steps import Steps
+from stepscope.trace import intervals as iv
+from stepscope.trace.model import Kind, Trace
+
+# HTA's threshold: a gap shorter than this between kernels already enqueued is launch overhead.
+KERNEL_WAIT_NS = 30
+
+
+@dataclass(frozen=True)
+class DeviceUsage:
+    """One device over the steps: busy time (a kernel running) and the idle time by cause, per step."""
+
+    device: int
+    busy: np.ndarray  # ns per step with at least one kernel running
+    host_wait: np.ndarray  # idle ns per step because the next kernel was not launched yet
+    kernel_wait: np.ndarray  # idle ns per step in gaps shorter than KERNEL_WAIT_NS
+    other_idle: np.ndarray  # the rest: waits on events, copies, syncs
+
+
+@dataclass(frozen=True)
+class GpuUsage:
+    devices: tuple[DeviceUsage, ...]
+    primary: int | None  # index into devices of the busiest device, None without kernels
+
+    def utilization(self, steps: Steps) -> np.ndarray | None:
+        """Per step, the busiest device's busy share."""
+        if self.primary is None:
+            return None
+        duration = np.maximum(steps.duration, 1)
+        return self.devices[self.primary].busy / duration
+
+
+def gpu_usage(trace: Trace, steps: Steps) -> GpuUsage:
+    """Kernel time only (copies and memsets excluded); idle gaps classified per device, HTA's way."""
+    ev = trace.events
+    kernels = ev.kind == Kind.KERNEL
+    if not kernels.any() or len(steps) == 0:
+        return GpuUsage((), None)
+    launcher = launching_call(trace)
+    window = (int(steps.start[0]), int(steps.end[-1]))
+    usages = []
+    for device in np.unique(ev.device[kernels]):
+        rows = np.flatnonzero(kernels & (ev.device == device))
+        busy = iv.union(ev.start[rows], ev.end[rows])
+        gaps = iv.complement(busy, *window)
+        host, kernel_wait, other = _classify_gaps(gaps, rows, trace, launcher)
+        usages.append(
+            DeviceUsage(
+                device=int(device),
+                busy=iv.coverage(busy, steps.start, steps.end),
+                host_wait=iv.coverage(host, steps.start, steps.end),
+                kernel_wait=iv.coverage(kernel_wait, steps.start, steps.end),
+                other_idle=iv.coverage(other, steps.start, steps.end),
+            )
+        )
+    primary = int(np.argmax([u.busy.sum() for u in usages]))
+    return GpuUsage(tuple(usages), primary)
+
+
+def _classify_gaps(
+    gaps: iv.Intervals, kernel_rows: np.ndarray, trace: Trace, launcher: np.ndarray
+) -> tuple[iv.Intervals, iv.Intervals, iv.Intervals]:
+    """Each gap takes the cause of the kernel that ends it: host wait if that kernel's launch call began
+    after the GPU went idle, kernel wait if the gap is under KERNEL_WAIT_NS, else other."""
+    ev = trace.events
+    if len(gaps) == 0:
+        return iv.EMPTY, iv.EMPTY, iv.EMPTY
+    starts = ev.start[kernel_rows]  # sorted: the table is sorted by start
+    nxt = np.searchsorted(starts, gaps.ends, side="left")
+    has_next = nxt < len(kernel_rows)
+    launch_start = np.full(len(gaps), np.iinfo(np.int64).min, dtype=np.int64)
+    next_rows = kernel_rows[np.minimum(nxt, len(kernel_rows) - 1)]
+    launched = has_next & (launcher[next_rows] >= 0)
+    launch_start[launched] = ev.start[launcher[next_rows[launched]]]
+    is_host = launched & (launch_start > gaps.starts)
+    is_kernel_wait = has_next & ~is_host & ((gaps.ends - gaps.starts) < KERNEL_WAIT_NS)
+    is_other = ~is_host & ~is_kernel_wait
+
+    def pick(mask: np.ndarray) -> iv.Intervals:
+        return iv.Intervals(gaps.starts[mask], gaps.ends[mask])
+
+    return pick(is_host), pick(is_kernel_wait), pick(is_other)

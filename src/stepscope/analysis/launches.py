@@ -1,0 +1,30 @@
+"""The launch link: which runtime call enqueued each GPU activity, through correlation ids."""
+
+from __future__ import annotations
+
+from functools import lru_cache
+
+import numpy as np
+
+from stepscope.trace.model import NONE, Kind, Trace
+
+
+@lru_cache(maxsize=8)
+def launching_call(trace: Trace) -> np.ndarray:
+    """For every row, the row of the runtime call that launched it (GPU activities only), else -1.
+
+    CUPTI correlation ids are unique within the launching process, and one trace file holds one
+    rank's process, so a sorted join on the id alone is exact.
+    """
+    ev = trace.events
+    result = np.full(len(ev), NONE, dtype=np.int64)
+    runtime = np.flatnonzero((ev.kind == Kind.RUNTIME) & (ev.correlation >= 0))
+    gpu = np.flatnonzero(trace.is_gpu_activity & (ev.correlation >= 0))
+    if len(runtime) == 0 or len(gpu) == 0:
+        return result
+    order = np.argsort(ev.correlation[runtime], kind="stable")
+    corr, rows = ev.correlation[runtime][order], runtime[order]
+    pos = np.minimum(np.searchsorted(corr, ev.correlation[gpu]), len(corr) - 1)
+    hit = corr[pos] == ev.correlation[gpu]
+    result[gpu[hit]] = rows[pos[hit]]
+    return result

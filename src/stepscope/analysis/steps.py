@@ -1,0 +1,188 @@
+"""Find the training steps: ProfilerStep ranges, else step annotations, else NVTX ranges, else one window."""
+
+from __future__ import annotations
+
+import re
+from collections import Counter
+from dataclasses import dataclass
+
+import numpy as np
+
+from stepscope.analysis.launches import launching_call
+from stepscope.trace.model import Kind, Trace
+
+PROFILER_STEP = re.compile(r"^ProfilerStep#(\d+)$")
+OPTIMIZER_STEP = re.compile(r"^Optimizer\.step#")
+PHASE_ANNOTATION = re.compile(r"^## .* ##$")
+# A cut-off last step: fewer GPU activities than this fraction of its predecessor's.
+TRUNCATED_STEP_RATIO = 0.8
+MIN_REPEATS_FOR_STEP_RANGE = 3
+
+
+@dataclass(frozen=True)
+class Steps:
+    """The steps as back-to-back windows [start, end) in ns, stretched to the end of their GPU work."""
+
+    ids: tuple[str, ...]
+    start: np.ndarray
+    end: np.ndarray
+    cpu_start: np.ndarray  # the range as the host recorded it
+    cpu_end: np.ndarray
+    gpu_activity_count: np.ndarray  # GPU activities launched from inside each step
+    source: str  # "ProfilerStep", "optimizer step", "## annotations ##", "range NAME", "whole trace"
+    dropped: tuple[str, ...] = ()  # why steps were left out, for the user
+
+    def __len__(self) -> int:
+        return len(self.ids)
+
+    @property
+    def duration(self) -> np.ndarray:
+        return self.end - self.start
+
+
+def _host_ranges(trace: Trace) -> np.ndarray:
+    return trace.events.of_kind(Kind.CPU_OP, Kind.USER_ANNOTATION)
+
+
+def _profiler_steps(trace: Trace) -> tuple[list[str], np.ndarray] | None:
+    mask = _host_ranges(trace) & trace.names_where(lambda s: PROFILER_STEP.match(s) is not None)
+    rows = np.flatnonzero(mask)
+    if len(rows) == 0:
+        return None
+    # A step recorded on several threads appears once per thread: keep the first of each id.
+    ids = [PROFILER_STEP.match(trace.name_of(r)).group(1) for r in rows]  # type: ignore[union-attr]
+    first: dict[str, int] = {}
+    for step_id, row in zip(ids, rows):
+        first.setdefault(step_id, int(row))
+    return list(first), np.array(list(first.values()), dtype=np.int64)
+
+
+def _optimizer_steps(trace: Trace) -> tuple[list[str], np.ndarray, np.ndarray] | None:
+    """Steps that end where each optimizer step ends; the first, with no known start, is left out."""
+    rows = np.flatnonzero(_host_ranges(trace) & trace.names_where(lambda s: OPTIMIZER_STEP.match(s) is not None))
+    if len(rows) < 2:
+        return None
+    ends = trace.events.end[rows]
+    keep = np.concatenate([[True], ends[1:] > ends[:-1]])  # nested duplicates share an end
+    ends = np.unique(ends[keep])
+    return [str(i) for i in range(1, len(ends))], ends[:-1], ends[1:]
+
+
+def _phase_steps(trace: Trace) -> tuple[list[str], np.ndarray, np.ndarray] | None:
+    """Steps from `## forward ##`-style annotations: each begins where the first phase name recurs."""
+    rows = np.flatnonzero(_host_ranges(trace) & trace.names_where(lambda s: PHASE_ANNOTATION.match(s) is not None))
+    if len(rows) < 2:
+        return None
+    first_name = trace.events.name[rows[0]]
+    starts = trace.events.start[rows[trace.events.name[rows] == first_name]]
+    if len(starts) < 2:
+        return None
+    last_end = int(trace.events.end[rows].max())
+    ends = np.append(starts[1:], last_end)
+    return [str(i) for i in range(len(starts))], starts, ends
+
+
+def _named_range_steps(trace: Trace, name: str | None) -> tuple[list[str], np.ndarray, np.ndarray, str] | None:
+    """Steps from a range the user names, or a top-level range name repeated on the busiest thread."""
+    ev = trace.events
+    annotations = np.flatnonzero(ev.kind == Kind.USER_ANNOTATION)
+    if len(annotations) == 0:
+        return None
+    if name is None:
+        name = _repeated_top_level_name(trace, annotations)
+        if name is None:
+            return None
+    name_ids = [i for i, s in enumerate(trace.strings) if s == name]
+    rows = annotations[np.isin(ev.name[annotations], name_ids)]
+    if len(rows) == 0:
+        return None
+    return [str(i) for i in range(len(rows))], ev.start[rows], ev.end[rows], name
+
+
+def _repeated_top_level_name(trace: Trace, annotations: np.ndarray) -> str | None:
+    ev = trace.events
+    threads = Counter(zip(ev.pid[annotations].tolist(), ev.tid[annotations].tolist()))
+    (pid, tid), _ = threads.most_common(1)[0]
+    rows = annotations[(ev.pid[annotations] == pid) & (ev.tid[annotations] == tid)]
+    # Top level: not inside an earlier range of the same thread (rows are sorted by start).
+    running_end = np.maximum.accumulate(ev.end[rows])
+    top = rows[np.concatenate([[True], ev.start[rows][1:] >= running_end[:-1]])]
+    counts = Counter(ev.name[top].tolist())
+    name_id, count = max(counts.items(), key=lambda kv: (kv[1], -kv[0]))
+    return trace.strings[name_id] if count >= MIN_REPEATS_FOR_STEP_RANGE else None
+
+
+def find_steps(trace: Trace, step_range: str | None = None) -> Steps:
+    """The steps of a trace, per DESIGN.md's definition."""
+    ev = trace.events
+    if step_range is not None:
+        named = _named_range_steps(trace, step_range)
+        if named is None:
+            from stepscope.errors import StepscopeError
+
+            raise StepscopeError(f"{trace.meta.path}: no range named {step_range!r} to take as the step")
+        ids, cpu_start, cpu_end, _ = named
+        source = f"range {step_range}"
+    elif (found := _profiler_steps(trace)) is not None:
+        ids, rows = found
+        cpu_start, cpu_end, source = ev.start[rows], ev.end[rows], "ProfilerStep"
+    elif (opt := _optimizer_steps(trace)) is not None:
+        ids, cpu_start, cpu_end = opt
+        source = "optimizer step"
+    elif (phases := _phase_steps(trace)) is not None:
+        ids, cpu_start, cpu_end = phases
+        source = "## annotations ##"
+    elif (named := _named_range_steps(trace, None)) is not None:
+        ids, cpu_start, cpu_end, name = named
+        source = f"range {name}"
+    else:
+        ids = ["all"]
+        cpu_start = np.array([ev.start.min() if len(ev) else 0], dtype=np.int64)
+        cpu_end = np.array([ev.end.max() if len(ev) else 0], dtype=np.int64)
+        source = "whole trace"
+    order = np.argsort(cpu_start, kind="stable")
+    ids = [ids[i] for i in order]
+    cpu_start = np.asarray(cpu_start, dtype=np.int64)[order]
+    cpu_end = np.asarray(cpu_end, dtype=np.int64)[order]
+    return _stretch_to_gpu(trace, ids, cpu_start, cpu_end, source)
+
+
+def _stretch_to_gpu(trace: Trace, ids: list[str], cpu_start: np.ndarray, cpu_end: np.ndarray, source: str) -> Steps:
+    """Move each end to the end of the GPU work launched inside the step; drop cut-off trailing steps."""
+    ev = trace.events
+    n = len(ids)
+    launcher = launching_call(trace)
+    gpu_rows = np.flatnonzero(launcher >= 0)
+    launch_start = ev.start[launcher[gpu_rows]]
+    step_of = np.searchsorted(cpu_start, launch_start, side="right") - 1
+    valid = step_of >= 0
+    valid[valid] &= launch_start[valid] < cpu_end[step_of[valid]]
+    gpu_end = np.zeros(n, dtype=np.int64)
+    np.maximum.at(gpu_end, step_of[valid], ev.end[gpu_rows[valid]])
+    counts = np.bincount(step_of[valid], minlength=n).astype(np.int64)
+
+    end = np.maximum(cpu_end, gpu_end)
+    start = cpu_start.copy()
+    for i in range(1, n):  # back to back: a step starts no earlier than the previous (moved) end
+        start[i] = max(start[i], end[i - 1])
+        end[i] = max(end[i], start[i])
+
+    keep = np.ones(n, dtype=bool)
+    dropped: list[str] = []
+    if trace.has_device_events and counts.any():
+        last = n - 1
+        while last >= 0 and counts[last] == 0:  # trailing steps that launched no GPU work
+            keep[last] = False
+            dropped.append(f"step {ids[last]}: launched no GPU work")
+            last -= 1
+        if last >= 1 and counts[last] < TRUNCATED_STEP_RATIO * counts[last - 1]:
+            keep[last] = False
+            dropped.append(
+                f"step {ids[last]}: {counts[last]} GPU activities vs {counts[last - 1]} in the step before "
+                "(cut off by the end of profiling)"
+            )
+    return Steps(
+        ids=tuple(i for i, k in zip(ids, keep) if k),
+        start=start[keep], end=end[keep], cpu_start=cpu_start[keep], cpu_end=cpu_end[keep],
+        gpu_activity_count=counts[keep], source=source, dropped=tuple(reversed(dropped)),
+    )

@@ -1,0 +1,222 @@
+"""The one function that turns traces into a Report; the CLI, the API and the callbacks all call it."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+from pathlib import Path
+
+import numpy as np
+
+from stepscope import __version__
+from stepscope.analysis.facts import Facts, compute_facts
+from stepscope.analysis.kernels import SHORT_KERNEL_NS
+from stepscope.report import schema as s
+from stepscope.trace.load import load_traces
+from stepscope.trace.model import Trace
+
+GENERATOR = f"stepscope {__version__}"
+
+
+def analyze(
+    paths: str | Path | Iterable[str | Path], *, step_range: str | None = None, batch_size: int | None = None
+) -> s.Report:
+    """Read trace files or rank folders and return the report (the slowest rank's, with a cross-rank summary)."""
+    if isinstance(paths, (str, Path)):
+        paths = [paths]
+    return analyze_traces(load_traces(paths), step_range=step_range, batch_size=batch_size)
+
+
+def analyze_traces(
+    traces: Sequence[Trace], *, step_range: str | None = None, batch_size: int | None = None
+) -> s.Report:
+    reports = [analyze_trace(t, step_range=step_range, batch_size=batch_size) for t in traces]
+    if len(reports) == 1:
+        return reports[0]
+    return _with_cross_rank(reports)
+
+
+def analyze_trace(trace: Trace, *, step_range: str | None = None, batch_size: int | None = None) -> s.Report:
+    facts = compute_facts(trace, step_range)
+    return build_report(facts, batch_size=batch_size)
+
+
+def build_report(facts: Facts, *, batch_size: int | None = None) -> s.Report:
+    from stepscope.advice import advise
+
+    trace, steps = facts.trace, facts.steps
+    n = len(steps)
+    per_step_util = facts.gpu.utilization(steps)
+    sync_count = facts.syncs.count_per_step(n)
+    sync_time = facts.syncs.time_per_step(n)
+    rows = [
+        s.StepRow(
+            id=steps.ids[i],
+            duration_us=_us(steps.duration[i]),
+            breakdown_us={c: _us(facts.breakdown.per_step[i, j]) for j, c in enumerate(facts.breakdown.categories)},
+            gpu_utilization=_round(per_step_util[i]) if per_step_util is not None else None,
+            kernel_count=int(facts.kernels.count_per_step[i]),
+            sync_count=int(sync_count[i]),
+            sync_us=_us(sync_time[i]),
+            htod_bytes=int(facts.copies.htod_bytes_per_step[i]),
+        )
+        for i in range(n)
+    ]
+    step_time = float(steps.duration.mean()) if n else None
+    total_time = float(steps.duration.sum())
+    util = float(facts.gpu.devices[facts.gpu.primary].busy.sum() / total_time) if (
+        facts.gpu.primary is not None and total_time > 0) else None
+    steps_per_s = 1e9 / step_time if step_time else None
+    summary = s.Summary(
+        step_time_us=_us(step_time) if step_time is not None else None,
+        breakdown_us={k: _us(v) for k, v in facts.breakdown.mean().items()},
+        gpu_utilization=_round(util) if util is not None else None,
+        samples_per_s=round(steps_per_s * batch_size, 2) if steps_per_s and batch_size else None,
+        steps_per_s=round(steps_per_s, 3) if steps_per_s else None,
+        step_count=n,
+        step_source=steps.source,
+        dropped_steps=list(steps.dropped),
+    )
+    patterns, recommendations = advise(facts)
+    devices = _devices(trace)
+    return s.Report(
+        generator=GENERATOR,
+        source=s.Source(paths=[trace.meta.path], format=trace.meta.format),
+        device=devices[0] if devices else None,
+        devices=devices,
+        accelerator=trace.meta.accelerator,
+        rank=trace.meta.rank,
+        world_size=trace.meta.world_size,
+        steps=rows,
+        summary=summary,
+        gpu=_gpu(facts),
+        kernels=_kernels(facts),
+        syncs=_syncs(facts),
+        copies=_copies(facts),
+        memory=[s.MemoryRow(device=m.device, peak_allocated_bytes=m.peak_allocated_bytes,
+                            peak_reserved_bytes=m.peak_reserved_bytes) for m in facts.memory],
+        patterns=patterns,
+        recommendations=recommendations,
+        notes=list(trace.meta.notes),
+    )
+
+
+def _us(ns: float | np.number) -> float:
+    return round(float(ns) / 1000.0, 3)
+
+
+def _round(x: float | np.number) -> float:
+    return round(float(x), 4)
+
+
+def _devices(trace: Trace) -> list[s.Device]:
+    meta = trace.meta
+    if meta.accelerator == "none" or not trace.has_device_events and meta.accelerator != "other":
+        return [s.Device(name="CPU", kind="cpu")]
+    used = set(np.unique(trace.events.device[trace.is_gpu_activity]).tolist())
+    described = [d for d in meta.devices if d.id in used] or list(meta.devices)
+    if not described:
+        return [s.Device(name="unknown GPU (the trace has no device properties)", kind=meta.accelerator,
+                         count=max(len(used), 1))]
+    return [
+        s.Device(name=d.name, kind=d.kind, id=d.id, compute_capability=d.compute_capability,
+                 total_memory_bytes=d.total_memory_bytes, sm_count=d.sm_count)
+        for d in described
+    ]
+
+
+def _gpu(facts: Facts) -> s.Gpu | None:
+    if facts.gpu.primary is None:
+        return None
+    total = max(float(facts.steps.duration.sum()), 1.0)
+    n = max(len(facts.steps), 1)
+    return s.Gpu(devices=[
+        s.DeviceIdle(
+            device=d.device,
+            utilization=_round(d.busy.sum() / total),
+            busy_us_per_step=_us(d.busy.sum() / n),
+            idle_us_per_step={"host_wait": _us(d.host_wait.sum() / n), "kernel_wait": _us(d.kernel_wait.sum() / n),
+                              "other": _us(d.other_idle.sum() / n)},
+        )
+        for d in facts.gpu.devices
+    ])
+
+
+def _kernels(facts: Facts) -> s.Kernels | None:
+    k = facts.kernels
+    if k.count == 0:
+        return None
+    n = max(len(facts.steps), 1)
+    delay = k.launch_delay_ns
+    return s.Kernels(
+        count=k.count,
+        count_per_step=round(k.count / n, 1),
+        distinct=k.distinct,
+        time_us_per_step=_us(k.total_ns / n),
+        tensor_core_share=_round(k.tensor_core_share) if k.tensor_core_share is not None else None,
+        short_kernel_share=_round(k.short_share) if k.short_share is not None else None,
+        short_kernel_threshold_us=SHORT_KERNEL_NS / 1000,
+        launch_delay_us={
+            "mean": _us(delay.mean()), "p50": _us(np.percentile(delay, 50)),
+            "p90": _us(np.percentile(delay, 90)), "max": _us(delay.max()),
+        } if len(delay) else None,
+        top=[s.KernelRow(name=t.name, count=t.count, total_us=_us(t.total_ns), mean_us=_us(t.mean_ns),
+                         share=_round(t.share), tensor_core=t.tensor_core, collective=t.collective) for t in k.top],
+    )
+
+
+def _syncs(facts: Facts) -> s.Syncs | None:
+    sy = facts.syncs
+    n = len(facts.steps)
+    if not sy.apis or n == 0:
+        return None
+    return s.Syncs(
+        count_per_step=round(float(sy.count_per_step(n).mean()), 2),
+        time_us_per_step=_us(sy.time_per_step(n).mean()),
+        apis=[s.SyncApi(api=a.api, count_per_step=round(float(a.count_per_step.mean()), 2),
+                        time_us_per_step=_us(a.time_per_step.mean())) for a in sy.apis],
+        causes=[s.SyncCause(op=c.op, inner_op=c.inner_op, api=c.api, count=c.count, total_us=_us(c.total_ns))
+                for c in sy.causes],
+    )
+
+
+def _copies(facts: Facts) -> s.Copies | None:
+    c = facts.copies
+    if not c.directions or len(facts.steps) == 0:
+        return None
+    return s.Copies(
+        directions=[
+            s.CopyRow(direction=d.direction, count=d.count, bytes=d.bytes, total_us=_us(d.total_ns),
+                      bandwidth_gb_s=round(d.bandwidth_gb_s, 3) if d.bandwidth_gb_s is not None else None,
+                      pageable_count=d.pageable_count, pageable_bytes=d.pageable_bytes,
+                      pinned_count=d.pinned_count, pinned_bytes=d.pinned_bytes)
+            for d in c.directions
+        ],
+        htod_bytes_per_step=float(c.htod_bytes_per_step.mean()),
+        pageable_htod_bytes_per_step=float(c.pageable_htod_bytes_per_step.mean()),
+        count_per_step=float(c.count_per_step.mean()),
+    )
+
+
+def _with_cross_rank(reports: list[s.Report]) -> s.Report:
+    """The slowest rank's report in full, with one row per rank and the spread of their step times."""
+    rows = [
+        s.RankRow(rank=r.rank, path=r.source.paths[0], step_time_us=r.summary.step_time_us,
+                  breakdown_us=r.summary.breakdown_us, gpu_utilization=r.summary.gpu_utilization,
+                  primary_pattern=r.patterns[0].id if r.patterns else None)
+        for r in reports
+    ]
+    timed = [(r.summary.step_time_us, i) for i, r in enumerate(reports) if r.summary.step_time_us]
+    slowest = max(timed)[1] if timed else 0
+    fastest = min(timed)[1] if timed else 0
+    spread = (timed and reports[fastest].summary.step_time_us) and (
+        reports[slowest].summary.step_time_us / reports[fastest].summary.step_time_us - 1)  # type: ignore[operator]
+    main = reports[slowest]
+    main.ranks = rows
+    main.source = s.Source(paths=[p for r in reports for p in r.source.paths], format=main.source.format)
+    main.cross_rank = s.CrossRank(
+        ranks=len(reports),
+        slowest_rank=reports[slowest].rank if reports[slowest].rank is not None else slowest,
+        fastest_rank=reports[fastest].rank if reports[fastest].rank is not None else fastest,
+        step_time_spread=round(spread, 4) if spread else (0.0 if timed else None),
+    )
+    return main

@@ -1,0 +1,198 @@
+"""The Report: one typed object the pipeline builds and every renderer reads; it round-trips through
+JSON as `stepscope.report/1`. Fields are added, never renamed or removed, within a schema version."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import msgspec
+
+SCHEMA = "stepscope.report/1"
+
+
+class Struct(msgspec.Struct, kw_only=True, omit_defaults=False):
+    pass
+
+
+class Source(Struct, kw_only=True):
+    paths: list[str]
+    format: str  # "kineto" | "nsys" | "live"
+
+
+class Device(Struct, kw_only=True):
+    name: str
+    kind: str  # "cuda" | "rocm" | "cpu" | "other"
+    id: int | None = None
+    compute_capability: str | None = None
+    total_memory_bytes: int | None = None
+    sm_count: int | None = None
+    count: int = 1  # devices of this kind the trace describes
+
+
+class StepRow(Struct, kw_only=True):
+    id: str
+    duration_us: float
+    breakdown_us: dict[str, float]
+    gpu_utilization: float | None
+    kernel_count: int = 0
+    sync_count: int = 0
+    sync_us: float = 0.0
+    htod_bytes: int = 0
+
+
+class Summary(Struct, kw_only=True):
+    step_time_us: float | None
+    breakdown_us: dict[str, float]
+    gpu_utilization: float | None
+    samples_per_s: float | None = None
+    steps_per_s: float | None = None
+    step_count: int = 0
+    step_source: str = ""
+    dropped_steps: list[str] = msgspec.field(default_factory=list)
+
+
+class DeviceIdle(Struct, kw_only=True):
+    device: int
+    utilization: float
+    busy_us_per_step: float
+    idle_us_per_step: dict[str, float]  # host_wait, kernel_wait, other
+
+
+class Gpu(Struct, kw_only=True):
+    devices: list[DeviceIdle]
+
+
+class KernelRow(Struct, kw_only=True):
+    name: str
+    count: int
+    total_us: float
+    mean_us: float
+    share: float
+    tensor_core: bool
+    collective: bool
+
+
+class Kernels(Struct, kw_only=True):
+    count: int
+    count_per_step: float
+    distinct: int
+    time_us_per_step: float
+    tensor_core_share: float | None
+    short_kernel_share: float | None  # kernels under 10 µs
+    short_kernel_threshold_us: float
+    launch_delay_us: dict[str, float] | None  # mean, p50, p90, max
+    top: list[KernelRow]
+
+
+class SyncApi(Struct, kw_only=True):
+    api: str
+    count_per_step: float
+    time_us_per_step: float
+
+
+class SyncCause(Struct, kw_only=True):
+    op: str
+    inner_op: str
+    api: str
+    count: int
+    total_us: float
+    location: dict[str, Any] | None = None
+
+
+class Syncs(Struct, kw_only=True):
+    count_per_step: float
+    time_us_per_step: float
+    apis: list[SyncApi]
+    causes: list[SyncCause]
+
+
+class CopyRow(Struct, kw_only=True):
+    direction: str
+    count: int
+    bytes: int
+    total_us: float
+    bandwidth_gb_s: float | None
+    pageable_count: int
+    pageable_bytes: int
+    pinned_count: int
+    pinned_bytes: int
+
+
+class Copies(Struct, kw_only=True):
+    directions: list[CopyRow]
+    htod_bytes_per_step: float
+    pageable_htod_bytes_per_step: float
+    count_per_step: float
+
+
+class MemoryRow(Struct, kw_only=True):
+    device: int
+    peak_allocated_bytes: int
+    peak_reserved_bytes: int | None
+
+
+class Pattern(Struct, kw_only=True):
+    id: str
+    share: float
+    evidence: dict[str, Any]
+    title: str = ""
+
+
+class Recommendation(Struct, kw_only=True):
+    id: str
+    title: str
+    evidence: dict[str, Any]
+    location: dict[str, Any] | None
+    estimated_speedup: float | None
+    estimate: str = ""  # the reasoning behind the estimate, in words
+
+
+class RankRow(Struct, kw_only=True):
+    rank: int | None
+    path: str
+    step_time_us: float | None
+    breakdown_us: dict[str, float]
+    gpu_utilization: float | None
+    primary_pattern: str | None = None
+
+
+class CrossRank(Struct, kw_only=True):
+    ranks: int
+    slowest_rank: int | None
+    fastest_rank: int | None
+    step_time_spread: float | None  # slowest / fastest - 1
+
+
+class Report(Struct, kw_only=True):
+    schema: str = SCHEMA
+    generator: str = ""
+    source: Source
+    device: Device | None
+    devices: list[Device] = msgspec.field(default_factory=list)
+    accelerator: str = "none"
+    rank: int | None = None
+    world_size: int | None = None
+    steps: list[StepRow]
+    summary: Summary
+    gpu: Gpu | None = None
+    kernels: Kernels | None = None
+    syncs: Syncs | None = None
+    copies: Copies | None = None
+    memory: list[MemoryRow] = msgspec.field(default_factory=list)
+    patterns: list[Pattern] = msgspec.field(default_factory=list)
+    recommendations: list[Recommendation] = msgspec.field(default_factory=list)
+    ranks: list[RankRow] = msgspec.field(default_factory=list)
+    cross_rank: CrossRank | None = None
+    notes: list[str] = msgspec.field(default_factory=list)
+
+
+def to_json(report: Report, indent: int = 2) -> bytes:
+    return msgspec.json.format(msgspec.json.encode(report, order="deterministic"), indent=indent)
+
+
+def from_json(data: bytes | str) -> Report:
+    """Decode a stepscope.report/1 document; raises msgspec errors on anything else."""
+    report = msgspec.json.decode(data, type=Report)
+    if report.schema != SCHEMA:
+        raise ValueError(f"unsupported schema {report.schema!r} (expected {SCHEMA})")
+    return report

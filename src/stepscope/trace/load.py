@@ -1,0 +1,63 @@
+"""Open what the user points at: a Kineto trace, a folder of per-rank traces, or an Nsight Systems export."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from pathlib import Path
+
+from stepscope.errors import StepscopeError
+from stepscope.trace.kineto import read_kineto
+from stepscope.trace.model import Trace
+
+SQLITE_MAGIC = b"SQLite format 3\x00"
+TRACE_SUFFIXES = (".json", ".json.gz", ".pt.trace.json", ".pt.trace.json.gz")
+
+
+def _is_sqlite(path: Path) -> bool:
+    try:
+        with path.open("rb") as f:
+            return f.read(16) == SQLITE_MAGIC
+    except OSError:
+        return False
+
+
+def expand(paths: Iterable[str | Path]) -> list[Path]:
+    """Files to read: folders become the trace files inside them, sorted by name."""
+    files: list[Path] = []
+    for raw in paths:
+        path = Path(raw)
+        if not path.exists():
+            raise StepscopeError(f"{path}: no such file or folder")
+        if path.is_dir():
+            inside = sorted(
+                p for p in path.iterdir()
+                if p.is_file() and (p.name.endswith(TRACE_SUFFIXES) or p.suffix in (".sqlite", ".nsys-rep"))
+            )
+            if not inside:
+                raise StepscopeError(
+                    f"{path}: folder holds no traces (expected *.json, *.json.gz, *.sqlite or *.nsys-rep files)"
+                )
+            files.extend(inside)
+        else:
+            files.append(path)
+    if not files:
+        raise StepscopeError("no trace given")
+    return files
+
+
+def read_trace(path: str | Path) -> Trace:
+    """Read one file, choosing the reader by content, not by name alone."""
+    path = Path(path)
+    if path.suffix == ".nsys-rep":
+        from stepscope.trace.nsys_export import export_and_read
+
+        return export_and_read(path)
+    if path.is_file() and _is_sqlite(path):
+        from stepscope.trace.nsys import read_nsys
+
+        return read_nsys(path)
+    return read_kineto(path)
+
+
+def load_traces(paths: Iterable[str | Path]) -> list[Trace]:
+    return [read_trace(p) for p in expand(paths)]
