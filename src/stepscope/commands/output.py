@@ -1,0 +1,27 @@
+"""Writing report files for the verbs: derived names, nothing overwritten by surprise, '-' for stdout."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+from stepscope.errors import StepscopeError
+
+
+def write_output(target: str, data: bytes, what: str) -> str | None:
+    """Write `data` to a path or to stdout ('-'); return the path written, None for stdout."""
+    if target == "-":
+        sys.stdout.buffer.write(data)
+        if not data.endswith(b"\n"):
+            sys.stdout.buffer.write(b"\n")
+        sys.stdout.flush()
+        return None
+    path = Path(target)
+    if path.is_dir():
+        raise StepscopeError(f"{path}: is a folder; give a file name for the {what}")
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_bytes(data)
+    except OSError as exc:
+        raise StepscopeError(f"{path}: cannot write the {what} ({exc.strerror or exc})") from None
+    return str(path)

@@ -1,0 +1,21 @@
+"""Renderers: each turns a Report into output and never computes a figure."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from stepscope.report.schema import SCHEMA, Report, from_json, to_json
+
+
+def render(kind: str, report: Report, **options: Any) -> Any:
+    """Render with the renderer named `kind` ("terminal" -> a rich renderable, "json" -> bytes)."""
+    if kind == "json":
+        return to_json(report)
+    if kind == "terminal":
+        from stepscope.report.terminal import TerminalRenderer
+
+        return TerminalRenderer(**options).render(report)
+    raise ValueError(f"unknown renderer {kind!r}")
+
+
+__all__ = ["SCHEMA", "Report", "from_json", "render", "to_json"]

@@ -1,0 +1,96 @@
+"""Bad input gets a one-line error naming the file, exit code 2, no traceback."""
+
+from __future__ import annotations
+
+import gzip
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from builder import TraceBuilder
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from stepscope.errors import StepscopeError
+from stepscope.pipeline import analyze
+
+CASES = {
+    "empty.json": b"",
+    "truncated.json.gz": gzip.compress(b'{"traceEvents": []}' * 500)[:200],
+    "invalid.json": b'{"traceEvents": [{"ph": "X",',
+    "execution_trace.json": b'{"schema": "1.0.1", "pid": 7, "nodes": [{"id": 1, "name": "[pytorch|profiler]"}]}',
+    "no_events.json": b'{"traceEvents": []}',
+    "text.json": b"hello, world",
+    "object.json": b'{"foo": 1}',
+}
+
+
+@pytest.mark.parametrize("name", sorted(CASES))
+def test_cli_bad_file(name: str, tmp_path: Path) -> None:
+    path = tmp_path / name
+    path.write_bytes(CASES[name])
+    done = subprocess.run([sys.executable, "-m", "stepscope", "analyze", str(path)], capture_output=True, text=True)
+    assert done.returncode == 2
+    lines = done.stderr.strip().splitlines()
+    assert lines[0].startswith(f"stepscope: error: {path}: ")
+    assert "Traceback" not in done.stderr and len(lines) <= 2
+
+
+def test_cli_missing_path_and_empty_folder(tmp_path: Path) -> None:
+    for target in (tmp_path / "nope.json", tmp_path):
+        done = subprocess.run([sys.executable, "-m", "stepscope", "analyze", str(target)],
+                              capture_output=True, text=True)
+        assert done.returncode == 2 and str(target) in done.stderr and "Traceback" not in done.stderr
+
+
+def _base_events() -> list[dict]:
+    b = TraceBuilder()
+    for i in range(3):
+        t = i * 100.0
+        b.step(i, t, t + 100)
+        b.dataloader(t, t + 10)
+        b.launch("gemm", (t + 20, t + 25), (t + 30, t + 60))
+        b.copy("HtoD", (t + 61, t + 62), (t + 63, t + 70), nbytes=4096)
+        b.runtime("cudaStreamSynchronize", t + 71, t + 80)
+    return b.to_dict()["traceEvents"]
+
+
+_VALUES = st.one_of(st.none(), st.integers(-10**6, 10**12), st.floats(allow_nan=False), st.text(max_size=6),
+                    st.booleans(), st.lists(st.integers(), max_size=2))
+_KEYS = st.sampled_from(["ph", "cat", "name", "pid", "tid", "ts", "dur", "args"])
+_ARG_KEYS = st.sampled_from(["correlation", "device", "stream", "bytes", "External id", "Sequence number"])
+
+
+@settings(max_examples=120, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(data=st.data())
+def test_mangled_traces_analyse_or_fail_cleanly(data: st.DataObject, tmp_path: Path) -> None:
+    """Property: whatever the damage, the reader either analyses the trace or raises StepscopeError."""
+    events = _base_events()
+    for _ in range(data.draw(st.integers(1, 8))):
+        victim = events[data.draw(st.integers(0, len(events) - 1))]
+        action = data.draw(st.sampled_from(["set", "delete", "arg", "drop_args"]))
+        if action == "set":
+            victim[data.draw(_KEYS)] = data.draw(_VALUES)
+        elif action == "delete":
+            victim.pop(data.draw(_KEYS), None)
+        elif action == "arg" and isinstance(victim.get("args"), dict):
+            victim["args"][data.draw(_ARG_KEYS)] = data.draw(_VALUES)
+        else:
+            victim.pop("args", None)
+    raw = json.dumps({"traceEvents": events}).encode()
+    cut = data.draw(st.sampled_from([None, "truncate", "gzip-truncate"]))
+    if cut == "truncate":
+        raw = raw[: data.draw(st.integers(0, len(raw) - 1))]
+    path = tmp_path / ("t.json.gz" if cut == "gzip-truncate" else "t.json")
+    if cut == "gzip-truncate":
+        packed = gzip.compress(raw)
+        raw = packed[: data.draw(st.integers(0, len(packed) - 1))]
+    path.write_bytes(raw)
+    try:
+        report = analyze(path)
+    except StepscopeError as exc:
+        assert str(exc).startswith(str(path))
+    else:
+        assert report.summary.step_count >= 1

@@ -1,0 +1,59 @@
+"""The JSON contract: field names are public; a rename must fail here."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import msgspec
+from builder import TraceBuilder
+
+from stepscope.report.schema import SCHEMA, Report, from_json, to_json
+
+# The stepscope.report/1 fields as of this version. Add new ones here; never remove or rename.
+REPORT_FIELDS = {
+    "schema", "generator", "source", "device", "devices", "accelerator", "rank", "world_size", "steps",
+    "summary", "gpu", "kernels", "syncs", "copies", "memory", "patterns", "recommendations", "ranks",
+    "cross_rank", "notes",
+}
+STEP_FIELDS = {"id", "duration_us", "breakdown_us", "gpu_utilization", "kernel_count", "sync_count", "sync_us",
+               "htod_bytes"}
+SUMMARY_FIELDS = {"step_time_us", "breakdown_us", "gpu_utilization", "samples_per_s", "steps_per_s",
+                  "step_count", "step_source", "dropped_steps"}
+BREAKDOWN_KEYS = {"kernel", "memcpy", "memset", "communication", "runtime", "dataloader", "cpu_exec", "other"}
+
+
+def _report(tmp_path: Path) -> Report:
+    from stepscope import analyze
+
+    b = TraceBuilder()
+    b.step(1, 0, 100)
+    b.launch("k", (0, 1), (2, 30))
+    b.copy("HtoD", (31, 32), (33, 40), nbytes=100)
+    b.runtime("cudaStreamSynchronize", 41, 45)
+    return analyze(b.write(tmp_path / "t.json"))
+
+
+def test_field_names_are_stable(tmp_path: Path) -> None:
+    doc = json.loads(to_json(_report(tmp_path)))
+    assert doc["schema"] == SCHEMA == "stepscope.report/1"
+    assert REPORT_FIELDS <= set(doc)
+    assert STEP_FIELDS <= set(doc["steps"][0])
+    assert SUMMARY_FIELDS <= set(doc["summary"])
+    assert set(doc["summary"]["breakdown_us"]) == BREAKDOWN_KEYS == set(doc["steps"][0]["breakdown_us"])
+    assert {"name", "kind"} <= set(doc["device"])
+    assert {"paths", "format"} == set(doc["source"])
+
+
+def test_round_trip_and_refusal_of_other_schemas(tmp_path: Path) -> None:
+    report = _report(tmp_path)
+    assert from_json(to_json(report)) == report
+    doc = json.loads(to_json(report))
+    doc["schema"] = "stepscope.report/99"
+    try:
+        from_json(json.dumps(doc))
+    except ValueError as exc:
+        assert "stepscope.report/99" in str(exc)
+    else:
+        raise AssertionError("another schema version must be refused")
+    assert msgspec.json.decode(to_json(report))["generator"].startswith("stepscope ")
