@@ -22,7 +22,7 @@ def kineto_trace(name: str) -> Path:
 
 
 @pytest.fixture
-def builder():  # noqa: ANN201
+def builder():
     from builder import TraceBuilder
 
     return TraceBuilder()

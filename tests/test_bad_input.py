@@ -9,10 +9,10 @@ import sys
 from pathlib import Path
 
 import pytest
-from builder import TraceBuilder
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from builder import TraceBuilder
 from stepscope.errors import StepscopeError
 from stepscope.pipeline import analyze
 

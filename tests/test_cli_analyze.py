@@ -8,10 +8,10 @@ import subprocess
 import sys
 from pathlib import Path
 
-from builder import TraceBuilder
-from conftest import KINETO
 from rich.console import Console
 
+from builder import TraceBuilder
+from conftest import KINETO
 from stepscope import analyze
 from stepscope.report import render
 

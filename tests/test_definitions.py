@@ -6,14 +6,14 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from builder import BACKWARD_TID, TraceBuilder
 
+from builder import BACKWARD_TID, TraceBuilder
 from stepscope import analyze
 from stepscope.analysis.facts import compute_facts
 from stepscope.trace.kineto import read_kineto
 
 
-def facts_of(b: TraceBuilder, tmp_path: Path, name: str = "t.json"):  # noqa: ANN201
+def facts_of(b: TraceBuilder, tmp_path: Path, name: str = "t.json"):
     return compute_facts(read_kineto(b.write(tmp_path / name)))
 
 

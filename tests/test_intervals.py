@@ -10,7 +10,7 @@ def _set(pairs: list[tuple[int, int]]) -> set[int]:
 
 
 def _as_set(a: iv.Intervals) -> set[int]:
-    return _set(list(zip(a.starts.tolist(), a.ends.tolist())))
+    return _set(list(zip(a.starts.tolist(), a.ends.tolist(), strict=True)))
 
 
 spans = st.lists(st.tuples(st.integers(0, 60), st.integers(0, 15)).map(lambda p: (p[0], p[0] + p[1])), max_size=12)
@@ -29,7 +29,7 @@ def test_algebra_matches_sets(a_pairs: list[tuple[int, int]], b_pairs: list[tupl
     assert _as_set(iv.intersect(a, b)) == _set(a_pairs) & _set(b_pairs)
     assert _as_set(iv.subtract(a, b)) == _set(a_pairs) - _set(b_pairs)
     lo, hi = np.array([0, 10, 30]), np.array([80, 20, 31])
-    expected = [len(_set(a_pairs) & set(range(int(x), int(y)))) for x, y in zip(lo, hi)]
+    expected = [len(_set(a_pairs) & set(range(int(x), int(y)))) for x, y in zip(lo, hi, strict=True)]
     assert iv.coverage(a, lo, hi).tolist() == expected
     assert _as_set(iv.complement(a, 5, 50)) == set(range(5, 50)) - _set(a_pairs)
 

@@ -6,8 +6,8 @@ import gzip
 import json
 
 import pytest
-from conftest import KINETO, kineto_trace
 
+from conftest import KINETO, kineto_trace
 from stepscope import analyze
 from stepscope.trace.kineto import read_kineto
 from stepscope.trace.model import CopyKind, HostMemory, Kind
@@ -112,7 +112,7 @@ def test_rank_folder_gives_per_rank_rows_and_cross_rank_summary() -> None:
 
 
 @pytest.mark.parametrize("path", sorted(KINETO.rglob("*.json.gz")), ids=lambda p: p.name)
-def test_every_real_trace_analyses_and_round_trips(path) -> None:  # noqa: ANN001
+def test_every_real_trace_analyses_and_round_trips(path) -> None:
     from stepscope.report.schema import from_json, to_json
 
     report = analyze(path)

@@ -12,7 +12,7 @@ from stepscope.errors import StepscopeError
 VERBS = ("analyze", "run", "report", "diff")
 
 
-def _verb_module(name: str):  # noqa: ANN202 - a module object
+def _verb_module(name: str):
     import importlib
 
     return importlib.import_module(f"stepscope.commands.{name}")

@@ -110,7 +110,7 @@ def _round(x: float | np.number) -> float:
 
 def _devices(trace: Trace) -> list[s.Device]:
     meta = trace.meta
-    if meta.accelerator == "none" or not trace.has_device_events and meta.accelerator != "other":
+    if meta.accelerator == "none" or (not trace.has_device_events and meta.accelerator != "other"):
         return [s.Device(name="CPU", kind="cpu")]
     used = set(np.unique(trace.events.device[trace.is_gpu_activity]).tolist())
     described = [d for d in meta.devices if d.id in used] or list(meta.devices)

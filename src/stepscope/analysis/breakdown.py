@@ -22,7 +22,7 @@ class Breakdown:
 
     def mean(self) -> dict[str, float]:
         values = self.per_step.mean(axis=0) if len(self.per_step) else np.zeros(len(self.categories))
-        return dict(zip(self.categories, (float(v) for v in values)))
+        return dict(zip(self.categories, (float(v) for v in values), strict=True))
 
 
 def step_breakdown(trace: Trace, steps: Steps) -> Breakdown:

@@ -52,7 +52,7 @@ def _profiler_steps(trace: Trace) -> tuple[list[str], np.ndarray] | None:
     # A step recorded on several threads appears once per thread: keep the first of each id.
     ids = [PROFILER_STEP.match(trace.name_of(r)).group(1) for r in rows]  # type: ignore[union-attr]
     first: dict[str, int] = {}
-    for step_id, row in zip(ids, rows):
+    for step_id, row in zip(ids, rows, strict=True):
         first.setdefault(step_id, int(row))
     return list(first), np.array(list(first.values()), dtype=np.int64)
 
@@ -101,7 +101,7 @@ def _named_range_steps(trace: Trace, name: str | None) -> tuple[list[str], np.nd
 
 def _repeated_top_level_name(trace: Trace, annotations: np.ndarray) -> str | None:
     ev = trace.events
-    threads = Counter(zip(ev.pid[annotations].tolist(), ev.tid[annotations].tolist()))
+    threads = Counter(zip(ev.pid[annotations].tolist(), ev.tid[annotations].tolist(), strict=True))
     (pid, tid), _ = threads.most_common(1)[0]
     rows = annotations[(ev.pid[annotations] == pid) & (ev.tid[annotations] == tid)]
     # Top level: not inside an earlier range of the same thread (rows are sorted by start).
@@ -182,7 +182,7 @@ def _stretch_to_gpu(trace: Trace, ids: list[str], cpu_start: np.ndarray, cpu_end
                 "(cut off by the end of profiling)"
             )
     return Steps(
-        ids=tuple(i for i, k in zip(ids, keep) if k),
+        ids=tuple(i for i, k in zip(ids, keep, strict=True) if k),
         start=start[keep], end=end[keep], cpu_start=cpu_start[keep], cpu_end=cpu_end[keep],
         gpu_activity_count=counts[keep], source=source, dropped=tuple(reversed(dropped)),
     )

@@ -72,6 +72,7 @@ class TraceMeta:
     world_size: int | None = None
     accelerator: str = "none"  # "cuda" | "rocm" | "other" | "none": what the device events come from
     start_epoch_ns: int | None = None  # wall-clock time of t=0 when the trace says
+    origin_us: float = 0.0  # the source's own timestamp of t=0 (Kineto µs), to write tracks that line up
     process_names: dict[int, str] = field(default_factory=dict)
     thread_names: dict[tuple[int, int], str] = field(default_factory=dict)
     notes: tuple[str, ...] = ()  # what the reader had to assume, shown to the user
