@@ -184,6 +184,31 @@ class Report(Struct, kw_only=True):
     ranks: list[RankRow] = msgspec.field(default_factory=list)
     cross_rank: CrossRank | None = None
     notes: list[str] = msgspec.field(default_factory=list)
+    run: Run | None = None  # live captures only (defined below)
+
+
+class Run(Struct, kw_only=True):
+    """How a live capture went (`stepscope run`, the Python API, a trainer callback); absent for files."""
+
+    command: list[str]  # the program and its arguments, as run
+    status: str  # "window recorded" | "ended early" | "failed" | "interrupted" | "nothing recorded"
+    exit_code: int | None  # the program's own (None for the API and callbacks)
+    step_source: str | None  # optimizer | dataloader | forward | manual | lightning | huggingface
+    skip: int
+    warmup: int
+    steps_requested: int
+    steps_recorded: int
+    first_recorded_step: int | None  # the program's step number (from 0) of the first recorded step
+    batch_size: int | None
+    batch_size_source: str | None  # user | trainer | dataloader | model input
+    profiled_device: str  # "cuda" | "cpu"
+    profiler_overhead: float | None  # recorded step / unprofiled step - 1, both timed on the host clock
+    unprofiled_step_us: float | None
+    recorded_step_us: float | None
+    telemetry: dict[str, Any] | None = None  # the window summary of telemetry.json
+    folder: str | None = None
+    files: list[str] = msgspec.field(default_factory=list)
+
 
 
 def to_json(report: Report, indent: int = 2) -> bytes:
