@@ -10,7 +10,10 @@ from stepscope.analysis.steps import PROFILER_STEP
 from stepscope.trace.model import Kind, Trace
 
 COLLECTIVE_KERNEL = re.compile(r"^(void )?(nccl|rccl|ncclDevKernel|ncclKernel)", re.IGNORECASE)
-COLLECTIVE_OP = re.compile(r"^(nccl|gloo|rccl|hccl|mpi|ucc|c10d)(:|::)")
+# Host ops whose time is communication (DESIGN.md: `nccl:*`, `gloo:*` collectives and their peers).
+COLLECTIVE_OP = re.compile(r"^(nccl|gloo|rccl|hccl|mpi|ucc):")
+# Ops that launch collective kernels; their kernels are communication even when oddly named.
+COLLECTIVE_LAUNCHER = re.compile(r"^(nccl|gloo|rccl|hccl|mpi|ucc):|^c10d::|^record_param_comms$")
 DATALOADER = re.compile(r"^enumerate\(DataLoader\)#.*__next__|^enumerate\(DataPipe\)#")
 
 BREAKDOWN_CATEGORIES = ("kernel", "memcpy", "memset", "communication", "runtime", "dataloader", "cpu_exec", "other")
@@ -24,9 +27,14 @@ def category_masks(trace: Trace, step_source: str) -> dict[str, np.ndarray]:
     """Row masks for each breakdown category but 'other' (the remainder), before exclusivity."""
     ev = trace.events
     kernel = ev.kind == Kind.KERNEL
-    collective_kernel = kernel & trace.names_where(is_collective_kernel)
     host = ev.of_kind(Kind.CPU_OP, Kind.USER_ANNOTATION, Kind.PYTHON)
     collective_op = host & trace.names_where(lambda s: COLLECTIVE_OP.match(s) is not None)
+    # A collective kernel by its own name, or through its launching op (the TensorBoard plugin's way,
+    # which alone misses NCCL kernels launched outside any recorded op).
+    launchers = host & trace.names_where(lambda s: COLLECTIVE_LAUNCHER.match(s) is not None)
+    collective_ids = ev.external_id[launchers]
+    launched_by_collective = kernel & (ev.external_id >= 0) & np.isin(ev.external_id, collective_ids[collective_ids >= 0])
+    collective_kernel = kernel & (trace.names_where(is_collective_kernel) | launched_by_collective)
     dataloader = host & trace.names_where(lambda s: DATALOADER.match(s) is not None)
     step_ranges = host & trace.names_where(lambda s: PROFILER_STEP.match(s) is not None)
     if step_source.startswith("range "):  # the user's step ranges are the step itself, not CPU work

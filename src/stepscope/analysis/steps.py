@@ -148,28 +148,40 @@ def find_steps(trace: Trace, step_range: str | None = None) -> Steps:
 
 
 def _stretch_to_gpu(trace: Trace, ids: list[str], cpu_start: np.ndarray, cpu_end: np.ndarray, source: str) -> Steps:
-    """Move each end to the end of the GPU work launched inside the step; drop cut-off trailing steps."""
+    """Move each end to the end of the GPU work launched inside the step; drop cut-off trailing steps.
+
+    Matches the TensorBoard plugin: a launch counts for a step when the runtime call lies wholly inside the
+    step's host range, and the first step starts no earlier than the end of GPU work launched before it.
+    """
     ev = trace.events
     n = len(ids)
     launcher = launching_call(trace)
     gpu_rows = np.flatnonzero(launcher >= 0)
-    launch_start = ev.start[launcher[gpu_rows]]
+    launch_start, launch_end = ev.start[launcher[gpu_rows]], ev.end[launcher[gpu_rows]]
     step_of = np.searchsorted(cpu_start, launch_start, side="right") - 1
     valid = step_of >= 0
-    valid[valid] &= launch_start[valid] < cpu_end[step_of[valid]]
-    gpu_end = np.zeros(n, dtype=np.int64)
+    valid[valid] &= launch_end[valid] <= cpu_end[step_of[valid]]
+    gpu_end = np.full(n, np.iinfo(np.int64).min, dtype=np.int64)
+    gpu_first = np.full(n, np.iinfo(np.int64).max, dtype=np.int64)
     np.maximum.at(gpu_end, step_of[valid], ev.end[gpu_rows[valid]])
+    np.minimum.at(gpu_first, step_of[valid], ev.start[gpu_rows[valid]])
     counts = np.bincount(step_of[valid], minlength=n).astype(np.int64)
 
     end = np.maximum(cpu_end, gpu_end)
     start = cpu_start.copy()
-    for i in range(1, n):  # back to back: a step starts no earlier than the previous (moved) end
-        start[i] = max(start[i], end[i - 1])
+    if n and counts.any():
+        unmatched = np.ones(len(ev), dtype=bool)
+        unmatched[gpu_rows[valid]] = False
+        unmatched_rows = np.flatnonzero(unmatched & trace.is_gpu_activity)
+        start[0] = max(start[0], _end_of_earlier_gpu_work(trace, unmatched_rows, gpu_first[0], start[0]))
+    for i in range(n):  # back to back: a step starts no earlier than the previous (moved) end
+        if i:
+            start[i] = max(start[i], end[i - 1])
         end[i] = max(end[i], start[i])
 
     keep = np.ones(n, dtype=bool)
     dropped: list[str] = []
-    if trace.has_device_events and counts.any():
+    if trace.has_device_events and counts.any() and n > 1:
         last = n - 1
         while last >= 0 and counts[last] == 0:  # trailing steps that launched no GPU work
             keep[last] = False
@@ -186,3 +198,10 @@ def _stretch_to_gpu(trace: Trace, ids: list[str], cpu_start: np.ndarray, cpu_end
         start=start[keep], end=end[keep], cpu_start=cpu_start[keep], cpu_end=cpu_end[keep],
         gpu_activity_count=counts[keep], source=source, dropped=tuple(reversed(dropped)),
     )
+
+
+def _end_of_earlier_gpu_work(trace: Trace, unmatched_rows: np.ndarray, first_gpu_start: int, default: int) -> int:
+    """The latest end, before the first step's own GPU work, of GPU work not launched inside any step."""
+    ends = trace.events.end[unmatched_rows]
+    earlier = ends[ends < first_gpu_start] if first_gpu_start != np.iinfo(np.int64).max else ends[:0]
+    return int(earlier.max()) if len(earlier) else default
