@@ -12,8 +12,8 @@ import json
 from pathlib import Path
 
 import pytest
-from conftest import kineto_trace
 
+from conftest import kineto_trace
 from stepscope import analyze
 
 FIXTURES = Path(__file__).parent / "data" / "tb_overview"

@@ -33,7 +33,8 @@ def category_masks(trace: Trace, step_source: str) -> dict[str, np.ndarray]:
     # which alone misses NCCL kernels launched outside any recorded op).
     launchers = host & trace.names_where(lambda s: COLLECTIVE_LAUNCHER.match(s) is not None)
     collective_ids = ev.external_id[launchers]
-    launched_by_collective = kernel & (ev.external_id >= 0) & np.isin(ev.external_id, collective_ids[collective_ids >= 0])
+    collective_ids = collective_ids[collective_ids >= 0]
+    launched_by_collective = kernel & (ev.external_id >= 0) & np.isin(ev.external_id, collective_ids)
     collective_kernel = kernel & (trace.names_where(is_collective_kernel) | launched_by_collective)
     dataloader = host & trace.names_where(lambda s: DATALOADER.match(s) is not None)
     step_ranges = host & trace.names_where(lambda s: PROFILER_STEP.match(s) is not None)
