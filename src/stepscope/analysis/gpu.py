@@ -89,3 +89,31 @@ def _classify_gaps(
         return iv.Intervals(gaps.starts[mask], gaps.ends[mask])
 
     return pick(is_host), pick(is_kernel_wait), pick(is_other)
+
+
+@dataclass(frozen=True)
+class IdleIntervals:
+    """One device's idle gaps inside the steps, as intervals (ns from the trace's start) by cause."""
+
+    device: int
+    host_wait: iv.Intervals
+    kernel_wait: iv.Intervals
+    other: iv.Intervals
+
+
+def idle_intervals(trace: Trace, steps: Steps) -> tuple[IdleIntervals, ...]:
+    """The gaps gpu_usage measures, kept as intervals (clipped to the steps) for timelines and trace tracks."""
+    ev = trace.events
+    kernels = ev.kind == Kind.KERNEL
+    if not kernels.any() or len(steps) == 0:
+        return ()
+    launcher = launching_call(trace)
+    window = (int(steps.start[0]), int(steps.end[-1]))
+    inside = iv.union(steps.start, steps.end)
+    result = []
+    for device in np.unique(ev.device[kernels]):
+        rows = np.flatnonzero(kernels & (ev.device == device))
+        gaps = iv.complement(iv.union(ev.start[rows], ev.end[rows]), *window)
+        host, kernel_wait, other = (iv.intersect(g, inside) for g in _classify_gaps(gaps, rows, trace, launcher))
+        result.append(IdleIntervals(int(device), host, kernel_wait, other))
+    return tuple(result)

@@ -163,6 +163,46 @@ class CrossRank(Struct, kw_only=True):
     step_time_spread: float | None  # slowest / fastest - 1
 
 
+class TimelineRow(Struct, kw_only=True):
+    label: str
+    kind: str  # "host" (ops at one nesting level), "runtime", "gpu" (one stream), "idle" (one device)
+
+
+class TimelineSpans(Struct, kw_only=True):
+    """Columns, one entry per span: row index, start (µs from the step's start), duration, and
+    category and name as indexes into Timeline.categories and Timeline.names."""
+
+    row: list[int]
+    start_us: list[float]
+    dur_us: list[float]
+    category: list[int]
+    name: list[int]
+
+
+class TimelineSync(Struct, kw_only=True):
+    row: int
+    start_us: float
+    dur_us: float
+    api: str
+    op: str
+    location: dict[str, Any] | None = None
+
+
+class Timeline(Struct, kw_only=True):
+    """One representative (median) step, compact: the longest spans of host threads and GPU streams,
+    the GPU's idle gaps by cause (categories idle_*), and the sync calls."""
+
+    step_id: str
+    start_us: float  # the step's start, µs from the trace's start
+    duration_us: float
+    rows: list[TimelineRow]
+    categories: list[str]
+    names: list[str]
+    spans: TimelineSpans
+    syncs: list[TimelineSync]
+    left_out: int = 0  # the shortest spans, left out to stay compact
+
+
 class Report(Struct, kw_only=True):
     schema: str = SCHEMA
     generator: str = ""
@@ -184,6 +224,7 @@ class Report(Struct, kw_only=True):
     ranks: list[RankRow] = msgspec.field(default_factory=list)
     cross_rank: CrossRank | None = None
     notes: list[str] = msgspec.field(default_factory=list)
+    timeline: Timeline | None = None
     run: Run | None = None  # live captures only (defined below)
 
 
@@ -208,7 +249,6 @@ class Run(Struct, kw_only=True):
     telemetry: dict[str, Any] | None = None  # the window summary of telemetry.json
     folder: str | None = None
     files: list[str] = msgspec.field(default_factory=list)
-
 
 
 def to_json(report: Report, indent: int = 2) -> bytes:
