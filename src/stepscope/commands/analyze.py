@@ -1,11 +1,19 @@
-"""`stepscope analyze PATH [PATH ...]`: read traces, print the diagnosis, optionally write JSON."""
+"""`stepscope analyze PATH [PATH ...]`: read traces, print the diagnosis, optionally write JSON, HTML and
+an annotated trace."""
 
 from __future__ import annotations
 
 import argparse
 import sys
+from pathlib import Path
+from typing import TYPE_CHECKING
 
 from stepscope.commands.output import write_output
+from stepscope.errors import StepscopeError
+
+if TYPE_CHECKING:
+    from stepscope.report.schema import Report
+    from stepscope.trace.model import Trace
 
 
 def add_parser(sub: argparse._SubParsersAction) -> None:
@@ -17,6 +25,9 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     p.add_argument("paths", nargs="+", metavar="PATH",
                    help="a Kineto trace (.json/.json.gz), a folder of per-rank traces, or an nsys .sqlite/.nsys-rep")
     p.add_argument("--json", metavar="FILE", help="also write the report as stepscope.report/1 JSON ('-' for stdout)")
+    p.add_argument("--html", metavar="FILE", help="also write the report as one self-contained HTML page")
+    p.add_argument("--perfetto", metavar="FILE",
+                   help="also write the trace with stepscope's own tracks added, for ui.perfetto.dev (.json.gz)")
     p.add_argument("--step-range", metavar="NAME", help="the range (NVTX or record_function) that marks one step")
     p.add_argument("--batch-size", type=int, metavar="N", help="samples per step, to report samples/s")
     p.add_argument("--width", type=int, default=None, help="terminal width for the report")
@@ -25,11 +36,16 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from stepscope.pipeline import analyze
+    from stepscope.pipeline import analyze_traces
     from stepscope.report import render
     from stepscope.report.terminal import make_console
+    from stepscope.trace.load import load_traces
 
-    report = analyze(args.paths, step_range=args.step_range, batch_size=args.batch_size)
+    traces = load_traces(args.paths)
+    if args.perfetto and len(traces) != 1:
+        raise StepscopeError(f"--perfetto annotates one trace, and {len(traces)} were given",
+                             hint="give one rank's trace file, e.g. the slowest rank's")
+    report = analyze_traces(traces, step_range=args.step_range, batch_size=args.batch_size)
     to_stdout = args.json == "-"
     console = make_console(width=args.width, stderr=to_stdout)
     if not args.quiet:
@@ -39,6 +55,25 @@ def run(args: argparse.Namespace) -> int:
         path = write_output(args.json, render("json", report), "JSON report")
         if path:
             written.append(path)
+    if args.html and (path := write_output(args.html, render("html", report), "HTML report")):
+        written.append(path)
+    if args.perfetto:
+        data = _annotated_trace(traces[0], report, args.step_range, compress=args.perfetto.endswith(".gz"))
+        if path := write_output(args.perfetto, data, "annotated trace"):
+            written.append(path)
     if written and not args.quiet:
         print(f"wrote {', '.join(written)}", file=sys.stderr if to_stdout else sys.stdout)
     return 0
+
+
+def _annotated_trace(trace: Trace, report: Report, step_range: str | None, compress: bool) -> bytes:
+    """The trace's own events (copied from its file when that is Chrome JSON) plus stepscope's tracks."""
+    from stepscope.analysis.annotations import annotations
+    from stepscope.analysis.facts import compute_facts
+    from stepscope.report import render
+    from stepscope.trace.files import read_bytes
+
+    facts = compute_facts(trace, step_range)
+    original = read_bytes(Path(trace.meta.path)) if trace.meta.format == "kineto" else None
+    return render("perfetto", report, trace=trace, annotations=annotations(trace, facts.steps, facts.syncs),
+                  original=original, compress=compress)

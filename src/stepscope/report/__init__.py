@@ -8,13 +8,21 @@ from stepscope.report.schema import SCHEMA, Report, from_json, to_json
 
 
 def render(kind: str, report: Report, **options: Any) -> Any:
-    """Render with the renderer named `kind` ("terminal" -> a rich renderable, "json" -> bytes)."""
+    """Render with the renderer named `kind` ("terminal" -> a rich renderable; "json", "html", "perfetto" -> bytes)."""
     if kind == "json":
         return to_json(report)
     if kind == "terminal":
         from stepscope.report.terminal import TerminalRenderer
 
         return TerminalRenderer(**options).render(report)
+    if kind == "html":
+        from stepscope.report.html import HtmlRenderer
+
+        return HtmlRenderer(**options).render(report)
+    if kind == "perfetto":
+        from stepscope.report.perfetto import PerfettoRenderer
+
+        return PerfettoRenderer(**options).render(report)
     raise ValueError(f"unknown renderer {kind!r}")
 
 

@@ -1,0 +1,48 @@
+"""What `report` and `diff` accept: a stepscope.report/1 JSON file, a run folder holding report.json, or
+traces (files or rank folders) to analyse."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import msgspec
+
+from stepscope.errors import StepscopeError
+from stepscope.report.schema import Report, from_json
+
+REPORT_JSON = "report.json"  # what `stepscope run` writes into its run folder
+
+
+class _Probe(msgspec.Struct):
+    schema: str | None = None
+
+
+def is_report_file(path: Path) -> bool:
+    """A JSON file whose top-level `schema` names a stepscope report (gzipped files are traces)."""
+    if not path.is_file() or path.suffix != ".json":
+        return False
+    try:
+        probe = msgspec.json.decode(path.read_bytes(), type=_Probe)
+    except (msgspec.DecodeError, OSError):
+        return False
+    return (probe.schema or "").startswith("stepscope.report/")
+
+
+def load_report(path: str | Path, *, traces_allowed: bool = True, step_range: str | None = None,
+                batch_size: int | None = None) -> Report:
+    """The report at `path`, read back as it was written, or built from the traces there."""
+    path = Path(path)
+    if not path.exists():
+        raise StepscopeError(f"{path}: no such file or folder")
+    source = path / REPORT_JSON if path.is_dir() and (path / REPORT_JSON).is_file() else path
+    if is_report_file(source):
+        try:
+            return from_json(source.read_bytes())
+        except (msgspec.DecodeError, msgspec.ValidationError, ValueError) as exc:
+            raise StepscopeError(f"{source}: not a readable stepscope report ({exc})") from None
+    if not traces_allowed:
+        raise StepscopeError(f"{path}: neither a stepscope report (.json) nor a run folder holding {REPORT_JSON}",
+                             hint="give report.json, its run folder, or use `stepscope analyze` on traces")
+    from stepscope.pipeline import analyze
+
+    return analyze(path, step_range=step_range, batch_size=batch_size)

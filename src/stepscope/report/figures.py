@@ -1,0 +1,132 @@
+"""Plotly figure specs for the HTML pages, built from a Report's own figures: selection and styling only."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import plotly.graph_objects as go
+
+from stepscope.report.schema import Report, Timeline
+
+Figure = dict[str, Any]
+
+BREAKDOWN_COLORS = {
+    "kernel": "#4c78a8", "memcpy": "#f58518", "memset": "#ff9d4d", "communication": "#72b7b2",
+    "runtime": "#eeca3b", "dataloader": "#e45756", "cpu_exec": "#54a24b", "other": "#bab0ac",
+}
+BREAKDOWN_LABELS = {
+    "kernel": "kernel", "memcpy": "memcpy", "memset": "memset", "communication": "communication",
+    "runtime": "runtime (launch, sync)", "dataloader": "DataLoader", "cpu_exec": "CPU ops", "other": "other",
+}
+IDLE_COLORS = {"busy": "#4c78a8", "host_wait": "#d62728", "kernel_wait": "#ff9da6", "other": "#c7c7c7"}
+IDLE_LABELS = {"busy": "busy (kernels)", "host_wait": "idle: host wait", "kernel_wait": "idle: kernel wait",
+               "other": "idle: other"}
+TIMELINE_COLORS = {**BREAKDOWN_COLORS, "idle_host_wait": IDLE_COLORS["host_wait"],
+                   "idle_kernel_wait": IDLE_COLORS["kernel_wait"], "idle_other": IDLE_COLORS["other"]}
+TIMELINE_LABELS = {**BREAKDOWN_LABELS, "idle_host_wait": "GPU idle: host wait",
+                   "idle_kernel_wait": "GPU idle: kernel wait", "idle_other": "GPU idle: other"}
+ROW_HEIGHT = 26
+LAYOUT = {"template": "plotly_white", "margin": {"l": 10, "r": 10, "t": 30, "b": 40},
+          "legend": {"orientation": "h", "y": -0.2}, "font": {"family": "system-ui, sans-serif", "size": 12}}
+
+
+def plain(text: str) -> str:
+    """Text for plotly, which reads a subset of HTML in labels: entities keep trace strings literal."""
+    return text.replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")
+
+
+def _spec(fig: go.Figure) -> Figure:
+    return fig.to_plotly_json()
+
+
+def breakdown_figure(report: Report) -> Figure | None:
+    """Stacked bars of each step's breakdown (ms), with the GPU utilisation per step on a second axis."""
+    if not report.steps:
+        return None
+    steps = [f"step {plain(r.id)}" for r in report.steps]
+    fig = go.Figure(layout={**LAYOUT, "barmode": "stack", "yaxis": {"title": {"text": "ms"}},
+                            "xaxis": {"type": "category"}, "hovermode": "x unified"})
+    for cat, color in BREAKDOWN_COLORS.items():
+        values = [r.breakdown_us.get(cat, 0.0) / 1000 for r in report.steps]
+        if any(values):
+            fig.add_bar(x=steps, y=values, name=BREAKDOWN_LABELS[cat], marker={"color": color},
+                        hovertemplate="%{y:.2f} ms")
+    utils = [r.gpu_utilization for r in report.steps]
+    if any(u is not None for u in utils):
+        fig.add_scatter(x=steps, y=[None if u is None else 100 * u for u in utils], name="GPU utilisation",
+                        yaxis="y2", mode="lines+markers", line={"color": "#222", "width": 2},
+                        hovertemplate="%{y:.0f}%")
+        fig.update_layout(yaxis2={"title": {"text": "GPU utilisation %"}, "overlaying": "y", "side": "right",
+                                  "range": [0, 105], "showgrid": False,
+                                  "tickmode": "linear", "tick0": 0, "dtick": 20})
+    return _spec(fig)
+
+
+def gpu_figure(report: Report) -> Figure | None:
+    """Per device, a step's time split into busy and the idle causes (ms per step)."""
+    if report.gpu is None or not report.gpu.devices:
+        return None
+    devices = [f"GPU {d.device}" for d in report.gpu.devices]
+    fig = go.Figure(layout={**LAYOUT, "barmode": "stack", "xaxis": {"title": {"text": "ms per step"}},
+                            "height": 140 + 40 * len(devices)})
+    for key, color in IDLE_COLORS.items():
+        values = [(d.busy_us_per_step if key == "busy" else d.idle_us_per_step.get(key, 0.0)) / 1000
+                  for d in report.gpu.devices]
+        fig.add_bar(y=devices, x=values, orientation="h", name=IDLE_LABELS[key], marker={"color": color},
+                    hovertemplate="%{x:.2f} ms")
+    return _spec(fig)
+
+
+def timeline_figure(timeline: Timeline | None) -> Figure | None:
+    """The representative step: one line trace per category (spans as thick segments), syncs as markers."""
+    if timeline is None or not timeline.rows:
+        return None
+    t, spans = timeline, timeline.spans
+    names = [plain(n) for n in t.names]
+    height = 150 + ROW_HEIGHT * len(t.rows)
+    fig = go.Figure(layout={
+        **LAYOUT, "height": height, "hovermode": "closest", "showlegend": True,
+        "margin": {**LAYOUT["margin"], "b": 90},
+        "xaxis": {"title": {"text": f"µs from the start of step {plain(t.step_id)}"}, "range": [0, t.duration_us]},
+        "yaxis": {"tickvals": list(range(len(t.rows))), "ticktext": [plain(r.label) for r in t.rows],
+                  "autorange": "reversed", "automargin": True, "zeroline": False},
+        "legend": {"orientation": "h", "y": -60 / (height - 120), "yanchor": "top"},
+    })
+    for c, category in enumerate(t.categories):
+        x: list[float | None] = []
+        y: list[int | None] = []
+        text: list[str | None] = []
+        for i in (i for i, cat in enumerate(spans.category) if cat == c):
+            start, dur = spans.start_us[i], spans.dur_us[i]
+            label = f"{names[spans.name[i]]}<br>{dur:,.1f} µs at {start:,.1f} µs"
+            x += [start, start + dur, None]
+            y += [spans.row[i], spans.row[i], None]
+            text += [label, label, None]
+        if x:
+            fig.add_scatter(x=x, y=y, text=text, mode="lines", name=TIMELINE_LABELS.get(category, category),
+                            line={"color": TIMELINE_COLORS.get(category, "#888"), "width": ROW_HEIGHT - 10},
+                            hoverinfo="text", connectgaps=False)
+    if t.syncs:
+        fig.add_scatter(
+            x=[s.start_us for s in t.syncs], y=[s.row for s in t.syncs], mode="markers", name="sync point",
+            marker={"symbol": "x-thin", "size": 14, "line": {"width": 3, "color": "#000"}}, hoverinfo="text",
+            text=[_sync_label(s) for s in t.syncs],
+        )
+    return _spec(fig)
+
+
+def _sync_label(sync: Any) -> str:
+    where = ""
+    if sync.location:
+        where = f"<br>{plain(str(sync.location.get('file', '?')))}:{sync.location.get('line', '?')}"
+    return f"{plain(sync.api)} ({sync.dur_us:,.1f} µs)<br>in {plain(sync.op)}{where}"
+
+
+def breakdown_diff_figure(before: dict[str, float], after: dict[str, float]) -> Figure:
+    """Before and after side by side: grouped bars of the mean breakdown (ms per step)."""
+    cats = [c for c in BREAKDOWN_COLORS if before.get(c) or after.get(c)]
+    fig = go.Figure(layout={**LAYOUT, "barmode": "group", "yaxis": {"title": {"text": "ms per step"}}})
+    for label, values, color in (("before", before, "#9ecae9"), ("after", after, "#4c78a8")):
+        fig.add_bar(x=[BREAKDOWN_LABELS[c] for c in cats], y=[values.get(c, 0.0) / 1000 for c in cats],
+                    name=label, marker={"color": color}, hovertemplate="%{y:.2f} ms")
+    return _spec(fig)

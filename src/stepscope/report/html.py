@@ -1,0 +1,81 @@
+"""The HTML report: one self-contained file (plotly inlined, no network), Jinja2 with autoescape on, data
+passed to scripts only through `tojson`; every section appears when its data exists."""
+
+from __future__ import annotations
+
+import base64
+import hashlib
+from functools import lru_cache
+from importlib import resources
+from typing import Any
+
+from jinja2 import Environment, FunctionLoader, StrictUndefined
+from markupsafe import Markup
+
+from stepscope.report import figures
+from stepscope.report import tables as t
+from stepscope.report.format import count, ms, pct, size
+from stepscope.report.schema import Report
+
+
+def _template_source(name: str) -> str:
+    return resources.files("stepscope.report").joinpath("templates", name).read_text(encoding="utf-8")
+
+
+@lru_cache(maxsize=1)
+def environment() -> Environment:
+    env = Environment(loader=FunctionLoader(_template_source), autoescape=True, undefined=StrictUndefined,
+                      trim_blocks=True, lstrip_blocks=True)
+    env.policies["json.dumps_kwargs"] = {"sort_keys": True, "allow_nan": False}
+    env.filters.update(ms=ms, pct=pct, size=size, count=count, label=lambda s: str(s).replace("_", " "))
+    return env
+
+
+@lru_cache(maxsize=1)
+def _scripts() -> tuple[str, str]:
+    import plotly.offline
+
+    plotly_js = plotly.offline.get_plotlyjs().replace("</script", "<\\/script")
+    return plotly_js, _template_source("app.js")
+
+
+def _sha256(text: str) -> str:
+    return "'sha256-" + base64.b64encode(hashlib.sha256(text.encode()).digest()).decode() + "'"
+
+
+def page(template: str, *, title: str, generator: str, figures: dict[str, Any], **context: Any) -> bytes:
+    """Render a page with plotly and the page script inlined once; the CSP lets only those two scripts run
+    and forbids every fetch, so the file works offline and injected markup cannot execute."""
+    plotly_js, app_js = _scripts()
+    csp = (f"default-src 'none'; script-src {_sha256(plotly_js)} {_sha256(app_js)}; "
+           "style-src 'unsafe-inline'; img-src data: blob:; font-src data:")
+    html = environment().get_template(template).render(
+        title=title, generator=generator, csp=csp, figures=figures,
+        plotly_js=Markup(plotly_js), app_js=Markup(app_js), **context,  # trusted: shipped with stepscope
+    )
+    return html.encode("utf-8")
+
+
+class HtmlRenderer:
+    """Report -> one self-contained HTML page (bytes)."""
+
+    def __init__(self, title: str | None = None) -> None:
+        self.title = title
+
+    def render(self, report: Report) -> bytes:
+        figs = {"fig-breakdown": figures.breakdown_figure(report), "fig-gpu": figures.gpu_figure(report),
+                "fig-timeline": figures.timeline_figure(report.timeline)}
+        optional = [t.struct_table(name, getattr(report, name, None) or []) for name in t.OPTIONAL_TABLES]
+        return page(
+            "report.html.j2",
+            title=self.title or f"stepscope: {', '.join(report.source.paths[:2])}",
+            generator=report.generator or "stepscope",
+            figures={k: v for k, v in figs.items() if v is not None},
+            report=report,
+            evidence=t.evidence_items,
+            where=t.where,
+            tables={"steps": t.breakdown_table(report), "gpu": t.gpu_table(report), "kernels": t.kernels_table(report),
+                    "syncs": t.sync_tables(report), "copies": t.copies_table(report),
+                    "memory": t.memory_table(report), "ranks": t.ranks_table(report),
+                    "optional": [x for x in optional if x is not None]},
+        )

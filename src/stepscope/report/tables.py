@@ -1,0 +1,174 @@
+"""The HTML pages' tables and evidence lists, formatted from a Report; numbers keep their raw value for sorting."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+import msgspec
+
+from stepscope.report import figures
+from stepscope.report.format import count, ms, pct, size
+from stepscope.report.schema import Report
+
+OPTIONAL_TABLES = ("lines", "modules")  # sections other analyses add to the Report; drawn when present
+
+
+@dataclass(frozen=True)
+class Cell:
+    text: str
+    value: float | None = None  # the raw number, for sorting
+    cls: str = ""
+
+
+@dataclass(frozen=True)
+class Table:
+    columns: list[tuple[str, str]]  # (label, css class)
+    rows: list[list[Cell]]
+    title: str = ""
+    id: str = ""
+    note: str = ""
+
+
+def evidence_items(evidence: dict[str, Any]) -> list[tuple[str, str]]:
+    """Evidence as (label, text) pairs, numbers formatted by what their key says they are; keys sorted, as
+    in report.json, so a page made by `analyze` and one made again by `report` are the same."""
+    return [(key.replace("_", " "), _value(key, value)) for key, value in sorted(evidence.items())]
+
+
+def _value(key: str, value: Any) -> str:
+    """A value formatted by the unit its key names (`..._us` -> ms, `...bytes` -> size, shares -> %)."""
+    if isinstance(value, bool) or value is None:
+        return "-" if value is None else str(value).lower()
+    if isinstance(value, (int, float)):
+        if key.endswith("_us") or "_us_" in key or key.startswith("us_"):
+            return ms(value)
+        if key.endswith("bytes"):
+            return size(value)
+        if "share" in key or "utilization" in key or key.endswith("_frac"):
+            return pct(value, 1)
+        return count(value) if isinstance(value, int) or abs(value) >= 100 else f"{value:.3g}"
+    if isinstance(value, dict):  # inner keys (step ids, op names) say nothing of the unit: the outer key does
+        return ", ".join(f"{k}: {_value(f'{key}.{k}', v)}" for k, v in sorted(value.items()))
+    if isinstance(value, (list, tuple)):
+        return ", ".join(_value(key, v) for v in value)
+    return str(value)
+
+
+def where(location: dict[str, Any] | None) -> str:
+    if not location:
+        return ""
+    text = f"{location.get('file', '?')}:{location.get('line', '?')}"
+    return f"{text} ({location['function']})" if location.get("function") else text
+
+
+def _num(x: float | None, text: str) -> Cell:
+    return Cell(text, x)
+
+
+def breakdown_table(report: Report) -> Table | None:
+    if not report.steps:
+        return None
+    cats = [c for c in figures.BREAKDOWN_COLORS if any(r.breakdown_us.get(c) for r in report.steps)]
+    rows = [[Cell(r.id, None, "text"), _num(r.duration_us, ms(r.duration_us)),
+             *(_num(r.breakdown_us.get(c, 0.0), ms(r.breakdown_us.get(c, 0.0))) for c in cats),
+             _num(r.gpu_utilization, pct(r.gpu_utilization)), _num(r.sync_count, str(r.sync_count)),
+             _num(r.kernel_count, str(r.kernel_count))] for r in report.steps]
+    columns = [("step", "text"), ("total", ""), *((figures.BREAKDOWN_LABELS[c], "") for c in cats),
+               ("GPU util", ""), ("syncs", ""), ("kernels", "")]
+    return Table(columns, rows, id="steps")
+
+
+def gpu_table(report: Report) -> Table | None:
+    if report.gpu is None:
+        return None
+    rows = [[Cell(str(d.device)), _num(d.utilization, pct(d.utilization, 1)),
+             _num(d.busy_us_per_step, ms(d.busy_us_per_step)),
+             *(_num(d.idle_us_per_step.get(k), ms(d.idle_us_per_step.get(k))) for k in ("host_wait", "kernel_wait",
+                                                                                         "other"))]
+            for d in report.gpu.devices]
+    return Table([("device", ""), ("utilisation", ""), ("busy / step", ""), ("idle: host wait", ""),
+                  ("kernel wait", ""), ("other", "")], rows, id="gpu")
+
+
+def kernels_table(report: Report) -> Table | None:
+    k = report.kernels
+    if k is None:
+        return None
+    rows = [[Cell(r.name, None, "text name mono"), _num(r.count, count(r.count)), _num(r.total_us, ms(r.total_us)),
+             _num(r.mean_us, ms(r.mean_us)), _num(r.share, pct(r.share, 1)),
+             Cell("yes" if r.tensor_core else ""), Cell("yes" if r.collective else "")] for r in k.top]
+    note = (f"{count(k.count_per_step)} kernels per step ({k.distinct} distinct), {ms(k.time_us_per_step)} of kernel "
+            f"time per step; tensor cores {pct(k.tensor_core_share)} of kernel time; {pct(k.short_kernel_share)} "
+            f"of kernels under {k.short_kernel_threshold_us:g} µs")
+    if k.launch_delay_us:
+        note += f"; launch-to-start delay p50 {ms(k.launch_delay_us['p50'])}, p90 {ms(k.launch_delay_us['p90'])}"
+    return Table([("kernel", "text"), ("count", ""), ("total", ""), ("mean", ""), ("share", ""),
+                  ("tensor cores", ""), ("collective", "")], rows, title=f"Top {len(k.top)} kernels", id="kernels",
+                 note=note)
+
+
+def sync_tables(report: Report) -> list[Table]:
+    sy = report.syncs
+    if sy is None:
+        return []
+    apis = Table([("call", "text"), ("per step", ""), ("time / step", "")],
+                 [[Cell(a.api, None, "text mono"), _num(a.count_per_step, count(a.count_per_step)),
+                   _num(a.time_us_per_step, ms(a.time_us_per_step))] for a in sy.apis],
+                 title=f"Sync calls: {count(sy.count_per_step)} per step, {ms(sy.time_us_per_step)}", id="sync-apis")
+    causes = Table([("op", "text"), ("via", "text"), ("call", "text"), ("where", "text"), ("count", ""), ("time", "")],
+                   [[Cell(c.op, None, "text mono"), Cell(c.inner_op, None, "text mono"), Cell(c.api, None, "text mono"),
+                     Cell(where(c.location), None, "text mono"), _num(c.count, str(c.count)),
+                     _num(c.total_us, ms(c.total_us))] for c in sy.causes],
+                   title="Where the syncs come from", id="sync-causes")
+    return [apis, causes] if sy.causes else [apis]
+
+
+def copies_table(report: Report) -> Table | None:
+    c = report.copies
+    if c is None:
+        return None
+    rows = [[Cell(d.direction, None, "text"), _num(d.count, str(d.count)), _num(d.bytes, size(d.bytes)),
+             _num(d.total_us, ms(d.total_us)),
+             _num(d.bandwidth_gb_s, "-" if d.bandwidth_gb_s is None else f"{d.bandwidth_gb_s:,.1f} GB/s"),
+             _num(d.pageable_bytes, size(d.pageable_bytes) if d.pageable_count else "-"),
+             _num(d.pinned_bytes, size(d.pinned_bytes) if d.pinned_count else "-")] for d in c.directions]
+    return Table([("direction", "text"), ("count", ""), ("bytes", ""), ("time", ""), ("bandwidth", ""),
+                  ("pageable", ""), ("pinned", "")], rows, id="copies",
+                 title=f"Copies: {count(c.count_per_step)} per step, {size(c.htod_bytes_per_step)} host-to-device "
+                       f"per step ({size(c.pageable_htod_bytes_per_step)} from pageable memory)")
+
+
+def memory_table(report: Report) -> Table | None:
+    if not report.memory:
+        return None
+    rows = [[Cell("host" if m.device < 0 else str(m.device)),
+             _num(m.peak_allocated_bytes, size(m.peak_allocated_bytes)),
+             _num(m.peak_reserved_bytes, size(m.peak_reserved_bytes))] for m in report.memory]
+    return Table([("device", ""), ("peak allocated", ""), ("peak reserved", "")], rows, id="memory")
+
+
+def ranks_table(report: Report) -> Table | None:
+    if not report.ranks or report.cross_rank is None:
+        return None
+    cr = report.cross_rank
+    rows = [[_num(r.rank, "-" if r.rank is None else str(r.rank)), _num(r.step_time_us, ms(r.step_time_us)),
+             _num(r.gpu_utilization, pct(r.gpu_utilization)),
+             *(_num(r.breakdown_us.get(c), ms(r.breakdown_us.get(c))) for c in ("kernel", "communication", "cpu_exec")),
+             Cell(r.primary_pattern or "", None, "text"), Cell(r.path, None, "text mono")] for r in report.ranks]
+    return Table([("rank", ""), ("step time", ""), ("GPU util", ""), ("kernel", ""), ("communication", ""),
+                  ("CPU ops", ""), ("pattern", "text"), ("file", "text")], rows, id="ranks",
+                 title=f"{cr.ranks} ranks; slowest rank {cr.slowest_rank}, spread {pct(cr.step_time_spread, 1)} "
+                       "(the rest of this page is the slowest rank's)")
+
+
+def struct_table(name: str, rows: list[Any]) -> Table | None:
+    """A table of any list of report rows (sections added later, e.g. lines, modules): one column per field."""
+    if not rows:
+        return None
+    data = [msgspec.to_builtins(r) for r in rows]
+    keys = [k for k in data[0] if not isinstance(data[0][k], (dict, list))]
+    cells = [[Cell(_value(k, d.get(k)), d.get(k) if isinstance(d.get(k), (int, float)) else None,
+                   "" if isinstance(d.get(k), (int, float)) else "text mono") for k in keys] for d in data]
+    return Table([(k.replace("_", " "), "" if isinstance(data[0][k], (int, float)) else "text") for k in keys], cells,
+                 id=name)

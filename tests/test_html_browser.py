@@ -1,0 +1,115 @@
+"""The HTML report in a real headless Chromium: no console errors, no network, the verdict visible, the
+charts drawn, trace strings shown as text. Skips when Chromium, its driver or selenium is missing."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from conftest import kineto_trace
+from stepscope.report import render
+from test_html_report import EVIL, report_of, training_trace, with_advice
+
+CHROMIUM = os.environ.get("STEPSCOPE_CHROMIUM") or shutil.which("chromium") or shutil.which("chromium-browser")
+DRIVER = os.environ.get("STEPSCOPE_CHROMEDRIVER") or shutil.which("chromedriver")
+FLAGS = ("--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
+         "--disable-background-networking", "--disable-component-update", "--disable-sync", "--window-size=1400,1000")
+
+
+@pytest.fixture(scope="module")
+def browser(tmp_path_factory: pytest.TempPathFactory) -> Iterator[object]:
+    webdriver = pytest.importorskip("selenium.webdriver", reason="selenium is not installed")
+    if not CHROMIUM or not DRIVER:
+        pytest.skip("Chromium or chromedriver is not installed (apt-get install chromium chromium-driver)")
+    options = webdriver.ChromeOptions()
+    options.binary_location = CHROMIUM
+    for flag in FLAGS:
+        options.add_argument(flag)
+    options.add_argument(f"--user-data-dir={tmp_path_factory.mktemp('chromium-profile')}")
+    options.set_capability("goog:loggingPrefs", {"browser": "ALL", "performance": "ALL"})
+    from selenium.webdriver.chrome.service import Service
+
+    driver = webdriver.Chrome(service=Service(DRIVER), options=options)
+    try:
+        yield driver
+    finally:
+        driver.quit()
+
+
+def open_page(driver, path: Path) -> dict:  # type: ignore[no-untyped-def]
+    """Load a page and return what it logged and requested, and whether it raised a dialog."""
+    from selenium.common.exceptions import NoAlertPresentException, UnexpectedAlertPresentException
+
+    driver.get("about:blank")
+    driver.get_log("browser"), driver.get_log("performance")  # drain what came before this page
+    url = path.resolve().as_uri()
+    alerted = False
+    try:
+        driver.get(url)
+        driver.execute_async_script("requestAnimationFrame(() => setTimeout(arguments[0], 100))")
+    except UnexpectedAlertPresentException:
+        alerted = True
+    while True:  # dismiss every dialog the page raised
+        try:
+            driver.switch_to.alert.dismiss()
+            alerted = True
+        except NoAlertPresentException:
+            break
+    messages = [json.loads(e["message"])["message"] for e in driver.get_log("performance")]
+    requests = [m["params"]["request"]["url"] for m in messages if m["method"] == "Network.requestWillBeSent"
+                and m["params"].get("documentURL") == url and m["params"]["request"]["url"] != url]
+    return {"console": driver.get_log("browser"), "requests": requests, "alerted": alerted,
+            "resources": driver.execute_script("return performance.getEntriesByType('resource').length")}
+
+
+def screenshot(driver, path: Path) -> Path:  # type: ignore[no-untyped-def]
+    height = driver.execute_script("window.scrollTo(0, 0); return document.documentElement.scrollHeight")
+    driver.set_window_size(1400, min(int(height) + 100, 8000))
+    driver.save_screenshot(str(path))
+    driver.set_window_size(1400, 1000)
+    print(f"screenshot: {path}")
+    return path
+
+
+def assert_clean(page: dict) -> None:
+    errors = [e for e in page["console"] if e["level"] == "SEVERE"]
+    assert errors == [], errors
+    assert page["requests"] == [] and page["resources"] == 0
+    assert not page["alerted"]
+
+
+def test_report_page_in_chromium(browser, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    from selenium.webdriver.common.by import By
+
+    page_path = tmp_path / "report.html"
+    page_path.write_bytes(render("html", with_advice(report_of(training_trace(tmp_path / "t.json")))))
+    page = open_page(browser, page_path)
+    assert_clean(page)
+    verdict = browser.find_element(By.ID, "verdict")
+    assert verdict.is_displayed() and "SYNC BOUND" in verdict.text and "train.py:42" in verdict.text
+    drawn = browser.execute_script(
+        "return [...document.querySelectorAll('.plot')].map(d => [d.id, d.querySelectorAll('svg.main-svg').length,"
+        " d.querySelectorAll('.scatterlayer .trace, .barlayer .trace').length])")
+    assert {d[0] for d in drawn} == {"fig-breakdown", "fig-gpu", "fig-timeline"}
+    assert all(svgs > 0 and traces > 0 for _, svgs, traces in drawn), drawn
+    kernels = browser.find_element(By.ID, "table-kernels")
+    assert EVIL in kernels.text  # shown as text, not run
+    assert browser.execute_script("return document.scripts.length") == 3  # plotly, the data, the page script
+    kernels.find_elements(By.TAG_NAME, "th")[2].click()  # sort by total time, largest first
+    cells = kernels.find_elements(By.CSS_SELECTOR, "tbody td:nth-child(3)")
+    totals = [float(td.get_attribute("data-v")) for td in cells]
+    assert totals == sorted(totals, reverse=True)
+    screenshot(browser, tmp_path / "report.png")
+
+
+def test_real_trace_page_in_chromium(browser, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    page_path = tmp_path / "a100_convnet.html"
+    page_path.write_bytes(render("html", report_of(kineto_trace("a100_convnet_ddp_rank0.json.gz"))))
+    assert_clean(open_page(browser, page_path))
+    assert browser.execute_script("return document.querySelectorAll('#fig-timeline svg.main-svg').length") > 0
+    screenshot(browser, tmp_path / "a100_convnet.png")
