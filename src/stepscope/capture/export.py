@@ -1,0 +1,89 @@
+"""Write the profiler's trace to disk as gzipped JSON, keeping it even when the profiler trips over it.
+
+torch's profiler with `with_stack=True` can put bytes that are not UTF-8 into the trace (truncated
+Python stack strings, seen inside DataLoader loops) and then fail with UnicodeDecodeError when the
+trace is read back. Here the export goes to a plain JSON file first (torch's own .gz path re-reads it
+as text), bad bytes are replaced, and the file is compressed by us; a failed export that left a file
+keeps that file.
+"""
+
+from __future__ import annotations
+
+import codecs
+import gzip
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+CHUNK = 1 << 20
+
+
+@dataclass(frozen=True)
+class Exported:
+    path: Path | None  # the gzipped trace, None when nothing usable was written
+    notes: tuple[str, ...] = ()
+    error: str | None = None  # why there is no trace
+
+
+def export_trace(prof: Any, dest: Path, cut_step: int | None = None) -> Exported:
+    """Export a finished torch.profiler window to `dest` (.json.gz); never raises.
+
+    `cut_step`: the step the program was in when it ended; its range is renamed so that no analysis
+    takes the fragment for a whole step.
+    """
+    raw = dest.with_name(dest.name + ".part.json")
+    error = None
+    try:
+        prof.export_chrome_trace(str(raw))
+    except Exception as exc:  # the profiler's own failure must not lose the run
+        error = f"{type(exc).__name__}: {exc}"
+    if not raw.is_file() or raw.stat().st_size == 0:
+        raw.unlink(missing_ok=True)
+        return Exported(None, error=error or "the profiler wrote no trace")
+    notes = []
+    if error:
+        notes.append(f"the profiler's trace export failed ({error}); kept the file it had written")
+    rename = None
+    if cut_step is not None:
+        rename = (f'"ProfilerStep#{cut_step}"'.encode(), f'"ProfilerStep#{cut_step} (cut short)"'.encode())
+    try:
+        if gzip_utf8(raw, dest, rename=rename):
+            notes.append("replaced bytes that were not UTF-8 in the trace (a known profiler bug with with_stack)")
+    except OSError as exc:
+        return Exported(None, error=f"cannot write {dest}: {exc.strerror or exc}")
+    finally:
+        raw.unlink(missing_ok=True)
+    return Exported(dest, tuple(notes))
+
+
+def gzip_utf8(src: Path, dest: Path, compresslevel: int = 3, rename: tuple[bytes, bytes] | None = None) -> bool:
+    """Compress `src` into `dest`, replacing `rename[0]` by `rename[1]` (whole lines of Kineto's JSON);
+    returns True when bytes that were not UTF-8 had to be replaced."""
+    if _copy(src, dest, compresslevel, "strict", rename):
+        return False
+    _copy(src, dest, compresslevel, "replace", rename)
+    return True
+
+
+def _copy(src: Path, dest: Path, compresslevel: int, errors: str, rename: tuple[bytes, bytes] | None) -> bool:
+    """Stream `src` through a UTF-8 decoder into gzip; False if a strict pass met a bad byte."""
+    decoder = codecs.getincrementaldecoder("utf-8")(errors)
+    with src.open("rb") as fin, gzip.open(dest, "wb", compresslevel=compresslevel) as fout:
+        # Kineto writes one short line per field, so lines are a safe unit for the rename.
+        chunks = iter(fin) if rename else iter(lambda: fin.read(CHUNK), b"")
+        for chunk in chunks:
+            try:
+                text = decoder.decode(chunk)
+            except UnicodeDecodeError:
+                return False
+            data = chunk if errors == "strict" else text.encode("utf-8")  # valid: keep the original bytes
+            if rename and rename[0] in data:
+                data = data.replace(*rename)
+            fout.write(data)
+        try:
+            tail = decoder.decode(b"", final=True)  # a sequence cut off by the end of the file
+        except UnicodeDecodeError:
+            return False
+        if errors != "strict":
+            fout.write(tail.encode("utf-8"))
+    return True

@@ -1,0 +1,50 @@
+"""The run folder: `stepscope-runs/<name>-<YYYYmmdd-HHMMSS>/`, created before the program starts."""
+
+from __future__ import annotations
+
+import re
+import time
+from pathlib import Path
+
+from stepscope.errors import StepscopeError
+
+DEFAULT_BASE = Path("stepscope-runs")
+TRACE = "trace.json.gz"
+REPORT_JSON = "report.json"
+REPORT_TEXT = "report.txt"
+TELEMETRY = "telemetry.json"
+
+
+def _slug(name: str) -> str:
+    return re.sub(r"[^A-Za-z0-9_.-]+", "-", name).strip("-.") or "run"
+
+
+def new_run_folder(name: str, out: str | Path | None = None, *, base: Path = DEFAULT_BASE,
+                   now: float | None = None) -> Path:
+    """Create and return the folder; an existing `out` must be empty, a derived name gets a suffix."""
+    if out is not None:
+        path = Path(out)
+        if path.exists() and (not path.is_dir() or any(path.iterdir())):
+            raise StepscopeError(f"{path}: already exists and is not an empty folder",
+                                 hint="choose another --out, or leave it out for a new folder under stepscope-runs/")
+        return _mkdir(path, exist_ok=True)
+    stamp = time.strftime("%Y%m%d-%H%M%S", time.localtime(now))
+    stem = f"{_slug(name)}-{stamp}"
+    for i in range(1, 1000):
+        path = base / (stem if i == 1 else f"{stem}-{i}")
+        if not path.exists():
+            try:
+                return _mkdir(path, exist_ok=False)
+            except FileExistsError:
+                continue  # another run took it this very second
+    raise StepscopeError(f"{base}: cannot find a free folder name for {stem}")
+
+
+def _mkdir(path: Path, exist_ok: bool) -> Path:
+    try:
+        path.mkdir(parents=True, exist_ok=exist_ok)
+    except FileExistsError:
+        raise
+    except OSError as exc:
+        raise StepscopeError(f"{path}: cannot create the run folder ({exc.strerror or exc})") from None
+    return path
