@@ -1,0 +1,165 @@
+"""`stepscope run [options] script.py [args]` / `-m module [args]`: profile a program with no code change."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from stepscope.errors import StepscopeError
+
+if TYPE_CHECKING:
+    from stepscope.capture.program import Program
+    from stepscope.capture.runner import Captured
+    from stepscope.capture.window import WindowSpec
+    from stepscope.report.schema import Report
+
+def add_parser(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser(
+        "run",
+        help="run a PyTorch script or module under the profiler and diagnose it",
+        description="Run a script (or -m module) as python would, profile a window of its steps, and say why "
+                    "it is slow. Everything after the script or module name belongs to the program.",
+        usage="stepscope run [options] (script.py | -m module) [args ...]",
+    )
+    p.add_argument("--skip", type=_count, default=5, metavar="N", help="steps to run unprofiled first (5)")
+    p.add_argument("--warmup", type=_count, default=2, metavar="N", help="profiled steps to discard (2)")
+    p.add_argument("--steps", type=_positive, default=5, metavar="N", help="steps to record (5)")
+    p.add_argument("--full", action="store_true", help="let the program run to its end after the window")
+    p.add_argument("--out", metavar="DIR", help="the run folder (new or empty; default stepscope-runs/NAME-TIME)")
+    p.add_argument("--batch-size", type=_positive, metavar="N",
+                   help="samples per step (default: the first dimension of the DataLoader's first batch)")
+    p.add_argument("--record-shapes", action="store_true", help="record operator input shapes")
+    p.add_argument("--profile-memory", action=argparse.BooleanOptionalAction, default=None,
+                   help="record allocator events (default: on when a GPU is profiled)")
+    p.add_argument("--with-stack", action="store_true",
+                   help="record Python stacks (slower; falls back to no stacks if the profiler fails on them)")
+    p.add_argument("--telemetry-interval", type=float, default=0.2, metavar="S",
+                   help="seconds between CPU/GPU telemetry readings (0 turns telemetry off)")
+    p.add_argument("--width", type=int, default=None, help="terminal width for the report")
+    p.add_argument("-m", dest="module", nargs=argparse.REMAINDER, metavar="MODULE ...",
+                   help="run a library module as a script, like python -m")
+    p.add_argument("program", nargs=argparse.REMAINDER, metavar="script.py [args ...]", help=argparse.SUPPRESS)
+    p.set_defaults(handler=main)
+
+
+def _count(text: str) -> int:
+    value = int(text)
+    if value < 0:
+        raise argparse.ArgumentTypeError("must be 0 or more")
+    return value
+
+
+def _positive(text: str) -> int:
+    value = int(text)
+    if value < 1:
+        raise argparse.ArgumentTypeError("must be 1 or more")
+    return value
+
+
+def program_from_args(args: argparse.Namespace) -> Program:
+    from stepscope.capture.program import Program
+
+    if args.module is not None:
+        if args.program:
+            raise StepscopeError("give a script or -m module, not both")
+        if not args.module:
+            raise StepscopeError("-m needs a module name", hint="stepscope run -m package.module [args]")
+        return Program(args.module[0], tuple(args.module[1:]), module=True)
+    if not args.program:
+        raise StepscopeError("nothing to run", hint="stepscope run [options] script.py [args], or -m module [args]")
+    return Program(args.program[0], tuple(args.program[1:]))
+
+
+def main(args: argparse.Namespace) -> int:
+    from stepscope.capture import runfolder
+    from stepscope.capture.program import check
+    from stepscope.capture.runner import capture_program, require_torch
+    from stepscope.capture.window import WindowSpec
+
+    program = program_from_args(args)
+    check(program)
+    require_torch()
+    spec = WindowSpec(skip=args.skip, warmup=args.warmup, steps=args.steps, record_shapes=args.record_shapes,
+                      profile_memory=args.profile_memory, with_stack=args.with_stack)
+    folder = runfolder.new_run_folder(program.name, args.out)
+    print(f"stepscope: running {' '.join(program.command)}: skip {spec.skip}, warm up {spec.warmup}, "
+          f"record {spec.steps} steps{'' if args.full else ', then stop'}", file=sys.stderr, flush=True)
+    captured = capture_program(program, spec, folder, full=args.full, batch_size=args.batch_size,
+                               telemetry_interval=args.telemetry_interval or None)
+    sys.stdout.flush()
+    return _finish(program, spec, folder, captured, width=args.width)
+
+
+def _finish(program: Program, spec: WindowSpec, folder: Path, captured: Captured, *, width: int | None) -> int:
+    from stepscope.api import live_report, nothing_recorded, write_report_files
+    from stepscope.capture import runfolder
+    from stepscope.capture.telemetry import to_json as telemetry_json
+    from stepscope.report import render
+    from stepscope.report.terminal import make_console
+
+    outcome, result, telemetry = captured.outcome, captured.result, captured.telemetry
+    files = [p for p in (result.trace_path and runfolder.TRACE,) if p]
+    if telemetry is not None:
+        (folder / runfolder.TELEMETRY).write_bytes(telemetry_json(telemetry))
+        files.append(runfolder.TELEMETRY)
+    report, problem = None, None
+    if result.trace_path is not None:
+        planned = [*files, runfolder.REPORT_JSON, runfolder.REPORT_TEXT]
+        try:
+            report = live_report(result, spec, command=program.command, exit_code=outcome.exit_code,
+                                 program_status=outcome.status, telemetry=telemetry, folder=folder,
+                                 files=sorted(planned))
+        except StepscopeError as exc:
+            problem = f"the trace could not be analysed: {exc.message}"
+        except Exception as exc:  # a bug in the analysis must not cost the run its files
+            problem = (f"analysing the trace failed ({type(exc).__name__}: {exc}); the trace is kept: "
+                       f"stepscope analyze {result.trace_path}")
+    else:
+        problem = nothing_recorded(result, spec)
+    console = make_console(width=width)
+    if report is not None:
+        files += write_report_files(report, folder, run_lines(report))
+        console.print(render("terminal", report))
+        for line in run_lines(report):
+            console.print(line, highlight=False, markup=False)
+    if outcome.failed:
+        print(f"stepscope: the program {outcome.detail or 'failed'}; kept what was captured before it ended",
+              file=sys.stderr)
+    if problem:
+        print(f"stepscope: {problem}", file=sys.stderr)
+    written = ", ".join(sorted(files)) if files else "nothing but the empty folder"
+    print(f"stepscope: wrote {folder}{'/' if files else ''}: {written}", flush=True)
+    if outcome.failed:
+        return outcome.exit_code
+    return 0 if report is not None else 2
+
+
+def run_lines(report: Report) -> list[str]:
+    """How the capture went, in a few lines: what was recorded, on what, at what cost."""
+    run = report.run
+    if run is None:
+        return []
+    first = run.first_recorded_step
+    span = f"steps {first}-{first + run.steps_recorded - 1}" if first is not None and run.steps_recorded else "no steps"
+    lines = [f"run: {run.status}: {span} ({run.step_source or 'no'} steps, {run.steps_recorded} of "
+             f"{run.steps_requested} recorded after {run.skip} skipped and {run.warmup} warm-up)"]
+    if run.batch_size:
+        lines.append(f"batch size: {run.batch_size} (from the {run.batch_size_source})")
+    t = run.telemetry or {}
+    if t.get("cpu_util_mean") is not None:
+        lines.append(f"CPU busy during the window: {t['cpu_util_mean']:.0f}% mean over "
+                     f"{len(t.get('cpu_util_per_core') or [])} cores")
+    for g in t.get("gpu") or []:
+        parts = [f"GPU {g['index']} ({g['name']})"]
+        if g.get("util_mean") is not None:
+            parts.append(f"utilisation {g['util_mean']:.0f}%")
+        if g.get("power_mean_w") is not None:
+            parts.append(f"{g['power_mean_w']:.0f} W")
+        if g.get("energy_j") is not None:
+            parts.append(f"{g['energy_j']:.1f} J over the window")
+        lines.append(", ".join(parts))
+    if run.profiled_device == "cpu":
+        lines.append("device: no GPU found: profiled the CPU only")
+    return lines
