@@ -113,3 +113,17 @@ def test_real_trace_page_in_chromium(browser, tmp_path: Path) -> None:  # type: 
     assert_clean(open_page(browser, page_path))
     assert browser.execute_script("return document.querySelectorAll('#fig-timeline svg.main-svg').length") > 0
     screenshot(browser, tmp_path / "a100_convnet.png")
+
+
+def test_diff_page_in_chromium(browser, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    from stepscope.diff import compare
+    from stepscope.report.diff import DiffHtmlRenderer
+
+    before = report_of(training_trace(tmp_path / "a.json"))
+    after = report_of(training_trace(tmp_path / "b.json", steps=4, evil="fused_kernel"))
+    page_path = tmp_path / "diff.html"
+    page_path.write_bytes(DiffHtmlRenderer().render(compare(before, after)))
+    assert_clean(open_page(browser, page_path))
+    assert browser.execute_script("return document.querySelectorAll('#fig-diff-breakdown svg.main-svg').length") > 0
+    assert EVIL in browser.execute_script("return document.body.innerText")  # the kernel that disappeared
+    screenshot(browser, tmp_path / "diff.png")

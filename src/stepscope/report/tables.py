@@ -7,8 +7,8 @@ from typing import Any
 
 import msgspec
 
-from stepscope.report import figures
 from stepscope.report.format import count, ms, pct, size
+from stepscope.report.palette import BREAKDOWN_COLORS, BREAKDOWN_LABELS
 from stepscope.report.schema import Report
 
 OPTIONAL_TABLES = ("lines", "modules")  # sections other analyses add to the Report; drawn when present
@@ -69,12 +69,12 @@ def _num(x: float | None, text: str) -> Cell:
 def breakdown_table(report: Report) -> Table | None:
     if not report.steps:
         return None
-    cats = [c for c in figures.BREAKDOWN_COLORS if any(r.breakdown_us.get(c) for r in report.steps)]
+    cats = [c for c in BREAKDOWN_COLORS if any(r.breakdown_us.get(c) for r in report.steps)]
     rows = [[Cell(r.id, None, "text"), _num(r.duration_us, ms(r.duration_us)),
              *(_num(r.breakdown_us.get(c, 0.0), ms(r.breakdown_us.get(c, 0.0))) for c in cats),
              _num(r.gpu_utilization, pct(r.gpu_utilization)), _num(r.sync_count, str(r.sync_count)),
              _num(r.kernel_count, str(r.kernel_count))] for r in report.steps]
-    columns = [("step", "text"), ("total", ""), *((figures.BREAKDOWN_LABELS[c], "") for c in cats),
+    columns = [("step", "text"), ("total", ""), *((BREAKDOWN_LABELS[c], "") for c in cats),
                ("GPU util", ""), ("syncs", ""), ("kernels", "")]
     return Table(columns, rows, id="steps")
 

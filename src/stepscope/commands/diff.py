@@ -1,0 +1,60 @@
+"""`stepscope diff BEFORE AFTER`: what changed between two runs, and a gate for CI (--fail-if-slower)."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+
+from stepscope.commands.output import write_output
+from stepscope.errors import StepscopeError
+
+
+def add_parser(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser(
+        "diff",
+        help="compare two runs: step time, breakdown, patterns, kernels and lines that changed",
+        description="Compare BEFORE and AFTER (traces, rank folders, run folders or report.json files).",
+    )
+    p.add_argument("before", metavar="BEFORE", help="trace, rank folder, run folder or report.json")
+    p.add_argument("after", metavar="AFTER", help="trace, rank folder, run folder or report.json")
+    p.add_argument("--json", metavar="FILE", help="write the diff as stepscope.diff/1 JSON ('-' for stdout)")
+    p.add_argument("--html", metavar="FILE", help="write the diff as one self-contained HTML page")
+    p.add_argument("--fail-if-slower", type=float, metavar="PCT",
+                   help="exit with status 1 if AFTER's step time is more than PCT%% slower than BEFORE's")
+    p.add_argument("--step-range", metavar="NAME", help="for traces: the range that marks one step")
+    p.add_argument("--batch-size", type=int, metavar="N", help="for traces: samples per step, to compare samples/s")
+    p.add_argument("--width", type=int, default=None, help="terminal width")
+    p.add_argument("--quiet", "-q", action="store_true", help="print nothing but errors and the gate's verdict")
+    p.set_defaults(handler=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    from stepscope.commands.inputs import load_report
+    from stepscope.diff import compare, slower_by
+    from stepscope.report.diff import DiffHtmlRenderer, DiffTerminalRenderer, diff_to_json
+    from stepscope.report.terminal import make_console
+
+    if args.fail_if_slower is not None and args.fail_if_slower < 0:
+        raise StepscopeError("--fail-if-slower takes a percentage of 0 or more", hint="e.g. --fail-if-slower 5")
+    before, after = (load_report(p, step_range=args.step_range, batch_size=args.batch_size)
+                     for p in (args.before, args.after))
+    diff = compare(before, after)
+    to_stdout = args.json == "-"
+    if not args.quiet:
+        make_console(width=args.width, stderr=to_stdout).print(DiffTerminalRenderer().render(diff))
+    written = []
+    if args.json:
+        written.append(write_output(args.json, diff_to_json(diff), "JSON diff"))
+    if args.html:
+        written.append(write_output(args.html, DiffHtmlRenderer().render(diff), "HTML diff"))
+    paths = [p for p in written if p]
+    if paths and not args.quiet:
+        print(f"wrote {', '.join(paths)}", file=sys.stderr if to_stdout else sys.stdout)
+    slower = slower_by(diff)
+    if args.fail_if_slower is not None:
+        if slower is None:
+            raise StepscopeError("cannot gate on step time: a run has no steps", exit_code=1)
+        if slower > args.fail_if_slower:
+            raise StepscopeError(f"AFTER is {slower:.1f}% slower than BEFORE (limit {args.fail_if_slower:g}%)",
+                                 exit_code=1)
+    return 0

@@ -1,0 +1,198 @@
+"""The diff of two runs (`stepscope.diff/1`) and its renderers: terminal, JSON and HTML. The figures in a
+Diff are computed by `stepscope.diff.compare`; this module only holds and formats them."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import msgspec
+from rich import box
+from rich.console import Group, RenderableType
+from rich.table import Table
+from rich.text import Text
+
+from stepscope.report.format import ms, pct
+from stepscope.report.palette import BREAKDOWN_LABELS
+from stepscope.report.schema import Struct
+
+DIFF_SCHEMA = "stepscope.diff/1"
+
+
+class DiffSide(Struct, kw_only=True):
+    paths: list[str]
+    format: str
+    device: str | None
+    step_count: int
+    step_time_us: float | None
+    steps_per_s: float | None
+    samples_per_s: float | None
+    gpu_utilization: float | None
+    primary_pattern: str | None
+
+
+class CategoryDelta(Struct, kw_only=True):
+    category: str
+    before_us: float
+    after_us: float
+    delta_us: float
+
+
+class PatternChange(Struct, kw_only=True):
+    id: str
+    before_share: float | None  # None: not found in that run
+    after_share: float | None
+
+
+class KernelChange(Struct, kw_only=True):
+    name: str
+    before_us_per_step: float | None  # None: not among that run's kernels
+    after_us_per_step: float | None
+    delta_us_per_step: float
+
+
+class LineChange(Struct, kw_only=True):
+    file: str
+    line: int
+    function: str
+    before_us: float | None
+    after_us: float | None
+    delta_us: float
+
+
+class Diff(Struct, kw_only=True):
+    schema: str = DIFF_SCHEMA
+    generator: str = ""
+    before: DiffSide
+    after: DiffSide
+    step_time_ratio: float | None  # after / before: under 1 is faster
+    speedup: float | None  # before / after
+    throughput_ratio: float | None  # after / before, in throughput_unit
+    throughput_unit: str  # "samples/s" when both runs know their batch size, else "steps/s"
+    breakdown: list[CategoryDelta]
+    patterns_appeared: list[PatternChange]
+    patterns_gone: list[PatternChange]
+    patterns_kept: list[PatternChange]
+    kernels_appeared: list[KernelChange]
+    kernels_disappeared: list[KernelChange]
+    kernels_changed: list[KernelChange]  # in both runs, the largest changes of time per step first
+    kernel_lists_complete: bool  # False: a run lists only its top kernels, so appeared/gone means in that list
+    lines_changed: list[LineChange] = msgspec.field(default_factory=list)
+    notes: list[str] = msgspec.field(default_factory=list)
+
+
+def diff_to_json(diff: Diff) -> bytes:
+    return msgspec.json.format(msgspec.json.encode(diff, order="deterministic"), indent=2)
+
+
+def _signed_ms(us: float | None) -> str:
+    if us is None:
+        return "-"
+    return f"+{ms(us)}" if us > 0 else (ms(us) if us else "0")
+
+
+def _change(ratio: float | None) -> str:
+    if ratio is None:
+        return ""
+    return f"{(ratio - 1) * 100:+.1f}%"
+
+
+def headline(diff: Diff) -> Text:
+    """Step time before -> after, the speed-up, throughput and GPU utilisation."""
+    b, a = diff.before, diff.after
+    t = Text()
+    t.append("step time ", style="bold")
+    t.append(f"{ms(b.step_time_us)} -> {ms(a.step_time_us)}", style="bold cyan")
+    if diff.speedup and abs(diff.speedup - 1) < 0.005:
+        t.append("  (no change)")
+    elif diff.speedup:
+        faster = diff.speedup >= 1
+        t.append(f"  ({_change(diff.step_time_ratio)}, {diff.speedup if faster else 1 / diff.speedup:.2f}x "
+                 f"{'faster' if faster else 'slower'})", style="green" if faster else "red")
+    if diff.throughput_ratio:
+        unit = diff.throughput_unit
+        before = b.samples_per_s if unit == "samples/s" else b.steps_per_s
+        after = a.samples_per_s if unit == "samples/s" else a.steps_per_s
+        t.append(f"\n{unit} {before:,.2f} -> {after:,.2f} ({diff.throughput_ratio:.2f}x)")
+    if b.gpu_utilization is not None or a.gpu_utilization is not None:
+        t.append(f"\nGPU utilisation {pct(b.gpu_utilization)} -> {pct(a.gpu_utilization)}")
+    return t
+
+
+def _pattern_lines(diff: Diff) -> Text | None:
+    if not (diff.patterns_appeared or diff.patterns_gone or diff.patterns_kept):
+        return None
+    t = Text("Patterns\n", style="bold")
+    for p in diff.patterns_gone:
+        t.append(f"  - {p.id} went away (was {pct(p.before_share)})\n", style="green")
+    for p in diff.patterns_appeared:
+        t.append(f"  + {p.id} appeared ({pct(p.after_share)})\n", style="red")
+    for p in diff.patterns_kept:
+        t.append(f"  = {p.id} {pct(p.before_share)} -> {pct(p.after_share)}\n")
+    return t
+
+
+def diff_tables(diff: Diff) -> list[dict[str, Any]]:
+    """The diff's tables as plain rows (title, columns, rows of (text, raw value)); terminal and HTML draw them."""
+    tables = [{
+        "title": "Step-time breakdown (per step)", "id": "breakdown",
+        "columns": ["category", "before", "after", "delta"],
+        "rows": [[(BREAKDOWN_LABELS.get(c.category, c.category), None), (ms(c.before_us), c.before_us),
+                  (ms(c.after_us), c.after_us), (_signed_ms(c.delta_us), c.delta_us)]
+                 for c in diff.breakdown if c.before_us or c.after_us],
+    }]
+    scope = "" if diff.kernel_lists_complete else " (among each run's top kernels)"
+    for title, rows in ((f"Kernels that appeared{scope}", diff.kernels_appeared),
+                        (f"Kernels that disappeared{scope}", diff.kernels_disappeared),
+                        ("Kernels that changed most", diff.kernels_changed)):
+        if rows:
+            tables.append({
+                "title": title, "id": title.split()[2], "columns": ["kernel", "before/step", "after/step", "delta"],
+                "rows": [[(k.name, None), (ms(k.before_us_per_step), k.before_us_per_step),
+                          (ms(k.after_us_per_step), k.after_us_per_step),
+                          (_signed_ms(k.delta_us_per_step), k.delta_us_per_step)] for k in rows],
+            })
+    if diff.lines_changed:
+        tables.append({
+            "title": "Lines whose time changed most", "id": "lines", "columns": ["line", "before", "after", "delta"],
+            "rows": [[(f"{r.file}:{r.line} ({r.function})", None), (ms(r.before_us), r.before_us),
+                      (ms(r.after_us), r.after_us), (_signed_ms(r.delta_us), r.delta_us)] for r in diff.lines_changed],
+        })
+    return tables
+
+
+class DiffTerminalRenderer:
+    """Diff -> a rich renderable."""
+
+    def render(self, diff: Diff) -> RenderableType:
+        parts: list[RenderableType] = [
+            Text(f"before: {', '.join(diff.before.paths[:3])}\nafter:  {', '.join(diff.after.paths[:3])}",
+                 style="dim"),
+            headline(diff),
+        ]
+        if (patterns := _pattern_lines(diff)) is not None:
+            parts.append(patterns)
+        for spec in diff_tables(diff):
+            table = Table(title=spec["title"], title_justify="left", title_style="bold", box=box.SIMPLE_HEAD,
+                          pad_edge=False)
+            for i, col in enumerate(spec["columns"]):
+                table.add_column(col, justify="left" if i == 0 else "right", overflow="fold",
+                                 max_width=70 if i == 0 else None)
+            for row in spec["rows"]:
+                table.add_row(*(Text(text) for text, _ in row))
+            parts.append(table)
+        parts += [Text(f"note: {n}", style="dim") for n in diff.notes]
+        return Group(*parts)
+
+
+class DiffHtmlRenderer:
+    """Diff -> one self-contained HTML page (bytes)."""
+
+    def render(self, diff: Diff) -> bytes:
+        from stepscope.report import figures
+        from stepscope.report.html import page
+
+        before = {c.category: c.before_us for c in diff.breakdown}
+        after = {c.category: c.after_us for c in diff.breakdown}
+        return page("diff.html.j2", title="stepscope diff", generator=diff.generator or "stepscope",
+                    figures={"fig-diff-breakdown": figures.breakdown_diff_figure(before, after)},
+                    diff=diff, headline=headline(diff).plain.splitlines(), tables=diff_tables(diff))
