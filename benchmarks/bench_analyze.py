@@ -42,20 +42,30 @@ MB = 1024 * 1024
 # ---------------------------------------------------------------------------------------------- child
 
 
-def _rss_now_kb() -> int:
-    """Current resident set size (Linux /proc); falls back to the peak so far elsewhere."""
+def _status_kb(field: str) -> int | None:
+    """A KiB figure from /proc/self/status (Linux): VmRSS = resident now, VmHWM = this image's peak."""
     try:
         with open("/proc/self/status") as f:
             for line in f:
-                if line.startswith("VmRSS:"):
+                if line.startswith(field + ":"):
                     return int(line.split()[1])
     except OSError:
         pass
-    return _peak_kb()
+    return None
+
+
+def _rss_now_kb() -> int:
+    now = _status_kb("VmRSS")
+    return now if now is not None else _peak_kb()
 
 
 def _peak_kb() -> int:
-    """Peak RSS of this process and of any child it waited for (HTA forks parsers for several ranks)."""
+    """Peak RSS of this process and of any child it waited for (HTA forks parsers for several ranks).
+
+    Linux carries ru_maxrss across exec: a child starts with its parent's peak (vfork) or RSS (fork)
+    as a floor. The parent keeps itself small (it counts events in a child too) so that floor stays
+    below every child's post-import RSS; VmHWM, which exec resets, is recorded as a cross-check.
+    """
     scale = 1024 if sys.platform == "darwin" else 1  # macOS reports bytes, Linux KiB
     own = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss // scale
     children = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss // scale
@@ -90,6 +100,7 @@ def _child_hta(trace: Path) -> dict[str, Any]:
         "import_s": import_s,
         "rss_import_kb": rss_import_kb,
         "peak_kb": _peak_kb(),
+        "hwm_kb": _status_kb("VmHWM"),
         "result": {
             "idle_pct": float(row["idle_time_pctg"]),
             "compute_pct": float(row["compute_time_pctg"]),
@@ -114,6 +125,7 @@ def _child_stepscope(trace: Path) -> dict[str, Any]:
         "import_s": import_s,
         "rss_import_kb": rss_import_kb,
         "peak_kb": _peak_kb(),
+        "hwm_kb": _status_kb("VmHWM"),
         "result": {
             "step_count": summary.step_count,
             "step_time_us": summary.step_time_us,
@@ -134,7 +146,7 @@ def _child_stepscope_stages(trace: Path) -> dict[str, Any]:
     t0 = time.perf_counter()
     parsed = read_kineto(trace)
     seconds = time.perf_counter() - t0
-    peak_read_kb = _peak_kb()
+    peak_read_kb, hwm_read_kb = _peak_kb(), _status_kb("VmHWM")
     t0 = time.perf_counter()
     analyze_traces([parsed])
     stages = {"read_kineto": seconds, "analyses": time.perf_counter() - t0}
@@ -144,19 +156,18 @@ def _child_stepscope_stages(trace: Path) -> dict[str, Any]:
         "import_s": import_s,
         "rss_import_kb": rss_import_kb,
         "peak_kb": peak_read_kb,
+        "hwm_kb": hwm_read_kb,
         "peak_after_analyses_kb": _peak_kb(),
         "result": {"rows": len(parsed.events.start)},
     }
 
 
-CHILDREN = {"hta": _child_hta, "stepscope": _child_stepscope, "stepscope-read": _child_stepscope_stages}
-
-
-# --------------------------------------------------------------------------------------------- parent
+def _child_count(trace: Path) -> dict[str, Any]:
+    """Number of entries in the file's traceEvents list (in a child, to keep the parent's RSS small)."""
+    return {"events": count_events(trace)}
 
 
 def count_events(trace: Path) -> int:
-    """Number of entries in the file's traceEvents list (decoded once, in the parent)."""
     import gzip
 
     data = trace.read_bytes()
@@ -171,6 +182,9 @@ def count_events(trace: Path) -> int:
     skip = msgspec.defstruct("Skip", [])
     file = msgspec.defstruct("File", [("traceEvents", list[skip], msgspec.field(default_factory=list))])
     return len(msgspec.json.decode(data, type=file).traceEvents)
+
+
+# --------------------------------------------------------------------------------------------- parent
 
 
 def hta_python(install: bool) -> Path | None:
@@ -210,6 +224,7 @@ def summarize(runs: list[dict[str, Any]], tool: str, trace: Path, events: int) -
     best = min(runs, key=lambda r: r["seconds"])
     peak = int(statistics.median(r["peak_kb"] for r in runs)) * 1024
     base = int(statistics.median(r["rss_import_kb"] for r in runs)) * 1024
+    hwm = [r["hwm_kb"] for r in runs if r.get("hwm_kb") is not None]
     return {
         "trace": trace.name,
         "tool": tool,
@@ -221,6 +236,7 @@ def summarize(runs: list[dict[str, Any]], tool: str, trace: Path, events: int) -
         "rss_after_import_bytes": base,
         "peak_bytes": peak,
         "peak_above_import_bytes": peak - base,
+        "peak_vmhwm_bytes": int(statistics.median(hwm)) * 1024 if hwm else None,
         "bytes_per_event": peak / events,
         "bytes_per_event_above_import": (peak - base) / events,
         "result": best["result"],
@@ -253,6 +269,10 @@ def print_table(rows: list[dict[str, Any]]) -> None:
         print("  ".join(c.ljust(w) if i < 2 else c.rjust(w) for i, (c, w) in pairs))
 
 
+CHILDREN = {"hta": _child_hta, "stepscope": _child_stepscope, "stepscope-read": _child_stepscope_stages,
+            "count": _child_count}
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--repeat", type=int, default=3, help="fresh child processes per measurement")
@@ -274,7 +294,7 @@ def main(argv: list[str] | None = None) -> int:
         print("HTA unavailable: stepscope figures only", file=sys.stderr)
     here = Path(sys.executable)
     load_before = os.getloadavg()[0]
-    events = {t: count_events(t) for t in (main_trace, stress_trace)}
+    events = {t: run_child(here, "count", t)["events"] for t in (main_trace, stress_trace)}
 
     plan = [(here, "stepscope", main_trace), (here, "stepscope-read", main_trace),
             (here, "stepscope", stress_trace), (here, "stepscope-read", stress_trace)]
@@ -295,6 +315,10 @@ def main(argv: list[str] | None = None) -> int:
     print(f"{os.cpu_count()} CPUs; 1-min load average {load_before:.2f} before, {load_after:.2f} after{busy}")
     print_table(rows)
     print()
+    for r in rows:  # ru_maxrss against this image's own VmHWM: they differ if the parent's peak leaked in
+        if r["peak_vmhwm_bytes"] is not None and r["peak_bytes"] - r["peak_vmhwm_bytes"] > 2 * MB:
+            print(f"warning: {r['tool']} on {r['trace']}: ru_maxrss {r['peak_bytes'] / MB:.1f} MB but VmHWM "
+                  f"{r['peak_vmhwm_bytes'] / MB:.1f} MB")
 
     by = {(r["tool"], r["trace"]): r for r in rows}
     short = {main_trace: main_trace.name.split("_")[0], stress_trace: stress_trace.name.split("_")[0]}
