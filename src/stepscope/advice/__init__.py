@@ -8,8 +8,10 @@ from stepscope.report import schema as s
 
 def advise(facts: Facts) -> tuple[list[s.Pattern], list[s.Recommendation]]:
     """Patterns (primary first) and recommendations (best estimated gain first)."""
+    from stepscope.advice.context import Context
     from stepscope.advice.patterns import classify
     from stepscope.advice.rules import recommend
 
-    patterns = classify(facts)
-    return patterns, recommend(facts, patterns)
+    ctx = Context(facts)
+    patterns = classify(facts, ctx)
+    return patterns, recommend(facts, patterns, ctx)

@@ -1,11 +1,244 @@
-"""The pattern language: which bottleneck holds each step and the run back, with evidence."""
+"""The pattern language: which bottleneck holds the steps back, the share of the step it costs, and the
+figures that decided it. Several can hold at once; the costliest comes first.
+
+On a GPU run the shares come from the step-time attribution (analysis/costs.py), whose parts are
+disjoint, so the shares of the patterns never add up to more than the step.
+"""
 
 from __future__ import annotations
 
+from collections import Counter
+from collections.abc import Callable
+from dataclasses import dataclass
+
+import numpy as np
+
+from stepscope.advice.context import Context
+from stepscope.advice.text import mb, ms, pct, r4, us
 from stepscope.analysis.facts import Facts
 from stepscope.report import schema as s
 
+# Below 5% of the step a cause is within step-to-step noise and not worth a code change.
+MIN_SHARE = 0.05
+# DESIGN.md: a GPU busy more than ~90% of the step, without gaps, is the good state.
+GPU_BOUND_UTILIZATION = 0.90
+# When nothing else holds, a GPU busy at least half the step is still best described as compute bound.
+GPU_LARGEST_PART = 0.5
+# Idle with work already queued (events, other streams, other ranks) is worth a word at a fifth of the step.
+DEVICE_WAIT_NOTE = 0.2
+# One runtime call taking half of all the launch-attributed time is a first-call cost (module loading).
+ONE_CALL_SHARE = 0.5
 
-def classify(facts: Facts) -> list[s.Pattern]:
-    del facts
-    return []
+
+@dataclass(frozen=True)
+class Found:
+    """A pattern that holds, with its cost per step (ns) for the per-step verdict."""
+
+    pattern: s.Pattern
+    per_step: np.ndarray
+
+
+def classify(facts: Facts, ctx: Context | None = None) -> list[s.Pattern]:
+    """Every pattern that holds, primary (costliest) first; each carries its per-step shares."""
+    from stepscope.advice.cpu_patterns import cpu_patterns, host_only_patterns
+
+    ctx = ctx or Context(facts)
+    if len(facts.steps) == 0:
+        return []
+    if ctx.accelerator == "cpu":
+        found = cpu_patterns(ctx)
+    elif ctx.accelerator == "other":
+        found = host_only_patterns(ctx)
+    elif ctx.costs is None:
+        return []
+    else:
+        found = [f for rule in GPU_PATTERNS if (f := rule(ctx)) is not None]
+        if not found and (f := gpu_compute_bound(ctx, fallback=True)) is not None:
+            found = [f]
+        _note_device_wait(ctx, found)
+    ranked = rank(found, facts.steps.ids, facts.steps.duration)
+    if len(facts.steps) == 1 and ranked:
+        ranked[0].title += " Only one step was profiled: one-time costs may dominate; profile several steps."
+    return ranked
+
+
+def rank(found: list[Found], step_ids: tuple[str, ...], durations: np.ndarray) -> list[s.Pattern]:
+    """Costliest first; each pattern learns its share in each step and the steps where it is the costliest
+    (and costs at least MIN_SHARE of that step)."""
+    found = sorted(found, key=lambda f: -f.pattern.share)
+    if found:
+        shares = np.stack([f.per_step for f in found]) / np.maximum(durations, 1)
+        winner = np.where(shares.max(axis=0) >= MIN_SHARE, shares.argmax(axis=0), -1)
+        for i, f in enumerate(found):
+            f.pattern.evidence["share_per_step"] = {
+                sid: r4(v) for sid, v in zip(step_ids, shares[i], strict=True)}
+            f.pattern.evidence["primary_in_steps"] = [sid for sid, w in zip(step_ids, winner, strict=True) if w == i]
+    return [f.pattern for f in found]
+
+
+def make(pattern_id: str, per_step: np.ndarray, durations: np.ndarray, title: str, evidence: dict) -> Found:
+    share = float(per_step.sum() / max(durations.sum(), 1))
+    return Found(s.Pattern(id=pattern_id, share=r4(share), evidence=evidence, title=title), per_step)
+
+
+def _found(ctx: Context, pattern_id: str, parts: tuple[str, ...], title: str, evidence: dict) -> Found:
+    assert ctx.costs is not None
+    per_step = sum(ctx.costs.parts[p] for p in parts)
+    return make(pattern_id, np.asarray(per_step), ctx.facts.steps.duration, title, evidence)
+
+
+def _steps(ctx: Context) -> int:
+    return max(len(ctx.facts.steps), 1)
+
+
+# -- one function per pattern ------------------------------------------------------------------------
+def input_bound(ctx: Context) -> Found | None:
+    share = ctx.share("input")
+    if share < MIN_SHARE:
+        return None
+    dl = ctx.dataloader
+    how = {"single-process": "single-process loading: num_workers=0",
+           "multi-process": "worker processes cannot keep up"}.get(dl.iterator or "", "")
+    title = f"The GPU waits for the DataLoader {pct(share)} of each step" + (f" ({how})." if how else ".")
+    return _found(ctx, "input_bound", ("input",), title, {
+        "dataloader_wait_share": r4(share), "dataloader_wait_us_per_step": us(ctx.part_ns("input")),
+        "dataloader_us_per_step": us(dl.host_ns), "iterator": dl.iterator,
+        "gpu_utilization": r4(ctx.compute_share)})
+
+
+def copy_bound(ctx: Context) -> Found | None:
+    share = ctx.share("copy_htod", "copy_sync")
+    if share < MIN_SHARE:
+        return None
+    copies, h2d = ctx.facts.copies, ctx.host_to_device
+    htod = float(copies.htod_bytes_per_step.mean())
+    pageable = float(copies.pageable_htod_bytes_per_step.mean())
+    costs = ctx.costs
+    assert costs is not None
+    synced = int((costs.blocking_after_htod & costs.blocking_first).sum()) / _steps(ctx)
+    size = f"{mb(htod)} per step" if htod else "copies of unrecorded size"
+    title = (f"Host-to-device copies hold the GPU {pct(share)} of each step: {size}"
+             + (f", {mb(pageable)} of it from pageable memory" if pageable else "")
+             + (", each copy followed by a synchronisation." if synced else "."))
+    return _found(ctx, "copy_bound", ("copy_htod", "copy_sync"), title, {
+        "exposed_copy_share": r4(ctx.share("copy_htod")), "copy_sync_share": r4(ctx.share("copy_sync")),
+        "htod_bytes_per_step": round(htod), "pageable_htod_bytes_per_step": round(pageable),
+        "syncs_after_copy_per_step": round(synced, 2), "largest_copy_bytes": h2d.largest_copy_bytes,
+        "htod_bandwidth_gb_s": round(h2d.pageable_gb_s or h2d.pinned_gb_s or 0.0, 2)})
+
+
+def sync_bound(ctx: Context) -> Found | None:
+    share = ctx.share("sync")
+    if share < MIN_SHARE:
+        return None
+    causes = sync_causes(ctx)
+    top = next(iter(causes), "")
+    n = _steps(ctx)
+    costs = ctx.costs
+    assert costs is not None
+    keep = ~costs.blocking_after_htod
+    rows, points = costs.blocking_rows[keep], int(costs.blocking_first[keep].sum())
+    title = (f"The GPU idles after synchronisations {pct(share)} of each step: {points / n:.3g} per step"
+             + (f", mostly in {top.split(' > ')[0]}." if top else "."))
+    return _found(ctx, "sync_bound", ("sync",), title, {
+        "sync_idle_share": r4(share), "syncs_per_step": round(points / n, 2),
+        "host_blocked_us_per_step": us(ctx.facts.trace.events.dur[rows].sum() / n),
+        "causes_idle_us_per_step": {k: us(v / n) for k, v in list(causes.items())[:5]}})
+
+
+def sync_causes(ctx: Context) -> dict[str, float]:
+    """Idle ns (over all steps) each kind of blocking call caused, keyed 'outer op > inner op > api'."""
+    from stepscope.advice.culprits import blocking_causes
+
+    costs = ctx.costs
+    if costs is None:
+        return {}
+    keep = ~costs.blocking_after_htod
+    keys = blocking_causes(ctx.facts.trace, costs.blocking_rows[keep])
+    totals: Counter[str] = Counter()
+    for key, idle in zip(keys, costs.blocking_idle[keep], strict=True):
+        totals[key] += float(idle)
+    return dict(totals.most_common())
+
+
+def cpu_compute_bound(ctx: Context) -> Found | None:
+    share = ctx.share("cpu")
+    if share < MIN_SHARE:
+        return None
+    costs = ctx.costs
+    assert costs is not None
+    n = _steps(ctx)
+    top = dict(Counter(costs.cpu_ops).most_common(3))
+    title = (f"The GPU waits while the host does CPU work that launches nothing, {pct(share)} of each step"
+             + (f" (mostly {next(iter(top))})." if top else "."))
+    return _found(ctx, "cpu_compute_bound", ("cpu",), title, {
+        "cpu_wait_share": r4(share), "top_ops_us_per_step": {k: us(v / n) for k, v in top.items()},
+        "launches_per_step": round(ctx.launches, 1)})
+
+
+def launch_bound(ctx: Context) -> Found | None:
+    share = ctx.share("launch")
+    if share < MIN_SHARE:
+        return None
+    costs, k = ctx.costs, ctx.facts.kernels
+    assert costs is not None
+    n = _steps(ctx)
+    kernels = k.count / n
+    per_launch = ctx.step_ns / ctx.launches if ctx.launches else 0.0
+    top = dict(Counter(costs.launch_ops).most_common(3))
+    call, call_ns = ctx.slowest_call
+    one_call = call_ns >= ONE_CALL_SHARE * costs.parts["launch"].sum()
+    title = (f"The GPU waits for the host to launch work {pct(share)} of each step: {kernels:.0f} kernels per step, "
+             f"{pct(k.short_share or 0)} under 10 µs, one launch every {ms(per_launch)}.")
+    if one_call:
+        title += f" Mostly one {call} call of {ms(call_ns)}: a first-call cost; profile steps after warm-up."
+    return _found(ctx, "launch_bound", ("launch",), title, {
+        "launch_wait_share": r4(share), "kernels_per_step": round(kernels, 1),
+        "launches_per_step": round(ctx.launches, 1), "short_kernel_share": r4(k.short_share or 0),
+        "mean_kernel_us": us(k.total_ns / k.count) if k.count else 0.0, "us_per_launch": us(per_launch),
+        "top_ops_us_per_step": {name: us(v / n) for name, v in top.items()},
+        "slowest_call": {"name": call, "us": us(call_ns), "first_call_cost": bool(one_call)}})
+
+
+def communication_bound(ctx: Context) -> Found | None:
+    share = ctx.share("communication")
+    if share < MIN_SHARE:
+        return None
+    coll = ctx.collectives
+    hidden = 1 - ctx.part_ns("communication") / coll.ns if coll.ns else 0.0
+    title = (f"Collectives not hidden behind compute take {pct(share)} of each step: {coll.count:.0f} per step, "
+             f"{ms(coll.ns)} of collective kernel time, {pct(max(hidden, 0))} of it hidden.")
+    return _found(ctx, "communication_bound", ("communication",), title, {
+        "exposed_communication_share": r4(share), "collectives_per_step": round(coll.count, 1),
+        "collective_us_per_step": us(coll.ns), "hidden_share": r4(max(hidden, 0))})
+
+
+def gpu_compute_bound(ctx: Context, fallback: bool = False) -> Found | None:
+    share = ctx.compute_share
+    if share < (GPU_LARGEST_PART if fallback else GPU_BOUND_UTILIZATION):
+        return None
+    mm, k = ctx.matmul, ctx.facts.kernels
+    matmul_share = mm.total / mm.kernel if mm.kernel else 0.0
+    title = (f"The GPU is busy {pct(share)} of each step: the kernels are the cost "
+             f"(matmuls and convolutions {pct(matmul_share)} of kernel time, "
+             f"{pct(mm.half / mm.total if mm.total else 0)} of that in half precision).")
+    top = k.top[0] if k.top else None
+    return _found(ctx, "gpu_compute_bound", ("compute",), title, {
+        "gpu_busy_share": r4(share), "tensor_core_share": r4(k.tensor_core_share or 0),
+        "matmul_share_of_kernel_time": r4(matmul_share), "kernels_per_step": round(k.count / _steps(ctx), 1),
+        "top_kernel": {"name": top.name, "share": r4(top.share)} if top else None})
+
+
+def _note_device_wait(ctx: Context, found: list[Found]) -> None:
+    """Say so when the GPU idles a large part of the step with work queued (no pattern's fault)."""
+    share = ctx.share("device_wait")
+    if share < DEVICE_WAIT_NOTE or not found:
+        return
+    primary = max(found, key=lambda f: f.pattern.share)
+    primary.pattern.evidence["device_wait_share"] = r4(share)
+    primary.pattern.title += (f" The GPU also idles {pct(share)} of each step with work already queued "
+                              "(waiting on events, other streams or other ranks).")
+
+
+GPU_PATTERNS: tuple[Callable[[Context], Found | None], ...] = (
+    input_bound, copy_bound, sync_bound, cpu_compute_bound, launch_bound, communication_bound, gpu_compute_bound)

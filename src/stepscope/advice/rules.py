@@ -1,11 +1,48 @@
-"""One small rule per fix."""
+"""One small rule per fix; each returns its recommendations (most return zero or one). Ranked by gain."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
+from stepscope.advice import rules_comm, rules_copy, rules_gpu, rules_host, rules_input
+from stepscope.advice.context import Context
 from stepscope.analysis.facts import Facts
 from stepscope.report import schema as s
 
+Rule = Callable[[Context, list[s.Pattern]], list[s.Recommendation]]
 
-def recommend(facts: Facts, patterns: list[s.Pattern]) -> list[s.Recommendation]:
-    del facts, patterns
-    return []
+
+def _ignore_patterns(rule: Callable[[Context], list[s.Recommendation]]) -> Rule:
+    def wrapped(ctx: Context, patterns: list[s.Pattern]) -> list[s.Recommendation]:
+        return rule(ctx)
+
+    wrapped.__name__ = rule.__name__
+    return wrapped
+
+
+RULES: tuple[Rule, ...] = (
+    _ignore_patterns(rules_input.dataloader_workers),
+    _ignore_patterns(rules_input.persistent_workers),
+    _ignore_patterns(rules_copy.pin_memory),
+    _ignore_patterns(rules_copy.non_blocking_copy),
+    _ignore_patterns(rules_copy.uint8_transfer),
+    rules_host.larger_batch,
+    rules_host.set_to_none,
+    rules_gpu.amp,
+    rules_gpu.tf32,
+    rules_host.torch_compile,
+    rules_host.cuda_graphs,
+    rules_host.remove_sync,
+    rules_host.offload_cpu_work,
+    rules_host.fused_optimizer,
+    rules_comm.overlap_communication,
+)
+
+
+def recommend(facts: Facts, patterns: list[s.Pattern], ctx: Context | None = None) -> list[s.Recommendation]:
+    """Every fix the trace calls for, best estimated gain first."""
+    ctx = ctx or Context(facts)
+    if len(facts.steps) == 0 or not ctx.step_ns:
+        return []
+    found = [r for rule in RULES for r in rule(ctx, patterns)]
+    return sorted(found, key=lambda r: (-(r.estimated_speedup or 1.0), r.id))

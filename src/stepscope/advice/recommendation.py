@@ -1,0 +1,21 @@
+"""Building a Recommendation: the one place rules turn a finding and its estimate into the report's type."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from stepscope.advice.context import Context
+from stepscope.advice.location import locate
+from stepscope.advice.whatif import Estimate
+from stepscope.report import schema as s
+
+# A fix whose estimated gain is under 1% of the step is not worth the reader's attention.
+MIN_GAIN = 1.01
+
+
+def recommendation(ctx: Context, rec_id: str, title: str, evidence: dict[str, Any], estimate: Estimate,
+                   rows: np.ndarray | None = None) -> s.Recommendation:
+    return s.Recommendation(id=rec_id, title=title, evidence=evidence, location=locate(ctx.facts.trace, rows),
+                            estimated_speedup=round(estimate.speedup, 2), estimate=estimate.text)

@@ -1,0 +1,179 @@
+"""Fixes for a host that cannot feed the GPU: fewer, bigger or captured launches, and no needless work."""
+
+from __future__ import annotations
+
+from stepscope.advice.context import Context
+from stepscope.advice.culprits import blocking_causes, what_it_is
+from stepscope.advice.recommendation import MIN_GAIN, recommendation
+from stepscope.advice.text import pct, r4, us
+from stepscope.advice.whatif import (
+    FUSED_OPTIMIZER_GPU_KEPT,
+    FUSED_OPTIMIZER_HOST_KEPT,
+    FUSION_LAUNCHES_KEPT,
+    FUSION_TIME_KEPT,
+    bigger_batch,
+    gpu_busy_ns,
+    mixed_saving,
+    step_without,
+)
+from stepscope.analysis.costs import UNTRACED
+from stepscope.report import schema as s
+
+# A bigger batch is suggested when it buys at least 10% more samples/s: it changes the optimisation too.
+LARGER_BATCH_MIN_GAIN = 1.10
+# Leave 10% of device memory free when scaling the batch by peak memory.
+MEMORY_HEADROOM = 0.9
+# Below this many launches per step, capturing a graph saves too little to be worth static shapes.
+GRAPH_MIN_LAUNCHES = 20
+# Fusing pays when a step runs at least this many short elementwise kernels.
+FUSION_MIN_KERNELS = 50
+# Most kernels under 10 µs: the launch overhead pattern torch.compile exists for, whatever the gain here.
+SHORT_MAJORITY = 0.5
+# Zeroing this many gradients with kernels per step is the set_to_none=False path, not an incidental fill.
+ZEROING_MIN_LAUNCHES = 10
+# A per-parameter (for-loop) optimizer launches several kernels per parameter; foreach/fused ones a few.
+OPTIMIZER_MIN_LAUNCHES = 50
+
+
+def _holds(patterns: list[s.Pattern], pattern_id: str) -> bool:
+    return any(p.id == pattern_id for p in patterns)
+
+
+def _primary(patterns: list[s.Pattern], *pattern_ids: str) -> bool:
+    return bool(patterns) and patterns[0].id in pattern_ids
+
+
+def _first_call_cost(patterns: list[s.Pattern]) -> bool:
+    """launch_bound found one slow runtime call behind most of the launch time: warm-up, not a steady state."""
+    launch = next((p for p in patterns if p.id == "launch_bound"), None)
+    return launch is not None and bool(launch.evidence.get("slowest_call", {}).get("first_call_cost"))
+
+
+def larger_batch(ctx: Context, patterns: list[s.Pattern]) -> list[s.Recommendation]:
+    # Only where per-step host overhead is the main cost: elsewhere the batch does not buy what it costs.
+    if not _primary(patterns, "launch_bound", "python_overhead") or _first_call_cost(patterns):
+        return []
+    use = ctx.memory_use
+    k_max = int(MEMORY_HEADROOM / use) if use else None
+    if k_max is not None and k_max < 2:
+        return []
+    est = bigger_batch(ctx, 2)
+    if est.speedup < LARGER_BATCH_MIN_GAIN:
+        return []
+    title = "Use a bigger batch (2x shown) to amortise the per-step host overhead; rescale the learning rate"
+    return [recommendation(ctx, "larger_batch", title, {
+        "batch_factor": 2, "max_batch_factor_by_memory": k_max, "peak_memory_share": r4(use) if use else None,
+        "gpu_busy_share": r4(ctx.compute_share) if ctx.accelerator == "gpu" else None}, est)]
+
+
+def cuda_graphs(ctx: Context, patterns: list[s.Pattern]) -> list[s.Recommendation]:
+    if not _holds(patterns, "launch_bound") or ctx.launches < GRAPH_MIN_LAUNCHES or _first_call_cost(patterns):
+        return []
+    wait = ctx.part_ns("launch")
+    est = step_without(ctx, wait, "Launch gaps removed by replaying the step as one graph", gpu_busy_ns(ctx),
+                       "the step cannot be shorter than the GPU's busy time")
+    how = ("torch.compile(model, mode='reduce-overhead')" if not ctx.elementwise.compiled
+           else "mode='reduce-overhead' in the torch.compile call already used")
+    title = f"Capture the step in a CUDA graph ({how}) if its shapes are static"
+    return [recommendation(ctx, "cuda_graphs", title, {
+        "launch_wait_us_per_step": us(wait), "launches_per_step": round(ctx.launches, 1)}, est)]
+
+
+def torch_compile(ctx: Context, patterns: list[s.Pattern]) -> list[s.Recommendation]:
+    overhead = next((p for p in patterns if p.id == "python_overhead"), None)
+    if ctx.accelerator == "cpu" and overhead is not None:
+        est = step_without(ctx, FUSION_TIME_KEPT * overhead.share * ctx.step_ns,
+                           "Half the Python and dispatch time removed by compiled, fused code")
+        return [recommendation(ctx, "torch_compile", "Compile the model: model = torch.compile(model)",
+                               {"python_overhead_share": overhead.share}, est)]
+    ew = ctx.elementwise
+    if ctx.accelerator != "gpu" or ew.compiled or ew.short_count < FUSION_MIN_KERNELS:
+        return []
+    removed = ew.short_count * (1 - FUSION_LAUNCHES_KEPT)
+    saved = ctx.part_ns("launch") * min(removed / max(ctx.launches, 1), 1) + \
+        ew.short_ns * (1 - FUSION_TIME_KEPT) * ctx.compute_share
+    est = step_without(ctx, saved, f"Elementwise kernels fused ~{1 / FUSION_LAUNCHES_KEPT:.0f} to 1: fewer launches "
+                                   "and half their memory traffic")
+    short_majority = ctx.facts.kernels.short_share is not None and ctx.facts.kernels.short_share >= SHORT_MAJORITY
+    if est.speedup < MIN_GAIN and not short_majority:
+        return []
+    title = (f"Compile the model to fuse its {ew.short_count:.0f} short elementwise kernels per step: "
+             "model = torch.compile(model)")
+    return [recommendation(ctx, "torch_compile", title, {
+        "short_elementwise_per_step": round(ew.short_count, 1), "short_elementwise_us_per_step": us(ew.short_ns),
+        "kernels_per_step": round(ew.kernel_count, 1)}, est)]
+
+
+def offload_cpu_work(ctx: Context, patterns: list[s.Pattern]) -> list[s.Recommendation]:
+    """The GPU waits on CPU work that launches nothing: name it and what taking it off the path buys."""
+    costs = ctx.costs
+    if costs is None or not _holds(patterns, "cpu_compute_bound"):
+        return []
+    n = max(len(ctx.facts.steps), 1)
+    # Only work inside recorded ops: time outside any op may be the profiler's, or code we cannot name.
+    in_ops = {k: v for k, v in costs.cpu_ops.items() if k != UNTRACED}
+    top, top_ns = max(in_ops.items(), key=lambda kv: kv[1], default=("", 0))
+    est = step_without(ctx, sum(in_ops.values()) / n, "CPU work in ops overlapped with the GPU or moved onto it",
+                       gpu_busy_ns(ctx), "the step cannot be shorter than the GPU's busy time")
+    if not top or est.speedup < MIN_GAIN:
+        return []
+    title = (f"Take the CPU work the GPU waits for off the critical path ({top}, {top_ns / n / 1e6:.3g} ms per step): "
+             "do it on the GPU, vectorise it, or overlap it in a DataLoader worker or background thread")
+    return [recommendation(ctx, "offload_cpu_work", title, {
+        "cpu_wait_us_per_step": us(ctx.part_ns("cpu")), "top_op": top, "top_op_us_per_step": us(top_ns / n)}, est)]
+
+
+def set_to_none(ctx: Context, patterns: list[s.Pattern]) -> list[s.Recommendation]:
+    z = ctx.zeroing
+    if ctx.accelerator != "gpu" or z.launches < ZEROING_MIN_LAUNCHES:
+        return []
+    est = step_without(ctx, mixed_saving(ctx, z.host_ns, z.gpu_ns), "Gradients set to None instead of zeroed")
+    title = (f"Set gradients to None instead of zeroing them ({z.launches:.0f} kernels per step): "
+             "optimizer.zero_grad(set_to_none=True)")
+    return [recommendation(ctx, "set_to_none", title, {
+        "zeroing_launches_per_step": round(z.launches, 1), "zeroing_gpu_us_per_step": us(z.gpu_ns),
+        "zeroing_host_us_per_step": us(z.host_ns)}, est)]
+
+
+def fused_optimizer(ctx: Context, patterns: list[s.Pattern]) -> list[s.Recommendation]:
+    o = ctx.optimizer
+    if ctx.accelerator != "gpu" or o.fused or o.launches < OPTIMIZER_MIN_LAUNCHES:
+        return []
+    saved = mixed_saving(ctx, o.host_ns * (1 - FUSED_OPTIMIZER_HOST_KEPT), o.gpu_ns * (1 - FUSED_OPTIMIZER_GPU_KEPT))
+    est = step_without(ctx, saved, "A handful of fused launches instead of one loop per parameter")
+    title = (f"Use a fused optimizer ({o.launches:.0f} small optimizer kernels per step): "
+             "e.g. torch.optim.AdamW(..., fused=True) or foreach=True")
+    return [recommendation(ctx, "fused_optimizer", title, {
+        "optimizer_launches_per_step": round(o.launches, 1), "optimizer_gpu_us_per_step": us(o.gpu_ns),
+        "optimizer_host_us_per_step": us(o.host_ns)}, est)]
+
+
+def remove_sync(ctx: Context, patterns: list[s.Pattern]) -> list[s.Recommendation]:
+    """One recommendation per distinct cause of a synchronisation (copies' own syncs are non_blocking_copy's)."""
+    costs = ctx.costs
+    if costs is None:
+        return []
+    ev, n = ctx.facts.trace.events, max(len(ctx.facts.steps), 1)
+    keep = ~costs.blocking_after_htod
+    rows, idle, first = costs.blocking_rows[keep], costs.blocking_idle[keep], costs.blocking_first[keep]
+    keys = blocking_causes(ctx.facts.trace, rows)
+    result = []
+    for key in dict.fromkeys(keys):
+        mine = [i for i, k in enumerate(keys) if k == key]
+        wait, blocked = float(idle[mine].sum()) / n, float(ev.dur[rows[mine]].sum()) / n
+        est = step_without(ctx, wait, f"The GPU no longer drains and idles at this synchronisation (it also blocks "
+                                      f"the host {pct(blocked / ctx.step_ns)} of each step)")
+        if est.speedup < MIN_GAIN:
+            continue
+        apis = sorted({ctx.facts.trace.name_of(int(r)) for r in rows[mine]})
+        count = int(first[mine].sum()) / n
+        title = (f"Remove the per-step synchronisation in {key.split(' > ')[0]} ({what_it_is(key)}, "
+                 f"{count:.3g} per step): keep values on the GPU, read them every N steps")
+        result.append(recommendation(ctx, "remove_sync", title, {
+            "cause": key, "apis": apis, "count_per_step": round(count, 2),
+            "gpu_idle_us_per_step": us(wait), "host_blocked_us_per_step": us(blocked),
+            "host_blocked_share": r4(blocked / ctx.step_ns)}, est, rows[mine]))
+    return result
+
+
+

@@ -1,0 +1,88 @@
+"""Estimated gains, reasoned from the measured timeline: what a step would take with one cause removed.
+
+Every estimate is a model, not a measurement; each says its assumptions in words. Estimates are made one
+fix at a time against the measured step, so they do not multiply.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from stepscope.advice.context import Context
+from stepscope.advice.text import ms
+
+CAVEAT = "An estimate from this trace's timeline, not a measurement."
+# Matmul/conv kernel time divided by this under AMP (fp16/bf16 on tensor cores): from fp32 without tensor
+# cores, peak rates differ 8-16x but real layers gain ~3x; from TF32, bf16's peak is 2x TF32's.
+AMP_FACTOR = {"fp32": 3.0, "tf32": 2.0}
+# fp32 matmuls moved to TF32 tensor cores (Ampere+): peak 8x, real GEMMs and convolutions ~2x.
+TF32_FACTOR = 2.0
+# Pinned host-to-device bandwidth when the trace has no pinned copy to measure (GB/s): PCIe 3, 4, 5 x16.
+PINNED_GB_S_BY_MAJOR = {7: 11.0, 8: 22.0, 9: 45.0}
+PINNED_GB_S_DEFAULT = 11.0
+# torch.compile fuses chains of elementwise ops: about 3 kernels become 1, reading memory about half as often.
+FUSION_LAUNCHES_KEPT = 1 / 3
+FUSION_TIME_KEPT = 0.5
+# A fused or foreach optimizer: a handful of launches instead of several per parameter (host ~10% of
+# before), one pass over the parameters instead of several (GPU ~half).
+FUSED_OPTIMIZER_HOST_KEPT = 0.1
+FUSED_OPTIMIZER_GPU_KEPT = 0.5
+# With overlap, at most the compute time can hide communication; a non-GPU accelerator: assume half.
+HOST_VIEW_HIDDEN = 0.5
+
+
+@dataclass(frozen=True)
+class Estimate:
+    speedup: float  # measured step time / estimated step time (or samples/s ratio for a bigger batch), unrounded
+    text: str
+
+
+def step_without(ctx: Context, saved_ns: float, what: str, floor_ns: float = 0.0, why_floor: str = "") -> Estimate:
+    """The step with saved_ns removed, never below floor_ns (e.g. the GPU's busy time)."""
+    step = ctx.step_ns
+    new = max(step - max(saved_ns, 0.0), floor_ns, 1.0)
+    speedup = step / new if step else 1.0
+    floor = f"; {why_floor}" if why_floor and new == floor_ns else ""
+    return Estimate(speedup, f"{what}: step {ms(step)} -> ~{ms(new)} ({speedup:.2f}x){floor}. {CAVEAT}")
+
+
+def gpu_busy_ns(ctx: Context) -> float:
+    """What the GPU must do per step whatever the host does: kernels, exposed collectives and copies."""
+    return ctx.part_ns("compute", "communication", "copy_htod", "copy_other")
+
+
+def mixed_saving(ctx: Context, host_ns: float, gpu_ns: float) -> float:
+    """Removing work that costs host_ns on the host and gpu_ns on the GPU: host time shortens the step
+    where the GPU waits for the host, GPU time where the GPU is busy computing."""
+    return host_ns * ctx.host_wait_share + gpu_ns * ctx.compute_share
+
+
+def pinned_gb_s(ctx: Context) -> tuple[float, str]:
+    """Pinned HtoD bandwidth: measured in this trace when it can be, else a PCIe figure for the GPU."""
+    measured = ctx.host_to_device.pinned_gb_s
+    if measured:
+        return measured, f"pinned copies in this trace reach {measured:.1f} GB/s"
+    cc = ctx.compute_capability
+    bw = PINNED_GB_S_BY_MAJOR.get(cc[0], PINNED_GB_S_DEFAULT) if cc else PINNED_GB_S_DEFAULT
+    return bw, f"assuming {bw:.0f} GB/s for pinned copies (PCIe x16 for this GPU generation)"
+
+
+def bigger_batch(ctx: Context, k: int) -> Estimate:
+    """Samples/s with a batch k times bigger: per-sample work scales by k, per-step overhead does not."""
+    step = ctx.step_ns
+    if ctx.accelerator == "gpu":
+        # The host is busy all step issuing work; only its per-sample part grows. Collectives are taken to grow
+        # too (all-to-all does; all-reduce does not), so the estimate errs low.
+        per_sample = ctx.part_ns("input", "cpu", "copy_sync")
+        host = step + (k - 1) * per_sample
+        device = k * gpu_busy_ns(ctx) + ctx.part_ns("device_wait")
+        new = max(host, device)
+        how = (f"launch and sync time per step stays, data loading, CPU work and all GPU work grow {k}x, "
+               "the step is the longer of host and GPU")
+    else:
+        b = ctx.facts.breakdown.mean()
+        new = step + (k - 1) * (b["cpu_exec"] + b["dataloader"])
+        how = f"op time and data loading grow {k}x, Python and dispatch overhead per step stays"
+    speedup = k * step / new if new else 1.0
+    return Estimate(speedup, f"Batch {k}x bigger: {how}; step {ms(step)} -> ~{ms(new)} for {k}x the "
+                                       f"samples ({speedup:.2f}x samples/s). {CAVEAT}")
