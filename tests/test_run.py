@@ -46,7 +46,7 @@ print("program finished")
 
 
 @pytest.fixture(autouse=True)
-def one_thread():  # noqa: ANN201
+def one_thread():
     # Tiny ops on a shared 2-core machine: OpenMP threads only add waiting.
     before = torch.get_num_threads()
     torch.set_num_threads(1)
@@ -284,7 +284,7 @@ def test_with_stack_export_failure_falls_back(tmp_path: Path, capfd: pytest.Capt
 
     real_export = profile.export_chrome_trace
 
-    def export(self, path: str, *args: object, **kwargs: object) -> None:  # noqa: ANN001
+    def export(self, path: str, *args: object, **kwargs: object) -> None:
         if self.with_stack:
             raise UnicodeDecodeError("utf-8", b"\xff", 0, 1, "invalid start byte")
         real_export(self, path, *args, **kwargs)

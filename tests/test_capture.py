@@ -1,0 +1,170 @@
+"""Capture's parts alone: batch sizes, the step arbiter, step timing, the trace export's repair, the run
+folder, and telemetry (CPU from /proc/stat, NVML through a stand-in module)."""
+
+from __future__ import annotations
+
+import gzip
+import time
+from collections import OrderedDict
+from pathlib import Path
+from types import SimpleNamespace
+
+import numpy as np
+import pytest
+
+from stepscope.capture.arbiter import Mark, StepArbiter
+from stepscope.capture.batch import batch_size_of
+from stepscope.capture.cpu import _busy_percent, _read_proc_stat
+from stepscope.capture.export import export_trace, gzip_utf8
+from stepscope.capture.nvml import NvmlSampler
+from stepscope.capture.overhead import StepTimes
+from stepscope.capture.runfolder import new_run_folder
+from stepscope.capture.telemetry import Telemetry
+from stepscope.errors import StepscopeError
+
+
+def test_batch_size_walks_tuples_lists_and_mappings() -> None:
+    images = np.zeros((32, 3, 8, 8))
+    assert batch_size_of(images) == 32
+    assert batch_size_of((images, np.zeros(32))) == 32
+    assert batch_size_of([["text"], {"input_ids": np.zeros((7, 128)), "labels": np.zeros(7)}]) == 7
+    assert batch_size_of(OrderedDict(meta="x", pixels=[np.zeros((5, 2))])) == 5
+    assert batch_size_of(("a", 3, None)) is None
+    assert batch_size_of(np.float32(1.0)) is None  # a scalar has no first dimension
+    assert batch_size_of([[[[[np.zeros((9, 1))]]]]]) is None  # deeper than a batch nests
+
+
+def test_arbiter_keeps_the_strongest_source_until_locked() -> None:
+    a = StepArbiter()
+    assert a.mark("dataloader") is Mark.SWITCH and a.completed == 1
+    assert a.mark("forward") is Mark.IGNORE  # weaker
+    assert a.mark("optimizer") is Mark.SWITCH and a.completed == 1  # stronger: its count starts over
+    assert a.mark("dataloader") is Mark.IGNORE
+    assert a.mark("optimizer") is Mark.STEP and a.completed == 2
+    a.lock()
+    assert a.mark("manual") is Mark.IGNORE and a.leader == "optimizer"  # too late: profiling has begun
+
+
+def test_step_times_give_the_profilers_overhead() -> None:
+    t = StepTimes()
+    clock = 0
+    for phase, duration in [("unprofiled", 50), *[("unprofiled", 10)] * 3, ("warmup", 30), *[("recorded", 12)] * 3]:
+        t.begin_step(clock)
+        clock += duration
+        t.end_step(clock, phase)
+    o = t.overhead()
+    assert o is not None and o.reference_steps == 3  # the first step (start-up) is left out
+    assert o.ratio == pytest.approx(0.2)
+    t.restart()
+    assert t.overhead() is None
+
+
+def test_export_repairs_bytes_that_are_not_utf8(tmp_path: Path) -> None:
+    good = b'{"traceEvents": [{"name": "caf\xc3\xa9"}]}\n'
+    src = tmp_path / "good.json"
+    src.write_bytes(good)
+    assert gzip_utf8(src, tmp_path / "good.json.gz") is False
+    assert gzip.decompress((tmp_path / "good.json.gz").read_bytes()) == good
+    # A stack string cut in the middle of a character, as the profiler writes with with_stack=True.
+    src.write_bytes(b'{"traceEvents": [{"name": "ProfilerStep#3"}, {"name": "f\xe2\x82 (x.py:1)"}]}\n')
+    assert gzip_utf8(src, tmp_path / "bad.json.gz", rename=(b'"ProfilerStep#3"', b'"ProfilerStep#3 (cut short)"'))
+    text = gzip.decompress((tmp_path / "bad.json.gz").read_bytes()).decode("utf-8")
+    assert "\ufffd (x.py:1)" in text and '"ProfilerStep#3 (cut short)"' in text
+
+
+def test_export_keeps_a_file_the_profiler_wrote_before_failing(tmp_path: Path) -> None:
+    class Profiler:
+        def __init__(self, write: bool) -> None:
+            self.write = write
+
+        def export_chrome_trace(self, path: str) -> None:
+            if self.write:
+                Path(path).write_bytes(b'{"traceEvents": [{"name": "\xff"}]}')
+            raise UnicodeDecodeError("utf-8", b"\xff", 0, 1, "invalid start byte")
+
+    kept = export_trace(Profiler(write=True), tmp_path / "a.json.gz")
+    assert kept.path == tmp_path / "a.json.gz" and len(kept.notes) == 2
+    assert "UnicodeDecodeError" in kept.notes[0] and "not UTF-8" in kept.notes[1]
+    lost = export_trace(Profiler(write=False), tmp_path / "b.json.gz")
+    assert lost.path is None and "UnicodeDecodeError" in (lost.error or "")
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["a.json.gz"]  # no partial files left behind
+
+
+def test_run_folder_names_and_never_overwrites(tmp_path: Path) -> None:
+    now = time.mktime((2025, 3, 4, 5, 6, 7, 0, 0, -1))
+    first = new_run_folder("my train", base=tmp_path, now=now)
+    assert first.name == "my-train-20250304-050607" and first.is_dir()
+    assert new_run_folder("my train", base=tmp_path, now=now).name == "my-train-20250304-050607-2"
+    assert new_run_folder("x", out=tmp_path / "new").is_dir()
+    (first / "report.json").write_text("{}")
+    with pytest.raises(StepscopeError, match="already exists"):
+        new_run_folder("x", out=first)
+
+
+def test_cpu_busy_from_proc_stat(tmp_path: Path) -> None:
+    stat = tmp_path / "stat"
+    stat.write_text("cpu  10 0 10 80 0 0 0 0 0 0\ncpu0 5 0 5 40 0 0 0 0 0 0\ncpu1 5 0 5 40 0 0 0 0 0 0\n")
+    before = _read_proc_stat(stat)
+    stat.write_text("cpu  10 0 10 80 0 0 0 0 0 0\ncpu0 35 0 5 50 10 0 0 0 0 0\ncpu1 5 0 5 140 0 0 0 0 0 0\n")
+    after = _read_proc_stat(stat)
+    assert [_busy_percent(a, b) for a, b in zip(before, after, strict=True)] == [60.0, 0.0]
+
+
+class FakeNvml:
+    """The pynvml calls stepscope makes, for one GPU drawing 300 W."""
+
+    NVML_CLOCK_SM, NVML_CLOCK_MEM = 1, 2
+
+    def __init__(self) -> None:
+        self.t0 = time.perf_counter()
+
+    def nvmlInit(self) -> None: ...
+    def nvmlShutdown(self) -> None: ...
+    def nvmlDeviceGetCount(self) -> int: return 1
+    def nvmlDeviceGetHandleByIndex(self, i: int) -> str: return f"gpu{i}"
+    def nvmlDeviceGetName(self, h: str) -> bytes: return b"Fake GPU"
+
+    def nvmlDeviceGetUtilizationRates(self, h: str) -> SimpleNamespace:
+        return SimpleNamespace(gpu=80, memory=30)
+
+    def nvmlDeviceGetMemoryInfo(self, h: str) -> SimpleNamespace:
+        return SimpleNamespace(used=2 * 2**30, total=80 * 2**30)
+
+    def nvmlDeviceGetPowerUsage(self, h: str) -> int: return 300_000
+
+    def nvmlDeviceGetClockInfo(self, h: str, kind: int) -> int:
+        return 1980 if kind == self.NVML_CLOCK_SM else 2619
+
+    def nvmlDeviceGetTotalEnergyConsumption(self, h: str) -> int:
+        return int(300_000 * (time.perf_counter() - self.t0))
+
+
+def test_telemetry_with_a_gpu() -> None:
+    tele = Telemetry(interval_s=0.02, nvml=NvmlSampler(loader=FakeNvml)).start()
+    time.sleep(0.05)
+    tele.window_started()
+    time.sleep(0.2)
+    tele.window_ended()
+    report = tele.stop()
+    assert report.gpus == ["Fake GPU"] and report.notes == []
+    w = report.window
+    assert w is not None and w.samples >= 3
+    g = w.gpu[0]
+    assert (g.util_mean, g.power_mean_w, g.sm_clock_mean_mhz, g.mem_used_max_bytes) == (80, 300, 1980, 2 * 2**30)
+    assert g.energy_j == pytest.approx(300 * (w.end_s - w.start_s), rel=0.1)  # 300 W over the window
+    assert report.samples[-1].gpu[0].mem_clock_mhz == 2619
+
+
+def test_telemetry_without_a_gpu_says_why() -> None:
+    def missing() -> None:
+        raise ImportError("No module named 'pynvml'")
+
+    class NoDriver(FakeNvml):
+        def nvmlInit(self) -> None:
+            raise RuntimeError("NVML Shared Library Not Found")
+
+    assert NvmlSampler(loader=missing).note == "no GPU telemetry: nvidia-ml-py is not installed"
+    tele = Telemetry(interval_s=0.01, nvml=NvmlSampler(loader=NoDriver)).start()
+    report = tele.stop()
+    assert report.notes == ["no GPU telemetry: NVML found no NVIDIA driver"] and report.gpus == []
+    assert report.window is None and report.samples and report.cpu_cores
