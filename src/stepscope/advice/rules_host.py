@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import re
+
 from stepscope.advice.context import Context
 from stepscope.advice.culprits import blocking_causes, what_it_is
 from stepscope.advice.recommendation import MIN_GAIN, recommendation
@@ -23,6 +25,7 @@ from stepscope.report import schema as s
 LARGER_BATCH_MIN_GAIN = 1.10
 # Leave 10% of device memory free when scaling the batch by peak memory.
 MEMORY_HEADROOM = 0.9
+ALLOCATION_OP = re.compile(r"^aten::(?:empty\w*|_empty\w*|resize_|new_empty\w*)$")
 # Below this many launches per step, capturing a graph saves too little to be worth static shapes.
 GRAPH_MIN_LAUNCHES = 20
 # Fusing pays when a step runs at least this many short elementwise kernels.
@@ -110,8 +113,9 @@ def offload_cpu_work(ctx: Context, patterns: list[s.Pattern]) -> list[s.Recommen
     if costs is None or not _holds(patterns, "cpu_compute_bound"):
         return []
     n = max(len(ctx.facts.steps), 1)
-    # Only work inside recorded ops: time outside any op may be the profiler's, or code we cannot name.
-    in_ops = {k: v for k, v in costs.cpu_ops.items() if k != UNTRACED}
+    # Only work inside recorded ops: time outside any op may be the profiler's, or code we cannot name; a
+    # long allocation is the allocator reaching the driver (a warm-up cost), not work to vectorise.
+    in_ops = {k: v for k, v in costs.cpu_ops.items() if k != UNTRACED and not ALLOCATION_OP.match(k)}
     top, top_ns = max(in_ops.items(), key=lambda kv: kv[1], default=("", 0))
     est = step_without(ctx, sum(in_ops.values()) / n, "CPU work in ops overlapped with the GPU or moved onto it",
                        gpu_busy_ns(ctx), "the step cannot be shorter than the GPU's busy time")

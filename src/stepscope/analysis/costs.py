@@ -96,10 +96,10 @@ def step_costs(trace: Trace, steps: Steps) -> StepCosts | None:
     input_wait = iv.intersect(host_wait, dataloader)
     left = iv.subtract(host_wait, input_wait)
 
-    blocking, after_htod = _blocking_calls(trace, window)
+    blocking, after_htod, is_copy = _blocking_calls(trace, window)
     # Unblocked, the host would have run ahead by as long as it was blocked (a copy and its sync block as
     # one episode): that much of the idle after the call, until the device's next activity, is its cost.
-    episode_start = _episode_starts(trace, blocking)
+    episode_start = _episode_starts(trace, blocking, is_copy)
     blocked = ev.end[blocking] - episode_start
     after = np.minimum(_next_start(activity_starts, ev.end[blocking]), ev.end[blocking] + blocked)
     win_end = _window_ends(ev.start[blocking], after)
@@ -142,13 +142,15 @@ def _next_start(sorted_starts: np.ndarray, times: np.ndarray) -> np.ndarray:
     return np.where(found, sorted_starts[np.minimum(k, len(sorted_starts) - 1)], times)
 
 
-def _episode_starts(trace: Trace, rows: np.ndarray) -> np.ndarray:
-    """For each blocking call (sorted by start), where its episode of back-to-back blocking calls began."""
+def _episode_starts(trace: Trace, rows: np.ndarray, is_copy: np.ndarray) -> np.ndarray:
+    """For each blocking call (sorted by start), where its episode began: a sync right after a blocking
+    copy on the same thread continues the copy's episode."""
     ev = trace.events
     starts = ev.start[rows].copy()
     for i in range(1, len(rows)):  # blocking calls are few (a handful per step)
         same_thread = ev.pid[rows[i]] == ev.pid[rows[i - 1]] and ev.tid[rows[i]] == ev.tid[rows[i - 1]]
-        if same_thread and ev.start[rows[i]] - ev.end[rows[i - 1]] <= EPISODE_GAP_NS:
+        close = ev.start[rows[i]] - ev.end[rows[i - 1]] <= EPISODE_GAP_NS
+        if same_thread and close and is_copy[i - 1] and not is_copy[i]:
             starts[i] = starts[i - 1]
     return starts
 
@@ -174,8 +176,9 @@ def _split_idle(trace: Trace, activity_rows: np.ndarray, gaps: iv.Intervals) -> 
     return iv.Intervals(gaps.starts[host], gaps.ends[host]), iv.Intervals(gaps.starts[~host], gaps.ends[~host])
 
 
-def _blocking_calls(trace: Trace, window: tuple[int, int]) -> tuple[np.ndarray, np.ndarray]:
-    """Host calls that block until the device catches up, and whether each is or follows an HtoD copy."""
+def _blocking_calls(trace: Trace, window: tuple[int, int]) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Host calls that block until the device catches up, whether each is or follows an HtoD copy, and
+    whether each is a copy itself."""
     ev = trace.events
     runtime = np.flatnonzero((ev.kind == Kind.RUNTIME) & (ev.start >= window[0]) & (ev.start < window[1]))
     launched = np.full(len(ev), -1, dtype=np.int64)  # runtime row -> the GPU activity it launched
@@ -199,7 +202,7 @@ def _blocking_calls(trace: Trace, window: tuple[int, int]) -> tuple[np.ndarray, 
     prev[1:] = same_thread & is_htod[order][:-1]
     prev_htod[order] = prev
     after_htod = (is_htod | prev_htod)[blocking]
-    return runtime[blocking], after_htod
+    return runtime[blocking], after_htod, pageable_copy[blocking]
 
 
 def _cpu_work(trace: Trace, window: tuple[int, int]) -> tuple[iv.Intervals, np.ndarray, iv.Intervals]:
