@@ -62,7 +62,10 @@ def test_figures_of_a_diff(tmp_path: Path) -> None:
 
 def test_lines_whose_time_changed_most() -> None:
     def rows(*items: tuple[str, int, float]) -> SimpleNamespace:
-        return SimpleNamespace(lines=[SimpleNamespace(file=f, line=n, function="f", time_us=t) for f, n, t in items])
+        """A report's lines section: a line's time is the larger of its CPU and GPU time."""
+        return SimpleNamespace(lines=SimpleNamespace(rows=[
+            SimpleNamespace(file=f, line=n, function="f", code="x()", cpu_fwd_us=t / 2, cpu_bwd_us=t / 2,
+                            gpu_fwd_us=t / 4, gpu_bwd_us=0.0) for f, n, t in items]))
 
     changes = _lines(rows(("a.py", 1, 100.0), ("a.py", 2, 50.0), ("b.py", 3, 10.0)),  # type: ignore[arg-type]
                      rows(("a.py", 1, 100.0), ("a.py", 2, 5.0), ("c.py", 9, 80.0)))  # type: ignore[arg-type]

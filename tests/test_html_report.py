@@ -140,10 +140,18 @@ def test_rows_of_sections_added_later_become_tables() -> None:
         time_us: float
         share: float
 
-    table = struct_table("lines", [LineRow(file=EVIL, line=7, time_us=1500.0, share=0.25)])
+    table = struct_table([LineRow(file=EVIL, line=7, time_us=1500.0, share=0.25)], id="lines")
     assert table is not None
     assert [c for c, _ in table.columns] == ["file", "line", "time us", "share"]
     assert [c.text for c in table.rows[0]] == [EVIL, "7", "1.5 ms", "25.0%"]
+
+
+def test_lines_section_when_the_trace_has_python_stacks(tmp_path: Path) -> None:
+    report = report_of(training_trace(tmp_path / "t.json"))
+    if getattr(report, "lines", None) is None:
+        pytest.skip("this build attributes no time to source lines")
+    text = render("html", report).decode()
+    assert 'id="table-lines"' in text and "train.py:42" in text and 'id="table-line-syncs"' in text
 
 
 def test_cli_writes_html_and_report_re_renders_it(tmp_path: Path) -> None:

@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-from typing import Any
-
 from stepscope import __version__
 from stepscope.report.diff import (
     CategoryDelta,
@@ -16,8 +14,6 @@ from stepscope.report.diff import (
 from stepscope.report.schema import Report
 
 TOP_CHANGES = 10
-# Per-line time fields, in order of preference, of a Report's `lines` rows (added by source attribution).
-LINE_TIME_FIELDS = ("time_us_per_step", "us_per_step", "total_us", "time_us")
 
 
 def compare(before: Report, after: Report) -> Diff:
@@ -102,15 +98,16 @@ def _kernels(before: Report, after: Report) -> tuple[list[KernelChange], list[Ke
     return appeared[:TOP_CHANGES], gone[:TOP_CHANGES], [k for k in both if k.delta_us_per_step][:TOP_CHANGES], complete
 
 
-def _line_times(report: Report) -> dict[tuple[str, int], tuple[str, float]]:
-    """(file, line) -> (function, time) from the report's `lines` rows, when source attribution added them."""
-    result: dict[tuple[str, int], tuple[str, float]] = {}
-    for row in getattr(report, "lines", None) or []:
-        fields: dict[str, Any] = row if isinstance(row, dict) else {f: getattr(row, f, None) for f in
-                                                                     ("file", "line", "function", *LINE_TIME_FIELDS)}
-        time = next((fields[f] for f in LINE_TIME_FIELDS if isinstance(fields.get(f), (int, float))), None)
-        if fields.get("file") is not None and fields.get("line") is not None and time is not None:
-            result[(str(fields["file"]), int(fields["line"]))] = (str(fields.get("function") or ""), float(time))
+def _line_times(report: Report) -> dict[tuple[str, int], tuple[str, str, float]]:
+    """(file, line) -> (function, code, µs per step) from the report's lines section; a line's time is the
+    larger of its CPU and GPU time, as the section's `share` is."""
+    result: dict[tuple[str, int], tuple[str, str, float]] = {}
+    for row in getattr(getattr(report, "lines", None), "rows", None) or []:
+        if row.file is None or row.line is None:
+            continue
+        cpu = getattr(row, "cpu_fwd_us", 0.0) + getattr(row, "cpu_bwd_us", 0.0)
+        gpu = getattr(row, "gpu_fwd_us", 0.0) + getattr(row, "gpu_bwd_us", 0.0)
+        result[(row.file, row.line)] = (getattr(row, "function", ""), getattr(row, "code", ""), max(cpu, gpu))
     return result
 
 
@@ -119,9 +116,9 @@ def _lines(before: Report, after: Report) -> list[LineChange]:
     if not b and not a:
         return []
     changes = [
-        LineChange(file=key[0], line=key[1], function=(a.get(key) or b[key])[0],
-                   before_us=b[key][1] if key in b else None, after_us=a[key][1] if key in a else None,
-                   delta_us=round((a[key][1] if key in a else 0.0) - (b[key][1] if key in b else 0.0), 3))
+        LineChange(file=key[0], line=key[1], function=(a.get(key) or b[key])[0], code=(a.get(key) or b[key])[1],
+                   before_us=b[key][2] if key in b else None, after_us=a[key][2] if key in a else None,
+                   delta_us=round((a[key][2] if key in a else 0.0) - (b[key][2] if key in b else 0.0), 3))
         for key in sorted(set(b) | set(a))
     ]
     changes.sort(key=lambda c: -abs(c.delta_us))

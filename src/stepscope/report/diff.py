@@ -54,7 +54,8 @@ class LineChange(Struct, kw_only=True):
     file: str
     line: int
     function: str
-    before_us: float | None
+    code: str = ""
+    before_us: float | None  # per step
     after_us: float | None
     delta_us: float
 
@@ -154,7 +155,7 @@ def diff_tables(diff: Diff) -> list[dict[str, Any]]:
     if diff.lines_changed:
         tables.append({
             "title": "Lines whose time changed most", "id": "lines", "columns": ["line", "before", "after", "delta"],
-            "rows": [[(f"{r.file}:{r.line} ({r.function})", None), (ms(r.before_us), r.before_us),
+            "rows": [[(f"{r.file}:{r.line} {r.code or r.function}".strip(), None), (ms(r.before_us), r.before_us),
                       (ms(r.after_us), r.after_us), (_signed_ms(r.delta_us), r.delta_us)] for r in diff.lines_changed],
         })
     return tables

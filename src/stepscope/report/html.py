@@ -65,7 +65,6 @@ class HtmlRenderer:
     def render(self, report: Report) -> bytes:
         figs = {"fig-breakdown": figures.breakdown_figure(report), "fig-gpu": figures.gpu_figure(report),
                 "fig-timeline": figures.timeline_figure(report.timeline)}
-        optional = [t.struct_table(name, getattr(report, name, None) or []) for name in t.OPTIONAL_TABLES]
         return page(
             "report.html.j2",
             title=self.title or f"stepscope: {', '.join(report.source.paths[:2])}",
@@ -77,5 +76,5 @@ class HtmlRenderer:
             tables={"steps": t.breakdown_table(report), "gpu": t.gpu_table(report), "kernels": t.kernels_table(report),
                     "syncs": t.sync_tables(report), "copies": t.copies_table(report),
                     "memory": t.memory_table(report), "ranks": t.ranks_table(report),
-                    "optional": [x for x in optional if x is not None]},
+                    "lines": t.lines_tables(report), "modules": t.modules_table(report)},
         )

@@ -11,8 +11,6 @@ from stepscope.report.format import count, ms, pct, size
 from stepscope.report.palette import BREAKDOWN_COLORS, BREAKDOWN_LABELS
 from stepscope.report.schema import Report
 
-OPTIONAL_TABLES = ("lines", "modules")  # sections other analyses add to the Report; drawn when present
-
 
 @dataclass(frozen=True)
 class Cell:
@@ -162,13 +160,40 @@ def ranks_table(report: Report) -> Table | None:
                        "(the rest of this page is the slowest rank's)")
 
 
-def struct_table(name: str, rows: list[Any]) -> Table | None:
-    """A table of any list of report rows (sections added later, e.g. lines, modules): one column per field."""
+def struct_table(rows: list[Any], *, id: str, title: str = "", note: str = "", skip: tuple[str, ...] = (),
+                 first: tuple[str, ...] = ()) -> Table | None:
+    """A table of any list of report rows: one column per plain field (`first` ones first), formatted by the
+    field's name, so sections other analyses add keep rendering as their fields grow."""
     if not rows:
         return None
     data = [msgspec.to_builtins(r) for r in rows]
-    keys = [k for k in data[0] if not isinstance(data[0][k], (dict, list))]
-    cells = [[Cell(_value(k, d.get(k)), d.get(k) if isinstance(d.get(k), (int, float)) else None,
-                   "" if isinstance(d.get(k), (int, float)) else "text mono") for k in keys] for d in data]
-    return Table([(k.replace("_", " "), "" if isinstance(data[0][k], (int, float)) else "text") for k in keys], cells,
-                 id=name)
+    keys = [k for k in first if k in data[0]] + [k for k in data[0] if k not in first]
+    keys = [k for k in keys if k not in skip and not isinstance(data[0][k], (dict, list))]
+    numeric = {k: any(isinstance(d.get(k), (int, float)) and not isinstance(d.get(k), bool) for d in data)
+               for k in keys}
+    cells = [[Cell("" if d.get(k) is None else _value(k, d[k]), d.get(k) if numeric[k] else None,
+                   "" if numeric[k] else "text mono") for k in keys] for d in data]
+    return Table([(k.replace("_", " "), "" if numeric[k] else "text") for k in keys], cells, title=title, id=id,
+                 note=note)
+
+
+def lines_tables(report: Report) -> list[Table]:
+    """Time by user source line, the time no line can take, and the syncs by line (when the trace says)."""
+    lines = getattr(report, "lines", None)
+    if lines is None:
+        return []
+    note = (f"From {getattr(lines, 'source', '?')}, by {getattr(lines, 'granularity', 'line')}; "
+            f"{pct(getattr(lines, 'attributed_share', None))} of the host time of ops found a line. Times per step.")
+    tables = [
+        struct_table(getattr(lines, "rows", []), id="lines", note=note, skip=("file", "line"), first=("label",)),
+        struct_table(getattr(lines, "unattributed", []), id="lines-unattributed", title="Time no line can take",
+                     skip=("file", "line", "function", "code")),
+        struct_table(getattr(lines, "syncs", []), id="line-syncs", title="Host-device syncs by line"),
+    ]
+    return [t for t in tables if t is not None]
+
+
+def modules_table(report: Report) -> Table | None:
+    modules = getattr(report, "modules", None)
+    return struct_table(getattr(modules, "rows", []), id="modules",
+                        note=f"From {getattr(modules, 'source', '?')}; times per step, with children (own_*: alone).")
