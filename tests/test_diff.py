@@ -138,7 +138,7 @@ def record(path, workers):
     opt = torch.optim.SGD(model.parameters(), lr=0.01)
     loader = DataLoader(SlowDataset(), batch_size=4, num_workers=workers)
     with profile(activities=[ProfilerActivity.CPU], schedule=schedule(wait=1, warmup=1, active=4, repeat=1),
-                 on_trace_ready=lambda p: p.export_chrome_trace(path)) as prof:
+                 on_trace_ready=lambda p: p.export_chrome_trace(path), with_stack=True) as prof:
         for i, (x, y) in enumerate(loader):
             loss = torch.nn.functional.cross_entropy(model(x), y)
             opt.zero_grad()
@@ -173,5 +173,7 @@ def test_real_pair_recorded_before_and_after_a_fix(tmp_path: Path) -> None:
     assert doc["speedup"] > 1.3 and doc["throughput_unit"] == "samples/s" and doc["throughput_ratio"] > 1.3
     loader = next(c for c in doc["breakdown"] if c["category"] == "dataloader")
     assert loader["delta_us"] < -0.4 * loader["before_us"]
+    if doc["lines_changed"]:  # with source-line attribution in this build: the loop's line got faster
+        assert doc["lines_changed"][0]["file"].endswith("train.py") and doc["lines_changed"][0]["delta_us"] < 0
     done = _diff(str(after), str(before), "--fail-if-slower", "10", "-q")
     assert done.returncode == 1 and "slower than BEFORE (limit 10%)" in done.stderr
