@@ -28,6 +28,7 @@ from stepscope.trace.kineto_dialect import (
     parse_memcpy_name,
 )
 from stepscope.trace.model import NONE, DeviceInfo, Events, Kind, MemoryEvents, Trace, TraceMeta
+from stepscope.trace.source_annotations import OWN_ANNOTATION_PREFIX
 
 Scalar = int | float | str | None
 BATCH = 16_384  # events decoded to Python objects at once
@@ -346,6 +347,8 @@ class _ColumnBuilder:
         strings = tuple(n if isinstance(n, str) else str(n) for n in self.names)
         kind = cols.get("kind", np.zeros(0, np.int8))
         name = cols.get("name", np.zeros(0, np.int32))
+        if "kind" in cols:
+            cols["kind"] = kind = _own_annotations_as_annotations(kind, name, strings)
         copy_kind, host_memory = _copy_columns(kind, name, strings)
         if not cols:
             cols = {k: np.zeros(0, np.int64) for k in ("kind", "pid", "tid", "name")}
@@ -407,6 +410,14 @@ def _device_infos(props: list[_DeviceProperties] | None, accelerator: str) -> li
             )
         )
     return infos
+
+
+def _own_annotations_as_annotations(kind: np.ndarray, name: np.ndarray, strings: tuple[str, ...]) -> np.ndarray:
+    """stepscope's source ranges are recorded as ops (the fast record_function API); they are annotations."""
+    own = np.fromiter((s.startswith(OWN_ANNOTATION_PREFIX) for s in strings), dtype=bool, count=len(strings))
+    if not own.any():
+        return kind
+    return np.where(own[name] & (kind == Kind.CPU_OP), np.int8(Kind.USER_ANNOTATION), kind).astype(np.int8)
 
 
 def _copy_columns(kind: np.ndarray, name: np.ndarray, strings: tuple[str, ...]) -> tuple[np.ndarray, np.ndarray]:
