@@ -1,0 +1,146 @@
+"""Line ranges: every torch call made from user code runs inside a `stepscope.line|file|line|...` range.
+
+A TorchFunctionMode sees each call at the torch API boundary, before dispatch, so the frame that made
+the call is on the Python stack; the first user frame up from there is the line to blame. A few entry
+points that are not torch functions get the same range around them for their caller: the DataLoader's
+`__next__`, `Optimizer.zero_grad` and `autograd.Function.apply` (so a custom Function is one call at the
+line that applied it, forward and backward alike).
+"""
+
+from __future__ import annotations
+
+import functools
+import sys
+import threading
+from collections.abc import Callable
+from typing import Any
+
+from torch._C._profiler import _RecordFunctionFast
+from torch.compiler import is_compiling as _compiling
+from torch.overrides import TorchFunctionMode
+
+from stepscope.attribution.usercode import UserCode
+
+# Tensor methods that read metadata and dispatch no op: no range for them, it would only cost time.
+_NO_OP_METHODS = frozenset({
+    "__get__", "__set__", "__delete__", "dim", "ndimension", "size", "numel", "nelement", "stride",
+    "storage_offset", "is_contiguous", "data_ptr", "element_size", "get_device", "is_floating_point",
+    "is_complex", "__len__", "__hash__",
+})
+
+
+def _issues_no_op(func: Any) -> bool:
+    return getattr(func, "__name__", "") in _NO_OP_METHODS
+
+
+class LineMode(TorchFunctionMode):
+    """Wraps each torch call from user code in a line range; inactive, it only passes calls through."""
+
+    def __init__(self, user: UserCode) -> None:
+        super().__init__()
+        self.user = user
+        self.active = True
+        self.thread = threading.get_ident()  # the thread whose mode stack holds it
+        self._skip: dict[Any, bool] = {}
+
+    def __torch_function__(self, func: Any, types: Any, args: tuple = (), kwargs: dict | None = None) -> Any:
+        if kwargs is None:
+            kwargs = {}
+        if not self.active or _compiling():
+            return func(*args, **kwargs)
+        try:
+            skip = self._skip.get(func)
+            if skip is None:
+                skip = self._skip[func] = _issues_no_op(func)
+            name = None if skip else self.user.annotation(sys._getframe(1))
+        except Exception:  # attribution must never break the user's call
+            name = None
+        if name is None:
+            return func(*args, **kwargs)
+        with _RecordFunctionFast(name):
+            return func(*args, **kwargs)
+
+
+class _PatchState:
+    """Shared by the wrappers of one install: whether they are armed, and the mode to quiet inside them."""
+
+    def __init__(self) -> None:
+        self.active = False
+        self.mode: LineMode | None = None
+
+
+def _call_site_wrapper(original: Callable, user: UserCode, state: _PatchState, quiet: bool) -> Callable:
+    """`original` inside a line range for its caller while the state is armed; with `quiet`, the torch
+    calls inside it get no ranges of their own (the whole call is charged to the caller's line anyway)."""
+
+    @functools.wraps(original)
+    def wrapper(*args: Any, **kwargs: Any) -> Any:
+        if not state.active or _compiling():
+            return original(*args, **kwargs)
+        try:
+            name = user.annotation(sys._getframe(1))
+        except Exception:
+            name = None
+        if name is None:
+            return original(*args, **kwargs)
+        mode = state.mode if quiet else None
+        if mode is None or not mode.active or mode.thread != threading.get_ident():
+            with _RecordFunctionFast(name):
+                return original(*args, **kwargs)
+        mode.active = False
+        try:
+            with _RecordFunctionFast(name):
+                return original(*args, **kwargs)
+        finally:
+            mode.active = True
+
+    wrapper.__stepscope_wrapper__ = True  # type: ignore[attr-defined]
+    return wrapper
+
+
+def _targets() -> list[tuple[type, str, bool]]:
+    """(owner, attribute, quiet inside): a custom Function's forward keeps the lines of its own ops."""
+    import torch
+    from torch.utils.data.dataloader import _BaseDataLoaderIter
+
+    targets = [(_BaseDataLoaderIter, "__next__", True), (torch.optim.Optimizer, "zero_grad", True),
+               (torch.autograd.Function, "apply", False)]
+    dynamo = sys.modules.get("torch._dynamo.eval_frame")
+    if dynamo is not None and hasattr(dynamo, "OptimizedModule"):  # a torch.compile'd module: one call
+        targets.append((dynamo.OptimizedModule, "__call__", False))
+    return targets
+
+
+class CallSitePatches:
+    """Line ranges around the entry points that torch functions do not see; removed without a trace."""
+
+    def __init__(self, user: UserCode) -> None:
+        self.user = user
+        self._state = _PatchState()
+        # (owner, attribute, original or None when inherited, replacement)
+        self._installed: list[tuple[type, str, Any, Any]] = []
+
+    def install(self, mode: LineMode | None = None) -> None:
+        self._state.active, self._state.mode = True, mode
+        for owner, attribute, quiet in _targets():
+            original = owner.__dict__.get(attribute, getattr(owner, attribute, None))
+            if original is None:
+                continue
+            if isinstance(original, classmethod):
+                replacement: Any = classmethod(_call_site_wrapper(original.__func__, self.user, self._state, quiet))
+            else:
+                replacement = _call_site_wrapper(original, self.user, self._state, quiet)
+            own = attribute in owner.__dict__
+            setattr(owner, attribute, replacement)
+            self._installed.append((owner, attribute, original if own else None, replacement))
+
+    def remove(self) -> None:
+        # A wrapper someone else put over ours keeps ours in its chain: inactive, it only passes through.
+        self._state.active, self._state.mode = False, None
+        for owner, attribute, original, replacement in reversed(self._installed):
+            if owner.__dict__.get(attribute) is replacement:
+                if original is None:  # it was inherited
+                    delattr(owner, attribute)
+                else:
+                    setattr(owner, attribute, original)
+        self._installed.clear()
