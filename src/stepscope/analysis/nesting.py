@@ -1,0 +1,60 @@
+"""Nesting of ranges on one thread: parents, and the innermost range around each query interval.
+
+Ranges on one host thread nest (a range starts after and ends before the one around it). All inputs are
+sorted by start, longer first at equal starts, as the events table is.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+NONE = -1
+
+
+def parents(start: np.ndarray, end: np.ndarray) -> np.ndarray:
+    """For each range, the index of the innermost earlier range that encloses it, else -1."""
+    parent = np.full(len(start), NONE, dtype=np.int64)
+    ends = end.tolist()
+    stack: list[int] = []
+    for i, e in enumerate(ends):
+        while stack and ends[stack[-1]] < e:
+            stack.pop()
+        if stack:
+            parent[i] = stack[-1]
+        stack.append(i)
+    return parent
+
+
+def innermost(start: np.ndarray, end: np.ndarray, parent: np.ndarray, q_start: np.ndarray,
+              q_end: np.ndarray) -> np.ndarray:
+    """For each query interval, the index of the innermost range that encloses it, else -1."""
+    if len(start) == 0:
+        return np.full(len(q_start), NONE, dtype=np.int64)
+    found = np.searchsorted(start, q_start, side="right") - 1
+    while True:
+        open_ = found >= 0
+        bad = np.flatnonzero(open_)[end[found[open_]] < q_end[open_]]
+        if len(bad) == 0:
+            return found
+        found[bad] = parent[found[bad]]
+
+
+def first_inside(start: np.ndarray, q_start: np.ndarray, q_end: np.ndarray) -> np.ndarray:
+    """For each query interval, the index of the first range that starts inside it, else -1."""
+    if len(start) == 0:
+        return np.full(len(q_start), NONE, dtype=np.int64)
+    found = np.searchsorted(start, q_start, side="left")
+    inside = found < len(start)
+    inside[inside] &= start[found[inside]] < q_end[inside]
+    return np.where(inside, found, NONE)
+
+
+def thread_groups(pid: np.ndarray, tid: np.ndarray) -> list[np.ndarray]:
+    """Positions (into the given arrays) of each thread's rows, in their original order."""
+    if len(pid) == 0:
+        return []
+    _, inverse = np.unique(np.stack([pid, tid], axis=1), axis=0, return_inverse=True)
+    inverse = inverse.reshape(-1)
+    order = np.argsort(inverse, kind="stable")
+    bounds = np.flatnonzero(np.diff(inverse[order])) + 1
+    return np.split(order, bounds)
