@@ -10,6 +10,8 @@ import numpy as np
 from stepscope import __version__
 from stepscope.analysis.facts import Facts, compute_facts
 from stepscope.analysis.kernels import SHORT_KERNEL_NS
+from stepscope.analysis.lines import Cost, line_summary, location_for_sync
+from stepscope.analysis.modules import module_summary
 from stepscope.report import schema as s
 from stepscope.trace.load import load_traces
 from stepscope.trace.model import Trace
@@ -97,6 +99,8 @@ def build_report(facts: Facts, *, batch_size: int | None = None) -> s.Report:
         patterns=patterns,
         recommendations=recommendations,
         notes=list(trace.meta.notes),
+        lines=_lines(facts),
+        modules=_modules(facts),
     )
 
 
@@ -174,7 +178,8 @@ def _syncs(facts: Facts) -> s.Syncs | None:
         time_us_per_step=_us(sy.time_per_step(n).mean()),
         apis=[s.SyncApi(api=a.api, count_per_step=round(float(a.count_per_step.mean()), 2),
                         time_us_per_step=_us(a.time_per_step.mean())) for a in sy.apis],
-        causes=[s.SyncCause(op=c.op, inner_op=c.inner_op, api=c.api, count=c.count, total_us=_us(c.total_ns))
+        causes=[s.SyncCause(op=c.op, inner_op=c.inner_op, api=c.api, count=c.count, total_us=_us(c.total_ns),
+                            location=location_for_sync(facts.trace, c))
                 for c in sy.causes],
     )
 
@@ -220,3 +225,49 @@ def _with_cross_rank(reports: list[s.Report]) -> s.Report:
         step_time_spread=round(spread, 4) if spread else (0.0 if timed else None),
     )
     return main
+
+
+def _line_cost(cost: Cost, n: int, step_ns: int, **where: object) -> s.LineCost:
+    return s.LineCost(
+        cpu_fwd_us=_us(cost.cpu_fwd_ns / n), cpu_bwd_us=_us(cost.cpu_bwd_ns / n),
+        gpu_fwd_us=_us(cost.gpu_fwd_ns / n), gpu_bwd_us=_us(cost.gpu_bwd_ns / n),
+        kernels=round(cost.kernels / n, 2), share=_round(max(cost.cpu_ns, cost.gpu_ns) / max(step_ns, 1)),
+        **where,  # type: ignore[arg-type]
+    )
+
+
+def _lines(facts: Facts) -> s.Lines | None:
+    summary = line_summary(facts.trace, facts.steps)
+    if summary is None:
+        return None
+    n, total = summary.steps, summary.step_ns
+    return s.Lines(
+        source=summary.source,
+        granularity=summary.granularity,
+        attributed_share=_round(summary.attributed_cpu_share),
+        rows=[_line_cost(c.cost, n, total, file=c.line.file, line=c.line.line, function=c.line.function,
+                         code=c.line.code, label=c.line.label) for c in summary.lines],
+        unattributed=[_line_cost(u.cost, n, total, file=None, line=None, label=f"{u.reason}: {u.what}")
+                      for u in summary.unattributed],
+        syncs=[s.LineSync(file=y.line.file if y.line else None, line=y.line.line if y.line else None,
+                          code=y.line.code if y.line else "", op=y.op, via=y.via,
+                          count_per_step=round(y.count / n, 2), time_us_per_step=_us(y.total_ns / n))
+               for y in summary.syncs],
+    )
+
+
+def _modules(facts: Facts) -> s.Modules | None:
+    summary = module_summary(facts.trace, facts.steps)
+    if summary is None:
+        return None
+    n, total = summary.steps, summary.step_ns
+    return s.Modules(source=summary.source, rows=[
+        s.ModuleCost(
+            path=m.path, calls=round(m.calls / n, 2),
+            cpu_fwd_us=_us(m.total.cpu_fwd_ns / n), cpu_bwd_us=_us(m.total.cpu_bwd_ns / n),
+            gpu_fwd_us=_us(m.total.gpu_fwd_ns / n), gpu_bwd_us=_us(m.total.gpu_bwd_ns / n),
+            kernels=round(m.total.kernels / n, 2), own_cpu_us=_us(m.own.cpu_ns / n), own_gpu_us=_us(m.own.gpu_ns / n),
+            share=_round(max(m.total.cpu_ns, m.total.gpu_ns) / max(total, 1)),
+        )
+        for m in summary.modules
+    ])

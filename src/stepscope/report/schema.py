@@ -226,6 +226,8 @@ class Report(Struct, kw_only=True):
     notes: list[str] = msgspec.field(default_factory=list)
     timeline: Timeline | None = None
     run: Run | None = None  # live captures only (defined below)
+    lines: Lines | None = None  # time by user source line, when the trace carries source information
+    modules: Modules | None = None  # time by module path, when the trace carries module ranges
 
 
 class Run(Struct, kw_only=True):
@@ -249,6 +251,63 @@ class Run(Struct, kw_only=True):
     telemetry: dict[str, Any] | None = None  # the window summary of telemetry.json
     folder: str | None = None
     files: list[str] = msgspec.field(default_factory=list)
+
+
+class LineCost(Struct, kw_only=True):
+    """Per-step time of one user line (or, with file None, of a group no line can take)."""
+
+    file: str | None
+    line: int | None
+    function: str = ""
+    code: str = ""
+    label: str  # "train.py:57", or why the time has no line: "backward: forward op not found: AccumulateGrad"
+    cpu_fwd_us: float  # host time of the ops the line ran (a DataLoader, optimizer step, zero_grad whole)
+    cpu_bwd_us: float  # host time of the autograd nodes of the ops it created
+    gpu_fwd_us: float  # kernel time launched from them
+    gpu_bwd_us: float
+    kernels: float  # kernels per step, forward and backward
+    share: float  # the larger of CPU and GPU time, as a share of the step
+
+
+class LineSync(Struct, kw_only=True):
+    """Host-device syncs per step made from one line (on a CPU-only trace: scalar reads that would sync)."""
+
+    file: str | None
+    line: int | None
+    code: str = ""
+    op: str  # what the line called, e.g. aten::item
+    via: str  # the sync call, e.g. cudaStreamSynchronize (aten::_local_scalar_dense on a CPU-only trace)
+    count_per_step: float
+    time_us_per_step: float
+
+
+class Lines(Struct, kw_only=True):
+    source: str  # "stepscope annotations" | "python stacks"
+    granularity: str  # "line" | "function" (python stacks name a function's first line)
+    attributed_share: float  # of the host time of ops, units and autograd nodes, the part that found a line
+    rows: list[LineCost]  # most expensive first
+    unattributed: list[LineCost] = msgspec.field(default_factory=list)
+    syncs: list[LineSync] = msgspec.field(default_factory=list)
+
+
+class ModuleCost(Struct, kw_only=True):
+    """Per-step time of one module, with its children (the plain fields) and alone (`own_*`)."""
+
+    path: str  # model.layer1.0.conv1
+    calls: float  # forward calls per step
+    cpu_fwd_us: float
+    cpu_bwd_us: float
+    gpu_fwd_us: float
+    gpu_bwd_us: float
+    kernels: float
+    own_cpu_us: float
+    own_gpu_us: float
+    share: float  # the larger of CPU and GPU time (with children), as a share of the step
+
+
+class Modules(Struct, kw_only=True):
+    source: str
+    rows: list[ModuleCost]  # in path order, parents before children
 
 
 def to_json(report: Report, indent: int = 2) -> bytes:

@@ -230,7 +230,69 @@ def ranks(report: Report) -> RenderableType | None:
     return table
 
 
-SECTIONS = (verdict, header, summary, ranks, breakdown, gpu_idle, kernels, syncs, copies, memory, recommendations)
+MAX_LINE_ROWS = 15
+MAX_MODULE_ROWS = 20
+
+
+def _gpu_columns(rows: list) -> bool:
+    return any(r.gpu_fwd_us or r.gpu_bwd_us for r in rows)
+
+
+def source_lines(report: Report) -> RenderableType | None:
+    """Time by user line, forward and backward apart; the time no line can take; syncs by line."""
+    lines = report.lines
+    if lines is None:
+        return None
+    gpu = _gpu_columns(lines.rows + lines.unattributed)
+    where = "function (first line)" if lines.granularity == "function" else "line"
+    table = _table(f"Time by source {where}, per step (fwd: the line's own ops; bwd: autograd of the ops it "
+                   f"created); {pct(lines.attributed_share)} of host op time found a line")
+    columns = ["line", "code", "cpu fwd", "cpu bwd", *(("gpu fwd", "gpu bwd", "kernels") if gpu else ()), "share"]
+    for col in columns:
+        table.add_column(col, justify="left" if col in ("line", "code") else "right", overflow="fold",
+                         max_width=48 if col == "code" else None)
+    for r in lines.rows[:MAX_LINE_ROWS] + lines.unattributed[:3]:
+        style = "dim" if r.file is None else None
+        cells = [Text(r.label), Text(r.code or r.function), ms(r.cpu_fwd_us), ms(r.cpu_bwd_us)]
+        if gpu:
+            cells += [ms(r.gpu_fwd_us), ms(r.gpu_bwd_us), count(r.kernels)]
+        table.add_row(*cells, pct(r.share, 1), style=style)
+    if not lines.syncs:
+        return table
+    syncs_table = _table("Syncs by line" if report.accelerator != "none"
+                         else "Scalar reads by line (each would wait for the GPU)")
+    for col in ("line", "code", "op", "via", "per step", "time/step"):
+        syncs_table.add_column(col, justify="right" if col in ("per step", "time/step") else "left", overflow="fold")
+    for y in lines.syncs[:6]:
+        label = f"{y.file}:{y.line}" if y.file is not None else "(no user line)"
+        syncs_table.add_row(Text(label), Text(y.code), Text(y.op), Text(y.via), count(y.count_per_step),
+                            ms(y.time_us_per_step))
+    return Group(table, syncs_table)
+
+
+def source_modules(report: Report) -> RenderableType | None:
+    """Time by module path, forward and backward apart, with children (own: without them)."""
+    modules = report.modules
+    if modules is None or not modules.rows:
+        return None
+    gpu = _gpu_columns(modules.rows)
+    top = sorted(modules.rows, key=lambda m: -m.share)[:MAX_MODULE_ROWS]
+    shown = [m for m in modules.rows if m in top]
+    table = _table("Time by module, per step (with children; own: without them)")
+    columns = ["module", "calls", "cpu fwd", "cpu bwd", *(("gpu fwd", "gpu bwd", "kernels") if gpu else ()),
+               "own", "share"]
+    for col in columns:
+        table.add_column(col, justify="left" if col == "module" else "right", overflow="fold")
+    for m in shown:
+        cells = [Text(m.path), count(m.calls), ms(m.cpu_fwd_us), ms(m.cpu_bwd_us)]
+        if gpu:
+            cells += [ms(m.gpu_fwd_us), ms(m.gpu_bwd_us), count(m.kernels)]
+        table.add_row(*cells, ms(m.own_gpu_us if gpu else m.own_cpu_us), pct(m.share, 1))
+    return table
+
+
+SECTIONS = (verdict, header, summary, ranks, breakdown, gpu_idle, kernels, syncs, copies, memory, source_lines,
+            source_modules, recommendations)
 
 
 class TerminalRenderer:
