@@ -16,6 +16,7 @@ from stepscope.analysis.source_map import (
     BACKWARD,
     BACKWARD_NODE_PREFIX,
     BACKWARD_UNLINKED,
+    FORWARD,
     SourceLine,
     SourceMap,
     source_map,
@@ -109,7 +110,7 @@ def costs_by(sm: SourceMap, trace: Trace, steps: Steps, group: np.ndarray, group
     """Cost of each group, where `group` gives each anchor a group in [0, groups) or -1 (left out)."""
     ev = trace.events
     counted = in_steps(ev.start[sm.anchors], steps) & (group >= 0)
-    bwd = sm.direction == BACKWARD
+    bwd = sm.direction != FORWARD  # linked or not
     cpu = [np.bincount(group[counted & (bwd == b)], weights=sm.exclusive[counted & (bwd == b)], minlength=groups)
            for b in (False, True)]
     kernels = np.flatnonzero((ev.kind == Kind.KERNEL) & (sm.row_anchor >= 0))
