@@ -169,3 +169,24 @@ def test_attribution_parts_add_up_to_each_step(make: Callable[[], TraceBuilder],
     assert np.array_equal(total, facts.steps.duration)
     assert all((p >= 0).all() for p in costs.parts.values())
     assert sum(costs.share(p) for p in COST_PARTS) == pytest.approx(1.0)
+
+
+def test_host_op_nesting_and_self_time(tmp_path: Path) -> None:
+    from stepscope.analysis.hostops import count_inside, nesting_depth, outermost, self_time
+    from stepscope.trace.model import Kind
+
+    b = TraceBuilder(device_name=None)
+    b.op("aten::linear", 0, 100)  # encloses t (0-10) and addmm (10-95), which encloses expand (10-12)
+    b.op("aten::t", 0, 10)
+    b.op("aten::addmm", 10, 95)
+    b.op("aten::expand", 10, 12)
+    b.op("aten::relu", 100, 130, tid=sc.BACKWARD_TID)  # another thread
+    trace = read_kineto(b.write(tmp_path / "t.json"))
+    ops = np.flatnonzero(trace.events.kind == Kind.CPU_OP)
+    names = [trace.name_of(r) for r in ops]
+    depth = dict(zip(names, nesting_depth(trace, ops).tolist(), strict=True))
+    assert depth == {"aten::linear": 0, "aten::t": 1, "aten::addmm": 1, "aten::expand": 2, "aten::relu": 0}
+    own = dict(zip(names, (self_time(trace, ops) // 1000).tolist(), strict=True))
+    assert own == {"aten::linear": 5, "aten::t": 10, "aten::addmm": 83, "aten::expand": 2, "aten::relu": 30}
+    assert [trace.name_of(r) for r in outermost(trace, ops)] == ["aten::linear", "aten::relu"]
+    assert count_inside(trace, ops[:1], ops).tolist() == [4]  # linear and the three ops inside it

@@ -9,7 +9,7 @@ from stepscope.advice.context import Context
 from stepscope.advice.patterns import MIN_SHARE, Found, make
 from stepscope.advice.text import pct, r4, us
 from stepscope.analysis.categories import COLLECTIVE_OP, DATALOADER
-from stepscope.trace import intervals as iv
+from stepscope.analysis.hostops import inside_any, self_time
 from stepscope.trace.model import Kind
 
 # An op shorter than this is mostly dispatch cost (argument parsing, dispatcher, allocation), not math.
@@ -60,8 +60,9 @@ def cpu_patterns(ctx: Context) -> list[Found]:
         share = overhead.sum() / durations.sum()
         ops = ctx.facts.trace.events.kind == Kind.CPU_OP
         found.append(make("python_overhead", overhead, durations,
-                          f"Python and per-op dispatch take {pct(share)} of each step: time outside any op or in "
-                          f"ops under {TINY_OP_NS // 1000} µs, too small for the math to dominate.",
+                          f"Python and per-op dispatch take {pct(share)} of each step: time outside any torch op "
+                          f"(your Python, numpy, the interpreter) or in ops too small (under {TINY_OP_NS // 1000} "
+                          "µs) for their math to dominate.",
                           {"overhead_share": r4(share), "overhead_us_per_step": us(overhead.mean()),
                            "ops_per_step": round(_per_step_count(ctx, ops), 1)}))
     if compute.sum() >= MIN_SHARE * durations.sum():
@@ -73,15 +74,20 @@ def cpu_patterns(ctx: Context) -> list[Found]:
 
 
 def _substantial_op_time(ctx: Context) -> np.ndarray:
-    """Per step, time inside ops of at least TINY_OP_NS, outside the DataLoader and collectives."""
+    """Per step, the self time of ops whose own work (less the ops inside them) is at least TINY_OP_NS,
+    outside the DataLoader and collectives: aten::addmm's math counts, aten::linear around it does not."""
     trace, steps = ctx.facts.trace, ctx.facts.steps
     ev = trace.events
-    ops = ev.kind == Kind.CPU_OP
     excluded = ev.of_kind(Kind.CPU_OP, Kind.USER_ANNOTATION) & trace.names_where(
         lambda s: DATALOADER.match(s) is not None or COLLECTIVE_OP.match(s) is not None)
-    big = ops & ~excluded & (ev.dur >= TINY_OP_NS)
-    work = iv.subtract(iv.union(ev.start[big], ev.end[big]), iv.union(ev.start[excluded], ev.end[excluded]))
-    return iv.coverage(work, steps.start, steps.end).astype(np.float64)
+    ops = np.flatnonzero(ev.kind == Kind.CPU_OP)
+    own = self_time(trace, ops)
+    keep = (own >= TINY_OP_NS) & ~excluded[ops] & ~inside_any(trace, np.flatnonzero(excluded), ops)
+    step = np.searchsorted(steps.start, ev.start[ops[keep]], side="right") - 1
+    inside = (step >= 0) & (ev.start[ops[keep]] < steps.end[np.maximum(step, 0)])
+    work = np.bincount(step[inside], weights=own[keep][inside], minlength=len(steps))
+    room = steps.duration - _column(ctx, "dataloader") - _column(ctx, "communication")
+    return np.minimum(work, np.maximum(room, 0)).astype(np.float64)
 
 
 def _per_step_count(ctx: Context, mask: np.ndarray) -> float:

@@ -11,6 +11,7 @@ from functools import lru_cache
 
 import numpy as np
 
+from stepscope.trace import intervals as iv
 from stepscope.trace.model import Kind, Trace
 
 
@@ -80,3 +81,33 @@ def outermost(trace: Trace, rows: np.ndarray) -> np.ndarray:
     running_end = np.maximum.accumulate(threads.shift(rows, ev.end[rows]))
     top = np.concatenate([[True], starts[1:] >= running_end[:-1]])
     return np.sort(rows[top])
+
+
+
+def nesting_depth(trace: Trace, rows: np.ndarray) -> np.ndarray:
+    """For rows sorted as the events table is (start, then longest first), how many rows of the set enclose
+    each one on its thread: the rows before it in that order that have not ended when it starts."""
+    ev = trace.events
+    if len(rows) == 0:
+        return np.zeros(0, dtype=np.int64)
+    threads = host_threads(trace)
+    starts = threads.shift(rows, ev.start[rows])
+    order = np.lexsort((-ev.dur[rows], starts))
+    position = np.empty(len(rows), dtype=np.int64)
+    position[order] = np.arange(len(rows))
+    ended = np.searchsorted(np.sort(threads.shift(rows, ev.end[rows])), starts, side="right")
+    return position - ended
+
+
+def self_time(trace: Trace, rows: np.ndarray) -> np.ndarray:
+    """Each row's duration less the time its directly nested rows (same set, same thread) cover."""
+    ev = trace.events
+    threads = host_threads(trace)
+    depth = nesting_depth(trace, rows)
+    result = ev.dur[rows].astype(np.int64).copy()
+    for d in range(int(depth.max()) if len(rows) else 0):
+        parents, children = rows[depth == d], rows[depth == d + 1]
+        covered = iv.union(threads.shift(children, ev.start[children]), threads.shift(children, ev.end[children]))
+        result[depth == d] -= iv.coverage(covered, threads.shift(parents, ev.start[parents]),
+                                          threads.shift(parents, ev.end[parents]))
+    return result
