@@ -31,10 +31,7 @@ def ctx_of(b: TraceBuilder, tmp_path: Path) -> tuple[Context, list[s.Pattern]]:
 
 def fired(rule: Callable[..., list[s.Recommendation]], b: TraceBuilder, tmp_path: Path) -> list[s.Recommendation]:
     ctx, patterns = ctx_of(b, tmp_path)
-    try:
-        return rule(ctx, patterns)
-    except TypeError:  # the rules that read no patterns
-        return rule(ctx)
+    return rule(ctx, patterns)
 
 
 # -- input -----------------------------------------------------------------------------------------------

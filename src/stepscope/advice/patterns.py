@@ -93,6 +93,7 @@ def _steps(ctx: Context) -> int:
 
 # -- one function per pattern ------------------------------------------------------------------------
 def input_bound(ctx: Context) -> Found | None:
+    """The GPU idles while the host waits in DataLoader.__next__."""
     share = ctx.share("input")
     if share < MIN_SHARE:
         return None
@@ -107,6 +108,7 @@ def input_bound(ctx: Context) -> Found | None:
 
 
 def copy_bound(ctx: Context) -> Found | None:
+    """Host-to-device copies run with nothing to hide them, or the host waits on them."""
     share = ctx.share("copy_htod", "copy_sync")
     if share < MIN_SHARE:
         return None
@@ -128,6 +130,7 @@ def copy_bound(ctx: Context) -> Found | None:
 
 
 def sync_bound(ctx: Context) -> Found | None:
+    """The GPU idles after the host blocked in a synchronisation."""
     share = ctx.share("sync")
     if share < MIN_SHARE:
         return None
@@ -162,6 +165,7 @@ def sync_causes(ctx: Context) -> dict[str, float]:
 
 
 def cpu_compute_bound(ctx: Context) -> Found | None:
+    """The GPU idles while the host does CPU work that launches nothing."""
     share = ctx.share("cpu")
     if share < MIN_SHARE:
         return None
@@ -177,6 +181,7 @@ def cpu_compute_bound(ctx: Context) -> Found | None:
 
 
 def launch_bound(ctx: Context) -> Found | None:
+    """The GPU idles while the host issues ops and launches."""
     share = ctx.share("launch")
     if share < MIN_SHARE:
         return None
@@ -201,6 +206,7 @@ def launch_bound(ctx: Context) -> Found | None:
 
 
 def communication_bound(ctx: Context) -> Found | None:
+    """Collectives run with no compute kernel beside them."""
     share = ctx.share("communication")
     if share < MIN_SHARE:
         return None
@@ -214,6 +220,7 @@ def communication_bound(ctx: Context) -> Found | None:
 
 
 def gpu_compute_bound(ctx: Context, fallback: bool = False) -> Found | None:
+    """Kernels run most of the step: the good state, where cheaper kernels are the lever."""
     share = ctx.compute_share
     if share < (GPU_LARGEST_PART if fallback else GPU_BOUND_UTILIZATION):
         return None

@@ -11,21 +11,12 @@ from stepscope.report import schema as s
 
 Rule = Callable[[Context, list[s.Pattern]], list[s.Recommendation]]
 
-
-def _ignore_patterns(rule: Callable[[Context], list[s.Recommendation]]) -> Rule:
-    def wrapped(ctx: Context, patterns: list[s.Pattern]) -> list[s.Recommendation]:
-        return rule(ctx)
-
-    wrapped.__name__ = rule.__name__
-    return wrapped
-
-
 RULES: tuple[Rule, ...] = (
-    _ignore_patterns(rules_input.dataloader_workers),
-    _ignore_patterns(rules_input.persistent_workers),
-    _ignore_patterns(rules_copy.pin_memory),
-    _ignore_patterns(rules_copy.non_blocking_copy),
-    _ignore_patterns(rules_copy.uint8_transfer),
+    rules_input.dataloader_workers,
+    rules_input.persistent_workers,
+    rules_copy.pin_memory,
+    rules_copy.non_blocking_copy,
+    rules_copy.uint8_transfer,
     rules_host.larger_batch,
     rules_host.set_to_none,
     rules_gpu.amp,

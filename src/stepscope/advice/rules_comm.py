@@ -14,6 +14,7 @@ MANY_COLLECTIVES = 50
 
 
 def overlap_communication(ctx: Context, patterns: list[s.Pattern]) -> list[s.Recommendation]:
+    """Collectives exposed for at least MIN_SHARE of the step."""
     if ctx.accelerator == "gpu":
         exposed, coll = ctx.part_ns("communication"), ctx.collectives
         hideable = min(1.0, ctx.part_ns("compute") / coll.ns) if coll.ns else 0.0

@@ -14,7 +14,8 @@ PAGEABLE_MIN_BYTES = 1 << 20
 UINT8_MIN_BYTES = 1 << 20
 
 
-def pin_memory(ctx: Context) -> list[s.Recommendation]:
+def pin_memory(ctx: Context, patterns: list[s.Pattern]) -> list[s.Recommendation]:
+    """At least PAGEABLE_MIN_BYTES per step copied from pageable memory."""
     pageable = float(ctx.facts.copies.pageable_htod_bytes_per_step.mean())
     if ctx.accelerator != "gpu" or pageable < PAGEABLE_MIN_BYTES:
         return []
@@ -30,7 +31,8 @@ def pin_memory(ctx: Context) -> list[s.Recommendation]:
         "exposed_copy_us_per_step": us(exposed)}, est)]
 
 
-def non_blocking_copy(ctx: Context) -> list[s.Recommendation]:
+def non_blocking_copy(ctx: Context, patterns: list[s.Pattern]) -> list[s.Recommendation]:
+    """A synchronisation right after a host-to-device copy."""
     costs = ctx.costs
     if costs is None:
         return []
@@ -53,7 +55,8 @@ def non_blocking_copy(ctx: Context) -> list[s.Recommendation]:
         "host_blocked_us_per_step": us(blocked), "copy_sync_share": r4(wait / ctx.step_ns)}, est, rows)]
 
 
-def uint8_transfer(ctx: Context) -> list[s.Recommendation]:
+def uint8_transfer(ctx: Context, patterns: list[s.Pattern]) -> list[s.Recommendation]:
+    """The largest copy is a float32 image batch: send uint8, normalise on the GPU."""
     h2d = ctx.host_to_device
     shape = h2d.image_shape
     if ctx.accelerator != "gpu" or h2d.largest_copy_bytes < UINT8_MIN_BYTES or shape is None or shape[0] < 2:

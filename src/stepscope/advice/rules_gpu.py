@@ -24,6 +24,7 @@ def _tensor_cores(ctx: Context, min_major: int) -> bool:
 
 
 def amp(ctx: Context, patterns: list[s.Pattern]) -> list[s.Recommendation]:
+    """fp32 or TF32 matmuls on a GPU with tensor cores and little half-precision use."""
     mm = ctx.matmul
     if ctx.accelerator != "gpu" or not _tensor_cores(ctx, 7) or not mm.kernel:
         return []
@@ -47,6 +48,7 @@ def amp(ctx: Context, patterns: list[s.Pattern]) -> list[s.Recommendation]:
 
 
 def tf32(ctx: Context, patterns: list[s.Pattern]) -> list[s.Recommendation]:
+    """fp32 matmuls without tensor cores on Ampere or newer."""
     mm = ctx.matmul
     cc = ctx.compute_capability
     if ctx.accelerator != "gpu" or cc is None or cc[0] < 8 or mm.fp32 < MATMUL_MIN_SHARE * max(mm.kernel, 1):

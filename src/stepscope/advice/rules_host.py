@@ -53,6 +53,7 @@ def _first_call_cost(patterns: list[s.Pattern]) -> bool:
 
 
 def larger_batch(ctx: Context, patterns: list[s.Pattern]) -> list[s.Recommendation]:
+    """Per-step host overhead is the primary cost and memory allows twice the batch."""
     # Only where per-step host overhead is the main cost: elsewhere the batch does not buy what it costs.
     if not _primary(patterns, "launch_bound", "python_overhead") or _first_call_cost(patterns):
         return []
@@ -70,6 +71,7 @@ def larger_batch(ctx: Context, patterns: list[s.Pattern]) -> list[s.Recommendati
 
 
 def cuda_graphs(ctx: Context, patterns: list[s.Pattern]) -> list[s.Recommendation]:
+    """Launch bound with enough launches per step to capture."""
     if not _holds(patterns, "launch_bound") or ctx.launches < GRAPH_MIN_LAUNCHES or _first_call_cost(patterns):
         return []
     wait = ctx.part_ns("launch")
@@ -83,6 +85,7 @@ def cuda_graphs(ctx: Context, patterns: list[s.Pattern]) -> list[s.Recommendatio
 
 
 def torch_compile(ctx: Context, patterns: list[s.Pattern]) -> list[s.Recommendation]:
+    """Many short elementwise kernels to fuse (GPU), or Python overhead (CPU)."""
     overhead = next((p for p in patterns if p.id == "python_overhead"), None)
     if ctx.accelerator == "cpu" and overhead is not None:
         est = step_without(ctx, FUSION_TIME_KEPT * overhead.share * ctx.step_ns,
@@ -128,6 +131,7 @@ def offload_cpu_work(ctx: Context, patterns: list[s.Pattern]) -> list[s.Recommen
 
 
 def set_to_none(ctx: Context, patterns: list[s.Pattern]) -> list[s.Recommendation]:
+    """Gradients zeroed with kernels or memsets every step."""
     z = ctx.zeroing
     if ctx.accelerator != "gpu" or z.launches < ZEROING_MIN_LAUNCHES:
         return []
@@ -140,6 +144,7 @@ def set_to_none(ctx: Context, patterns: list[s.Pattern]) -> list[s.Recommendatio
 
 
 def fused_optimizer(ctx: Context, patterns: list[s.Pattern]) -> list[s.Recommendation]:
+    """Many small optimizer kernels per step, no foreach or fused implementation."""
     o = ctx.optimizer
     if ctx.accelerator != "gpu" or o.fused or o.launches < OPTIMIZER_MIN_LAUNCHES:
         return []

@@ -22,7 +22,8 @@ def _input_wait(ctx: Context) -> float:
     return ctx.facts.breakdown.mean()["dataloader"]
 
 
-def dataloader_workers(ctx: Context) -> list[s.Recommendation]:
+def dataloader_workers(ctx: Context, patterns: list[s.Pattern]) -> list[s.Recommendation]:
+    """DataLoader wait over MIN_SHARE of the step: load in worker processes."""
     wait = _input_wait(ctx)
     if not ctx.step_ns or wait < MIN_SHARE * ctx.step_ns:
         return []
@@ -41,7 +42,8 @@ def dataloader_workers(ctx: Context) -> list[s.Recommendation]:
         "iterator": dl.iterator}, est)]
 
 
-def persistent_workers(ctx: Context) -> list[s.Recommendation]:
+def persistent_workers(ctx: Context, patterns: list[s.Pattern]) -> list[s.Recommendation]:
+    """One __next__ far longer than the rest with workers: they restart every epoch."""
     dl = ctx.dataloader
     calls = dl.calls_ns
     if dl.iterator != "multi-process" or len(calls) < 2:
