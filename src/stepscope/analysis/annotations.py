@@ -3,7 +3,6 @@ and source line that caused them, and DataLoader waits."""
 
 from __future__ import annotations
 
-import re
 from dataclasses import dataclass
 from typing import Any
 
@@ -11,14 +10,10 @@ import numpy as np
 
 from stepscope.analysis.categories import DATALOADER
 from stepscope.analysis.gpu import IdleIntervals, idle_intervals
+from stepscope.analysis.lines import line_of_row
 from stepscope.analysis.steps import Steps
 from stepscope.analysis.syncs import SyncSummary
 from stepscope.trace.model import Kind, Trace
-
-# A Python frame as the profiler names it (with_stack=True): "path/train.py(42): train_step".
-FRAME = re.compile(r"^(?P<file>[^<].*?)\((?P<line>\d+)\): (?P<function>.+)$")
-# Frames that are not the user's code: the interpreter's library, installed packages, torch itself.
-LIBRARY_FRAME = re.compile(r"site-packages|dist-packages|/lib/python\d|(^|/)torch/")
 
 
 @dataclass(frozen=True)
@@ -28,7 +23,7 @@ class SyncPoints:
     rows: np.ndarray  # rows of the sync calls in the events table
     op: tuple[str, ...]  # outermost enclosing op on the same thread (what the user's code called)
     inner_op: tuple[str, ...]  # innermost enclosing op
-    location: tuple[dict[str, Any] | None, ...]  # the innermost user-code frame: file, line, function
+    location: tuple[dict[str, Any] | None, ...]  # the user's line (file, line, function, code) when known
 
 
 @dataclass(frozen=True)
@@ -53,30 +48,16 @@ def annotations(trace: Trace, steps: Steps, syncs: SyncSummary) -> Annotations:
 
 
 def sync_points(trace: Trace, rows: np.ndarray) -> SyncPoints:
-    ev = trace.events
-    ops = _enclosing(trace, rows, np.flatnonzero(ev.kind == Kind.CPU_OP))
-    frames = _enclosing(trace, rows, np.flatnonzero(ev.kind == Kind.PYTHON))
-    user = np.fromiter((_is_user_frame(s) for s in trace.strings), bool, len(trace.strings))
+    """Each sync call with the ops around it and the user's line it is charged to (see analysis.lines)."""
+    ops = _enclosing(trace, rows, np.flatnonzero(trace.events.kind == Kind.CPU_OP))
     op, inner, location = [], [], []
-    for i in range(len(rows)):
+    for i, row in enumerate(rows.tolist()):
         found = ops[i][ops[i] >= 0]
         op.append(trace.name_of(found[0]) if len(found) else "(no enclosing op)")
         inner.append(trace.name_of(found[-1]) if len(found) else "(no enclosing op)")
-        mine = frames[i][frames[i] >= 0]
-        mine = mine[user[ev.name[mine]]]
-        location.append(_location(trace.name_of(mine[-1])) if len(mine) else None)
+        line = line_of_row(trace, row)
+        location.append(line.location() if line is not None else None)
     return SyncPoints(np.asarray(rows, dtype=np.int64), tuple(op), tuple(inner), tuple(location))
-
-
-def _is_user_frame(name: str) -> bool:
-    m = FRAME.match(name)
-    return m is not None and LIBRARY_FRAME.search(m["file"]) is None
-
-
-def _location(frame: str) -> dict[str, Any]:
-    m = FRAME.match(frame)
-    assert m is not None
-    return {"file": m["file"], "line": int(m["line"]), "function": m["function"]}
 
 
 def _enclosing(trace: Trace, rows: np.ndarray, candidates: np.ndarray) -> np.ndarray:
