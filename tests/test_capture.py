@@ -168,3 +168,11 @@ def test_telemetry_without_a_gpu_says_why() -> None:
     report = tele.stop()
     assert report.notes == ["no GPU telemetry: NVML found no NVIDIA driver"] and report.gpus == []
     assert report.window is None and report.samples and report.cpu_cores
+
+
+def test_the_api_and_the_run_verb_import_without_torch() -> None:
+    import subprocess
+    import sys
+
+    code = "import sys, stepscope.api, stepscope.commands.run, stepscope.capture; assert 'torch' not in sys.modules"
+    assert subprocess.run([sys.executable, "-c", code], capture_output=True).returncode == 0

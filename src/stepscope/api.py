@@ -19,7 +19,7 @@ from types import TracebackType
 
 import msgspec
 
-from stepscope.capture.session import CaptureResult, CaptureSession, activate, active
+from stepscope.capture.session import TRACE_NAME, CaptureResult, CaptureSession, activate, active
 from stepscope.capture.telemetry import Telemetry, TelemetryReport
 from stepscope.capture.window import WindowSpec
 from stepscope.errors import StepscopeError
@@ -78,6 +78,9 @@ class Profile:
             folder = Path(self._tmp.name)
         else:
             folder = self._out
+            if (folder / TRACE_NAME).exists():
+                raise StepscopeError(f"{folder / TRACE_NAME}: already exists",
+                                     hint="give out= a new folder, or leave it out for a temporary one")
             folder.mkdir(parents=True, exist_ok=True)
         if self._want_telemetry:
             self._telemetry = Telemetry().start()

@@ -98,7 +98,8 @@ def run_program(program: Program, stopping: Callable[[], bool] = lambda: False) 
         _print_user_traceback(exc)
         return Outcome(1, "exception", f"raised {type(exc).__name__}: {_first_line(exc)}")
     finally:
-        sys.argv[:], sys.path[:] = saved_argv, saved_path
+        sys.argv = saved_argv
+        sys.path[:] = saved_path  # the same list object: importers may hold it
     return Outcome(0, "finished")
 
 

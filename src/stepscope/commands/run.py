@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import os
 import sys
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -83,13 +84,19 @@ def main(args: argparse.Namespace) -> int:
     require_torch()
     spec = WindowSpec(skip=args.skip, warmup=args.warmup, steps=args.steps, record_shapes=args.record_shapes,
                       profile_memory=args.profile_memory, with_stack=args.with_stack)
-    folder = runfolder.new_run_folder(program.name, args.out)
+    folder = runfolder.new_run_folder(_run_name(program.name), args.out)
     print(f"stepscope: running {' '.join(program.command)}: skip {spec.skip}, warm up {spec.warmup}, "
           f"record {spec.steps} steps{'' if args.full else ', then stop'}", file=sys.stderr, flush=True)
     captured = capture_program(program, spec, folder, full=args.full, batch_size=args.batch_size,
                                telemetry_interval=args.telemetry_interval or None)
     sys.stdout.flush()
     return _finish(program, spec, folder, captured, width=args.width)
+
+
+def _run_name(name: str) -> str:
+    """The program's name, and its rank when a launcher (torchrun) started several."""
+    rank, world = os.environ.get("RANK"), os.environ.get("WORLD_SIZE", "1")
+    return f"{name}-rank{rank}" if rank is not None and world.isdigit() and int(world) > 1 else name
 
 
 def _finish(program: Program, spec: WindowSpec, folder: Path, captured: Captured, *, width: int | None) -> int:

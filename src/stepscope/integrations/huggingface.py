@@ -26,6 +26,8 @@ class StepscopeCallback(TrainerCallback):
         self._profile: Profile | None = None
 
     def on_train_begin(self, args: Any, state: Any, control: Any, **kwargs: Any) -> None:
+        if self._profile is not None and self._profile.result is None:
+            self._profile.stop()  # a previous fit() that failed before its end hook: let go of its profiler
         self._profile = self.options.profile("huggingface", args.process_index, args.world_size)
         self._profile.start()
         self._profile.set_batch_size(args.per_device_train_batch_size * args.gradient_accumulation_steps, "trainer")

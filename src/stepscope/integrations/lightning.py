@@ -29,6 +29,8 @@ class StepscopeCallback(Callback):
         self._profile: Profile | None = None
 
     def on_train_start(self, trainer: Any, pl_module: Any) -> None:
+        if self._profile is not None and self._profile.result is None:
+            self._profile.stop()  # a previous fit() that failed before its end hook: let go of its profiler
         self._profile = self.options.profile("lightning", trainer.global_rank, trainer.world_size)
         self._profile.start()
 
