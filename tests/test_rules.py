@@ -251,3 +251,31 @@ def test_published_v100_resnet50_case_names_every_feature(tmp_path: Path) -> Non
     assert fixes["uint8_transfer"].evidence["likely_shape"] == [32, 3, 224, 224]
     assert fixes["amp"].estimated_speedup > fixes["pin_memory"].estimated_speedup  # fp32 convs dominate the GPU
     assert V100["compute_capability"] == (7, 0)
+
+
+def test_location_seam_points_at_the_users_line(tmp_path: Path) -> None:
+    """With with_stack=True the trace knows the user's lines: the DataLoader fix points into this file."""
+    torch = pytest.importorskip("torch")
+    from torch.profiler import ProfilerActivity, profile, schedule
+
+    class Slow(torch.utils.data.Dataset):
+        def __len__(self) -> int:
+            return 64
+
+        def __getitem__(self, i: int) -> torch.Tensor:
+            x = torch.randn(32, 32)
+            return torch.tanh(x @ x.T).flatten()[:32]
+
+    model = torch.nn.Linear(32, 4)
+    path = tmp_path / "stack.json"
+    window = schedule(wait=1, warmup=1, active=3, repeat=1)
+    with profile(activities=[ProfilerActivity.CPU], schedule=window, with_stack=True,
+                 on_trace_ready=lambda p: p.export_chrome_trace(str(path))) as prof:
+        for step, x in enumerate(torch.utils.data.DataLoader(Slow(), batch_size=4)):
+            model(x).sum().backward()
+            prof.step()
+            if step == 4:
+                break
+    report = analyze(path)
+    fix = next(r for r in report.recommendations if r.id == "dataloader_workers")
+    assert fix.location is not None and fix.location["file"].endswith("test_rules.py")

@@ -6,6 +6,7 @@ import re
 
 from stepscope.advice.context import Context
 from stepscope.advice.culprits import blocking_causes, what_it_is
+from stepscope.advice.location import rows_named
 from stepscope.advice.recommendation import MIN_GAIN, recommendation
 from stepscope.advice.text import pct, r4, us
 from stepscope.advice.whatif import (
@@ -19,6 +20,7 @@ from stepscope.advice.whatif import (
     step_without,
 )
 from stepscope.analysis.costs import UNTRACED
+from stepscope.analysis.signals import OPTIMIZER_STEP, ZERO_GRAD
 from stepscope.report import schema as s
 
 # A bigger batch is suggested when it buys at least 10% more samples/s: it changes the optimisation too.
@@ -127,7 +129,8 @@ def offload_cpu_work(ctx: Context, patterns: list[s.Pattern]) -> list[s.Recommen
     title = (f"Take the CPU work the GPU waits for off the critical path ({top}, {top_ns / n / 1e6:.3g} ms per step): "
              "do it on the GPU, vectorise it, or overlap it in a DataLoader worker or background thread")
     return [recommendation(ctx, "offload_cpu_work", title, {
-        "cpu_wait_us_per_step": us(ctx.part_ns("cpu")), "top_op": top, "top_op_us_per_step": us(top_ns / n)}, est)]
+        "cpu_wait_us_per_step": us(ctx.part_ns("cpu")), "top_op": top, "top_op_us_per_step": us(top_ns / n)}, est,
+        rows_named(ctx.facts.trace, re.compile(re.escape(top) + "$")))]
 
 
 def set_to_none(ctx: Context, patterns: list[s.Pattern]) -> list[s.Recommendation]:
@@ -140,7 +143,7 @@ def set_to_none(ctx: Context, patterns: list[s.Pattern]) -> list[s.Recommendatio
              "optimizer.zero_grad(set_to_none=True)")
     return [recommendation(ctx, "set_to_none", title, {
         "zeroing_launches_per_step": round(z.launches, 1), "zeroing_gpu_us_per_step": us(z.gpu_ns),
-        "zeroing_host_us_per_step": us(z.host_ns)}, est)]
+        "zeroing_host_us_per_step": us(z.host_ns)}, est, rows_named(ctx.facts.trace, ZERO_GRAD))]
 
 
 def fused_optimizer(ctx: Context, patterns: list[s.Pattern]) -> list[s.Recommendation]:
@@ -154,7 +157,7 @@ def fused_optimizer(ctx: Context, patterns: list[s.Pattern]) -> list[s.Recommend
              "e.g. torch.optim.AdamW(..., fused=True) or foreach=True")
     return [recommendation(ctx, "fused_optimizer", title, {
         "optimizer_launches_per_step": round(o.launches, 1), "optimizer_gpu_us_per_step": us(o.gpu_ns),
-        "optimizer_host_us_per_step": us(o.host_ns)}, est)]
+        "optimizer_host_us_per_step": us(o.host_ns)}, est, rows_named(ctx.facts.trace, OPTIMIZER_STEP))]
 
 
 def remove_sync(ctx: Context, patterns: list[s.Pattern]) -> list[s.Recommendation]:

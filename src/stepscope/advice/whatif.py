@@ -27,6 +27,8 @@ FUSION_TIME_KEPT = 0.5
 # before), one pass over the parameters instead of several (GPU ~half).
 FUSED_OPTIMIZER_HOST_KEPT = 0.1
 FUSED_OPTIMIZER_GPU_KEPT = 0.5
+# DataLoader workers the estimate assumes (what the recommendation suggests), each on a spare core.
+WORKERS_ASSUMED = 4
 # With overlap, at most the compute time can hide communication; a non-GPU accelerator: assume half.
 HOST_VIEW_HIDDEN = 0.5
 
