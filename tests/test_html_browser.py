@@ -87,7 +87,11 @@ def test_report_page_in_chromium(browser, tmp_path: Path) -> None:  # type: igno
     from selenium.webdriver.common.by import By
 
     page_path = tmp_path / "report.html"
-    page_path.write_bytes(render("html", with_advice(report_of(training_trace(tmp_path / "t.json")))))
+    telemetry = {"schema": "stepscope.telemetry/1", "gpus": [EVIL], "window": {"start_s": 0.4, "end_s": 0.8},
+                 "samples": [{"t": 0.2 * i, "cpu": [40.0 + i, 60.0], "gpu": [{"util": 80.0 + i, "power_w": 200.0}]}
+                             for i in range(6)]}
+    report = with_advice(report_of(training_trace(tmp_path / "t.json")))
+    page_path.write_bytes(render("html", report, telemetry=telemetry))
     page = open_page(browser, page_path)
     assert_clean(page)
     verdict = browser.find_element(By.ID, "verdict")
@@ -95,7 +99,7 @@ def test_report_page_in_chromium(browser, tmp_path: Path) -> None:  # type: igno
     drawn = browser.execute_script(
         "return [...document.querySelectorAll('.plot')].map(d => [d.id, d.querySelectorAll('svg.main-svg').length,"
         " d.querySelectorAll('.scatterlayer .trace, .barlayer .trace').length])")
-    assert {d[0] for d in drawn} == {"fig-breakdown", "fig-gpu", "fig-timeline"}
+    assert {d[0] for d in drawn} == {"fig-breakdown", "fig-gpu", "fig-timeline", "fig-telemetry"}
     assert all(svgs > 0 and traces > 0 for _, svgs, traces in drawn), drawn
     kernels = browser.find_element(By.ID, "table-kernels")
     assert EVIL in kernels.text  # shown as text, not run

@@ -171,6 +171,28 @@ def test_cli_writes_html_and_report_re_renders_it(tmp_path: Path) -> None:
     assert done.returncode == 2 and "run folder" in done.stderr
 
 
+def test_run_folder_page_has_the_run_and_its_telemetry(tmp_path: Path) -> None:
+    report = report_of(training_trace(tmp_path / "t.json"))
+    report.run = s.Run(command=["python", "train.py"], status="window recorded", exit_code=0, step_source="optimizer",
+                       skip=5, warmup=2, steps_requested=3, steps_recorded=3, first_recorded_step=7, batch_size=32,
+                       batch_size_source="dataloader", profiled_device="cuda", profiler_overhead=0.08,
+                       unprofiled_step_us=900.0, recorded_step_us=980.0, telemetry={"cpu_util_mean": 55.0})
+    folder = tmp_path / "run"
+    folder.mkdir()
+    (folder / "report.json").write_bytes(s.to_json(report))
+    samples = [{"t": 0.2 * i, "cpu": [50.0, 60.0], "gpu": [{"util": 90.0, "power_w": 250.0}]} for i in range(5)]
+    (folder / "telemetry.json").write_text(json.dumps({
+        "schema": "stepscope.telemetry/1", "gpus": [EVIL], "samples": samples,
+        "window": {"start_s": 0.2, "end_s": 0.6}}))
+    out = tmp_path / "run.html"
+    done = subprocess.run([sys.executable, "-m", "stepscope", "report", str(folder), "--html", str(out)],
+                          capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr
+    text = out.read_text()
+    assert 'id="fig-telemetry"' in text and "python train.py" in text and "8.0%" in text
+    assert EVIL not in text
+
+
 def test_v100_page_stays_under_10_mb(tmp_path: Path) -> None:
     html = render("html", report_of(kineto_trace("v100_ddp_train_rank1.json.gz")))
     assert len(html) < 10 * 2**20

@@ -4,6 +4,7 @@ traces (files or rank folders) to analyse."""
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 import msgspec
 
@@ -11,6 +12,7 @@ from stepscope.errors import StepscopeError
 from stepscope.report.schema import Report, from_json
 
 REPORT_JSON = "report.json"  # what `stepscope run` writes into its run folder
+TELEMETRY_JSON = "telemetry.json"
 
 
 class _Probe(msgspec.Struct):
@@ -46,3 +48,16 @@ def load_report(path: str | Path, *, traces_allowed: bool = True, step_range: st
     from stepscope.pipeline import analyze
 
     return analyze(path, step_range=step_range, batch_size=batch_size)
+
+
+def load_telemetry(path: str | Path) -> dict[str, Any] | None:
+    """The run folder's telemetry (stepscope.telemetry/1) beside its report, None when there is none."""
+    path = Path(path)
+    source = (path if path.is_dir() else path.parent) / TELEMETRY_JSON
+    if not source.is_file():
+        return None
+    try:
+        doc = msgspec.json.decode(source.read_bytes())
+    except (msgspec.DecodeError, OSError):
+        return None  # the report stands without it
+    return doc if isinstance(doc, dict) and str(doc.get("schema", "")).startswith("stepscope.telemetry/") else None

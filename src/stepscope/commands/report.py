@@ -25,17 +25,18 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from stepscope.commands.inputs import load_report
+    from stepscope.commands.inputs import load_report, load_telemetry
     from stepscope.report import render
     from stepscope.report.terminal import make_console
 
     report = load_report(args.source, traces_allowed=False)
+    telemetry = load_telemetry(args.source)
     to_stdout = args.json == "-"
     if not args.quiet and not args.html:
         make_console(width=args.width, stderr=to_stdout).print(render("terminal", report))
     written = []
     if args.html:
-        written.append(write_output(args.html, render("html", report), "HTML report"))
+        written.append(write_output(args.html, render("html", report, telemetry=telemetry), "HTML report"))
     if args.json:
         written.append(write_output(args.json, render("json", report), "JSON report"))
     paths = [p for p in written if p]

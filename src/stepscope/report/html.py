@@ -59,12 +59,14 @@ def page(template: str, *, title: str, generator: str, figures: dict[str, Any], 
 class HtmlRenderer:
     """Report -> one self-contained HTML page (bytes)."""
 
-    def __init__(self, title: str | None = None) -> None:
+    def __init__(self, title: str | None = None, telemetry: dict[str, Any] | None = None) -> None:
         self.title = title
+        self.telemetry = telemetry  # a run's telemetry.json (stepscope.telemetry/1), decoded, when there is one
 
     def render(self, report: Report) -> bytes:
         figs = {"fig-breakdown": figures.breakdown_figure(report), "fig-gpu": figures.gpu_figure(report),
-                "fig-timeline": figures.timeline_figure(report.timeline)}
+                "fig-timeline": figures.timeline_figure(report.timeline),
+                "fig-telemetry": figures.telemetry_figure(self.telemetry)}
         return page(
             "report.html.j2",
             title=self.title or f"stepscope: {', '.join(report.source.paths[:2])}",
@@ -73,6 +75,7 @@ class HtmlRenderer:
             report=report,
             evidence=t.evidence_items,
             where=t.where,
+            run=t.run_items(report),
             tables={"steps": t.breakdown_table(report), "gpu": t.gpu_table(report), "kernels": t.kernels_table(report),
                     "syncs": t.sync_tables(report), "copies": t.copies_table(report),
                     "memory": t.memory_table(report), "ranks": t.ranks_table(report),

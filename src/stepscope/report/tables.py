@@ -43,7 +43,7 @@ def _value(key: str, value: Any) -> str:
             return ms(value)
         if key.endswith("bytes"):
             return size(value)
-        if "share" in key or "utilization" in key or key.endswith("_frac"):
+        if "share" in key or "utilization" in key or key.endswith(("_frac", "overhead")):
             return pct(value, 1)
         return count(value) if isinstance(value, int) or abs(value) >= 100 else f"{value:.3g}"
     if isinstance(value, dict):  # inner keys (step ids, op names) say nothing of the unit: the outer key does
@@ -197,3 +197,15 @@ def modules_table(report: Report) -> Table | None:
     modules = getattr(report, "modules", None)
     return struct_table(getattr(modules, "rows", []), id="modules",
                         note=f"From {getattr(modules, 'source', '?')}; times per step, with children (own_*: alone).")
+
+
+def run_items(report: Report) -> list[tuple[str, str]]:
+    """How a live capture went (`stepscope run`, the API, callbacks), with the telemetry window's summary."""
+    run = getattr(report, "run", None)
+    if run is None:
+        return []
+    data = msgspec.to_builtins(run)
+    data["command"] = " ".join(data.get("command") or [])
+    telemetry = data.pop("telemetry", None) or {}
+    data.pop("files", None)
+    return evidence_items(data) + [(f"telemetry: {k}", text) for k, text in evidence_items(telemetry)]
