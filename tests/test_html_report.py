@@ -46,11 +46,9 @@ def training_trace(path: Path, *, steps: int = 3, evil: str = EVIL, base: float 
 
 
 def report_of(path: Path) -> s.Report:
-    """The report with its timeline (attached here until the pipeline attaches it itself)."""
-    facts = compute_facts(load_traces([path])[0])
-    report = build_report(facts)
-    if report.timeline is None:
-        report.timeline = msgspec.convert(step_timeline(facts), s.Timeline, from_attributes=True)
+    """The report as the pipeline builds it, timeline included."""
+    report = build_report(compute_facts(load_traces([path])[0]))
+    assert report.timeline is not None
     return report
 
 

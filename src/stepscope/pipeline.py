@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Sequence
 from pathlib import Path
 
+import msgspec
 import numpy as np
 
 from stepscope import __version__
@@ -12,6 +13,7 @@ from stepscope.analysis.facts import Facts, compute_facts
 from stepscope.analysis.kernels import SHORT_KERNEL_NS
 from stepscope.analysis.lines import Cost, line_summary, location_for_sync
 from stepscope.analysis.modules import module_summary
+from stepscope.analysis.timeline import step_timeline
 from stepscope.report import schema as s
 from stepscope.trace.load import load_traces
 from stepscope.trace.model import Trace
@@ -101,7 +103,14 @@ def build_report(facts: Facts, *, batch_size: int | None = None) -> s.Report:
         notes=list(trace.meta.notes),
         lines=_lines(facts),
         modules=_modules(facts),
+        timeline=_timeline(facts),
     )
+
+
+def _timeline(facts: Facts) -> s.Timeline | None:
+    """The median step's events, compact enough to travel in report.json and redraw without the trace."""
+    timeline = step_timeline(facts)
+    return None if timeline is None else msgspec.convert(timeline, s.Timeline, from_attributes=True)
 
 
 def _us(ns: float | np.number) -> float:
