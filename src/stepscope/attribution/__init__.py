@@ -40,9 +40,11 @@ def torch_compile_in_use() -> bool:
 class Attribution:
     """Line ranges for torch calls and module ranges for module forwards, between start() and stop()."""
 
-    def __init__(self, code_root: CodeRoot = None, *, modules: bool = True) -> None:
+    def __init__(self, code_root: CodeRoot = None, *, modules: bool = True, compiled: bool | None = None) -> None:
+        """`compiled`: whether torch.compile runs in the window (None: whether it has compiled anything yet)."""
         self.code_root = code_root
         self.modules = modules
+        self.compiled = compiled
         self.error: str | None = None  # why attribution is off or did not stop cleanly
         self.note: str | None = None  # how it is limited (torch.compile in use)
         self._mode: Any = None
@@ -63,7 +65,7 @@ class Attribution:
 
             user = UserCode(self.code_root)
             self._patches = CallSitePatches(user)
-            if torch_compile_in_use():
+            if self.compiled if self.compiled is not None else torch_compile_in_use():
                 # torch.compile guards on the mode stack and the global module hooks: installing either would
                 # recompile inside the window. Only the call sites are annotated then.
                 self.note = ("torch.compile is in use: lines are those that call into torch and compiled code, "
@@ -115,9 +117,9 @@ class Attribution:
         self.stop()
 
 
-def enable(code_root: CodeRoot = None, *, modules: bool = True) -> Attribution:
+def enable(code_root: CodeRoot = None, *, modules: bool = True, compiled: bool | None = None) -> Attribution:
     """An Attribution to use as a context manager around the recorded steps."""
-    return Attribution(code_root, modules=modules)
+    return Attribution(code_root, modules=modules, compiled=compiled)
 
 
 __all__ = ["Attribution", "enable"]

@@ -3,8 +3,9 @@
 A TorchFunctionMode sees each call at the torch API boundary, before dispatch, so the frame that made
 the call is on the Python stack; the first user frame up from there is the line to blame. A few entry
 points that are not torch functions get the same range around them for their caller: the DataLoader's
-`__next__`, `Optimizer.zero_grad` and `autograd.Function.apply` (so a custom Function is one call at the
-line that applied it, forward and backward alike).
+`__next__`, the optimizers' `step` and `zero_grad` (whose own torch calls then get no ranges: the whole
+call is charged to the caller), `autograd.Function.apply` (so a custom Function is one op at the line
+that applied it, forward and backward alike) and a torch.compile'd module's call.
 """
 
 from __future__ import annotations
@@ -15,6 +16,7 @@ import threading
 from collections.abc import Callable
 from typing import Any
 
+from torch import _C
 from torch._C._profiler import _RecordFunctionFast
 from torch.compiler import is_compiling as _compiling
 from torch.overrides import TorchFunctionMode
@@ -42,6 +44,13 @@ class LineMode(TorchFunctionMode):
         self.active = True
         self.thread = threading.get_ident()  # the thread whose mode stack holds it
         self._skip: dict[Any, bool] = {}
+
+    def on_top(self) -> bool:
+        """Whether this thread's mode stack has this mode on top (so it can be taken off and put back)."""
+        if not self.active or self.thread != threading.get_ident():
+            return False
+        depth = _C._len_torch_function_stack()
+        return depth > 0 and _C._get_function_stack_at(depth - 1) is self
 
     def __torch_function__(self, func: Any, types: Any, args: tuple = (), kwargs: dict | None = None) -> Any:
         if kwargs is None:
@@ -84,18 +93,28 @@ def _call_site_wrapper(original: Callable, user: UserCode, state: _PatchState, q
         if name is None:
             return original(*args, **kwargs)
         mode = state.mode if quiet else None
-        if mode is None or not mode.active or mode.thread != threading.get_ident():
+        if mode is None or not mode.on_top():
             with _RecordFunctionFast(name):
                 return original(*args, **kwargs)
-        mode.active = False
+        _C._pop_torch_function_stack()  # out of the way entirely: not even a pass-through per call
         try:
             with _RecordFunctionFast(name):
                 return original(*args, **kwargs)
         finally:
-            mode.active = True
+            if mode.active:  # not stopped meanwhile (capture may stop at a DataLoader or optimizer step)
+                _C._push_on_torch_function_stack(mode)
 
     wrapper.__stepscope_wrapper__ = True  # type: ignore[attr-defined]
     return wrapper
+
+
+def _subclasses(cls: type) -> list[type]:
+    found, todo = [], list(cls.__subclasses__())
+    while todo:
+        sub = todo.pop()
+        found.append(sub)
+        todo.extend(sub.__subclasses__())
+    return found
 
 
 def _targets() -> list[tuple[type, str, bool]]:
@@ -105,6 +124,8 @@ def _targets() -> list[tuple[type, str, bool]]:
 
     targets = [(_BaseDataLoaderIter, "__next__", True), (torch.optim.Optimizer, "zero_grad", True),
                (torch.autograd.Function, "apply", False)]
+    # Each optimizer class's own step (torch wraps it in its profiling wrapper once per class).
+    targets += [(cls, "step", True) for cls in _subclasses(torch.optim.Optimizer) if "step" in cls.__dict__]
     dynamo = sys.modules.get("torch._dynamo.eval_frame")
     if dynamo is not None and hasattr(dynamo, "OptimizedModule"):  # a torch.compile'd module: one call
         targets.append((dynamo.OptimizedModule, "__call__", False))

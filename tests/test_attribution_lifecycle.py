@@ -1,0 +1,90 @@
+"""Attribution's start/stop contract: safe where capture calls it, never breaks the program, leaves
+nothing installed once stopped, and keeps away from torch.compile's guards."""
+
+from __future__ import annotations
+
+import pytest
+
+torch = pytest.importorskip("torch")
+from torch.nn.modules import module as module_mod  # noqa: E402
+from torch.utils.data.dataloader import _BaseDataLoaderIter  # noqa: E402
+
+from stepscope.attribution import Attribution, enable  # noqa: E402
+
+
+def nothing_installed() -> bool:
+    wrapped = [_BaseDataLoaderIter.__next__, torch.optim.Optimizer.zero_grad, torch.optim.SGD.step,
+               torch.autograd.Function.apply]
+    return (torch._C._len_torch_function_stack() == 0 and not module_mod._global_forward_pre_hooks
+            and not module_mod._global_forward_hooks
+            and not any(hasattr(f, "__stepscope_wrapper__") for f in wrapped))
+
+
+def test_start_stop_are_idempotent_and_leave_nothing() -> None:
+    attribution = Attribution(compiled=False)
+    attribution.stop()
+    attribution.start()
+    attribution.start()
+    assert attribution.active and torch._C._len_torch_function_stack() == 1
+    attribution.stop()
+    attribution.stop()
+    assert not attribution.active and attribution.error is None and nothing_installed()
+    with enable(code_root="/nonexistent", compiled=False) as again:
+        torch.ones(2).sum()
+    assert again.error is None and nothing_installed()
+
+
+def test_stop_inside_a_dataloader_step_and_start_inside_an_optimizer_hook() -> None:
+    """Capture detects steps from these places: the mode is off the stack inside them."""
+    attribution = Attribution(compiled=False)
+
+    class Data(torch.utils.data.Dataset):
+        def __len__(self) -> int:
+            return 4
+
+        def __getitem__(self, i: int) -> torch.Tensor:
+            if i == 2:
+                attribution.stop()
+            return torch.ones(2) * i
+
+    model = torch.nn.Linear(2, 1)
+    opt = torch.optim.SGD(model.parameters(), lr=0.1)
+    handle = opt.register_step_post_hook(lambda *_: attribution.start())
+    try:
+        for x in torch.utils.data.DataLoader(Data(), batch_size=1):
+            model(x).sum().backward()
+            opt.step()
+            opt.zero_grad()
+    finally:
+        handle.remove()
+        attribution.stop()
+    assert attribution.error is None and nothing_installed()
+
+
+def test_a_failure_to_install_costs_the_program_nothing(monkeypatch: pytest.MonkeyPatch) -> None:
+    import stepscope.attribution.modules as modules
+
+    def broken(self: object) -> None:
+        raise RuntimeError("no hooks today")
+
+    monkeypatch.setattr(modules.ModuleRanges, "install", broken)
+    attribution = Attribution(compiled=False)
+    attribution.start()
+    assert attribution.error is not None and "no hooks today" in attribution.error
+    assert not attribution.active and nothing_installed()
+    assert torch.nn.Linear(2, 2)(torch.ones(1, 2)).shape == (1, 2)
+
+
+def test_torch_compile_is_not_recompiled() -> None:
+    from torch._dynamo.utils import counters
+
+    model = torch.compile(torch.nn.Sequential(torch.nn.Linear(8, 8), torch.nn.ReLU()), backend="eager")
+    x = torch.randn(4, 8)
+    model(x).sum().backward()
+    graphs = counters["stats"]["unique_graphs"]
+    with Attribution() as attribution:
+        for _ in range(2):
+            model(x).sum().backward()
+    assert attribution.note is not None and counters["stats"]["unique_graphs"] == graphs
+    model(x).sum().backward()
+    assert counters["stats"]["unique_graphs"] == graphs and nothing_installed()
