@@ -217,10 +217,12 @@ def location_of_ops(trace: Trace, name: str) -> dict[str, Any] | None:
 
 def location_for_sync(trace: Trace, cause: SyncCause) -> dict[str, Any] | None:
     """The line behind a sync cause of the syncs analysis (same op and sync call), e.g. `loss.item()`."""
+    sm = source_map(trace)
+    if sm is None:
+        return None
     rows = sync_rows(trace)
     rows = rows[trace.names_where(lambda s: s == cause.api)[rows]] if trace.has_device_events else rows
-    sm = source_map(trace)
-    if sm is None or len(rows) == 0:
+    if len(rows) == 0:
         return None
     anchor = sm.row_anchor[rows]
     names = np.array([trace.name_of(sm.anchors[a]) if a >= 0 else "" for a in anchor.tolist()], dtype=object)
