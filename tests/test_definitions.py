@@ -202,3 +202,17 @@ def test_samples_per_second_from_batch_size(builder: TraceBuilder, tmp_path: Pat
     report = analyze(b.write(tmp_path / "t.json.gz"), batch_size=32)
     assert report.summary.steps_per_s == pytest.approx(1000.0)
     assert report.summary.samples_per_s == pytest.approx(32_000.0)
+
+
+def test_own_source_ranges_are_never_taken_as_steps(builder: TraceBuilder, tmp_path: Path) -> None:
+    """Without ProfilerStep, a repeated user range is the step; stepscope's line ranges never are."""
+    b = builder
+    for i in range(4):
+        t = i * 100.0
+        b.annotation("stepscope.line|train.py|12|main|loss = model(x)", t, t + 40)
+        b.launch("k", (t + 1, t + 2), (t + 3, t + 4))
+    assert facts_of(b, tmp_path).steps.source == "whole trace"
+    for i in range(4):
+        b.annotation("train_step", i * 100.0, i * 100.0 + 90)
+    f = facts_of(b, tmp_path, "t2.json")
+    assert f.steps.source == "range train_step" and len(f.steps) == 4

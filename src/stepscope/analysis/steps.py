@@ -10,6 +10,7 @@ import numpy as np
 
 from stepscope.analysis.launches import launching_call
 from stepscope.trace.model import Kind, Trace
+from stepscope.trace.source_annotations import OWN_ANNOTATION_PREFIX
 
 PROFILER_STEP = re.compile(r"^ProfilerStep#(\d+)$")
 OPTIMIZER_STEP = re.compile(r"^Optimizer\.step#")
@@ -89,6 +90,11 @@ def _named_range_steps(trace: Trace, name: str | None) -> tuple[list[str], np.nd
     if len(annotations) == 0:
         return None
     if name is None:
+        # stepscope's own source-line and module ranges repeat too, but they are never steps.
+        own = trace.names_where(lambda s: s.startswith(OWN_ANNOTATION_PREFIX))
+        annotations = annotations[~own[annotations]]
+        if len(annotations) == 0:
+            return None
         name = _repeated_top_level_name(trace, annotations)
         if name is None:
             return None
