@@ -72,6 +72,17 @@ def test_export_repairs_bytes_that_are_not_utf8(tmp_path: Path) -> None:
     assert "\ufffd (x.py:1)" in text and '"ProfilerStep#3 (cut short)"' in text
 
 
+def test_export_escapes_source_code_in_stepscopes_own_range_names(tmp_path: Path) -> None:
+    import json
+
+    src = tmp_path / "t.json"
+    src.write_bytes(b'{"traceEvents": [\n  {\n    "name": "stepscope.line|t.py|3|f|x = d["k"] + "\\d"",\n'
+                    b'    "ph": "X"\n  },\n  {\n    "name": "stepscope.module|model.fc",\n    "ph": "X"\n  }\n]}\n')
+    gzip_utf8(src, tmp_path / "t.json.gz")
+    events = json.loads(gzip.decompress((tmp_path / "t.json.gz").read_bytes()))["traceEvents"]
+    assert [e["name"] for e in events] == ['stepscope.line|t.py|3|f|x = d["k"] + "\\d"', "stepscope.module|model.fc"]
+
+
 def test_export_keeps_a_file_the_profiler_wrote_before_failing(tmp_path: Path) -> None:
     class Profiler:
         def __init__(self, write: bool) -> None:

@@ -126,7 +126,7 @@ def test_argv_and_path_are_the_programs(tmp_path: Path, capfd: pytest.CaptureFix
     shown = tmp_path / "shown.json"
     os.environ["SHOW_OUT"] = str(shown)
     try:
-        args = ["-m", "torch.distributed.run", "--nproc-per-node", "8", "--skip", "3", "--", "x y"]
+        args = ["-m", "torch.distributed.run", "--nproc-per-node", "8", "--skip", "3", "--no", "--s=1", "--", "x y"]
         code, _, err = run(capfd, "--out", tmp_path / "out", script, *args)
     finally:
         del os.environ["SHOW_OUT"]

@@ -48,6 +48,7 @@ class Profile:
         profile_memory: bool | None = None,
         with_stack: bool = False,
         telemetry: bool = False,
+        attribution: bool = True,
         source: str = "manual",
     ) -> None:
         self.spec = WindowSpec(skip=skip, warmup=warmup, steps=steps, record_shapes=record_shapes,
@@ -57,6 +58,7 @@ class Profile:
         self._out = Path(out) if out is not None else None
         self._tmp: tempfile.TemporaryDirectory[str] | None = None
         self._want_telemetry = telemetry
+        self._want_attribution = attribution
         self._telemetry: Telemetry | None = None
         self._session: CaptureSession | None = None
         self._previous: CaptureSession | None = None
@@ -84,7 +86,12 @@ class Profile:
             folder.mkdir(parents=True, exist_ok=True)
         if self._want_telemetry:
             self._telemetry = Telemetry().start()
-        self._session = CaptureSession(self.spec, folder, listener=self._telemetry)
+        listeners: list = [self._telemetry] if self._telemetry is not None else []
+        if self._want_attribution:
+            from stepscope.capture.attribution import AttributionWindow
+
+            listeners.append(AttributionWindow())
+        self._session = CaptureSession(self.spec, folder, listeners=listeners)
         self._session.set_batch_size(self._batch_size, "user")
         self._previous = activate(self._session)
         self._session.begin()
@@ -129,7 +136,10 @@ class Profile:
 
 
 def profile(**options: object) -> Profile:
-    """`with stepscope.profile(skip=5, warmup=2, steps=5, batch_size=None, ...) as p:`, `p.step()` per step."""
+    """`with stepscope.profile(skip=5, warmup=2, steps=5, batch_size=None, ...) as p:`, `p.step()` per step.
+
+    Options: out (a folder for the trace), record_shapes, profile_memory, with_stack, telemetry (CPU/GPU
+    readings, off by default), attribution (time by source line and module in the recorded steps, on)."""
     return Profile(**options)  # type: ignore[arg-type]
 
 

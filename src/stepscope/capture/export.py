@@ -4,18 +4,20 @@ torch's profiler with `with_stack=True` can put bytes that are not UTF-8 into th
 Python stack strings, seen inside DataLoader loops) and then fail with UnicodeDecodeError when the
 trace is read back. Here the export goes to a plain JSON file first (torch's own .gz path re-reads it
 as text), bad bytes are replaced, and the file is compressed by us; a failed export that left a file
-keeps that file.
+keeps that file. Kineto also writes range names unescaped, so stepscope's own source-line ranges (which
+carry a line of code, quotes and all) are re-escaped on the way.
 """
 
 from __future__ import annotations
 
 import codecs
 import gzip
+import json
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-CHUNK = 1 << 20
+OWN_NAME = b'"name": "stepscope.'  # stepscope's own annotation ranges (source lines, modules)
 
 
 @dataclass(frozen=True)
@@ -69,9 +71,8 @@ def _copy(src: Path, dest: Path, compresslevel: int, errors: str, rename: tuple[
     """Stream `src` through a UTF-8 decoder into gzip; False if a strict pass met a bad byte."""
     decoder = codecs.getincrementaldecoder("utf-8")(errors)
     with src.open("rb") as fin, gzip.open(dest, "wb", compresslevel=compresslevel) as fout:
-        # Kineto writes one short line per field, so lines are a safe unit for the rename.
-        chunks = iter(fin) if rename else iter(lambda: fin.read(CHUNK), b"")
-        for chunk in chunks:
+        # Kineto writes one short line per field, so lines are a safe unit for the rename and the repair.
+        for chunk in fin:
             try:
                 text = decoder.decode(chunk)
             except UnicodeDecodeError:
@@ -79,6 +80,8 @@ def _copy(src: Path, dest: Path, compresslevel: int, errors: str, rename: tuple[
             data = chunk if errors == "strict" else text.encode("utf-8")  # valid: keep the original bytes
             if rename and rename[0] in data:
                 data = data.replace(*rename)
+            if OWN_NAME in data:
+                data = escape_own_name(data)
             fout.write(data)
         try:
             tail = decoder.decode(b"", final=True)  # a sequence cut off by the end of the file
@@ -87,3 +90,20 @@ def _copy(src: Path, dest: Path, compresslevel: int, errors: str, rename: tuple[
         if errors != "strict":
             fout.write(tail.encode("utf-8"))
     return True
+
+
+def escape_own_name(line: bytes) -> bytes:
+    """Kineto writes range names into its JSON unescaped; a stepscope range that carries source code
+    (`stepscope.line|train.py|12|main|out["loss"] = ...`) would break the file. Re-escape such a name."""
+    start = line.find(OWN_NAME) + len(b'"name": "')
+    end = line.rfind(b'"')
+    if end <= start:
+        return line
+    field = line[line.find(OWN_NAME):end + 1]
+    try:
+        json.loads(b"{" + field + b"}")
+        return line  # already valid
+    except ValueError:
+        pass
+    name = line[start:end].decode("utf-8", "replace")
+    return line[:start] + json.dumps(name, ensure_ascii=False)[1:-1].encode("utf-8") + line[end:]

@@ -5,6 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
+from stepscope.capture.attribution import AttributionWindow
 from stepscope.capture.hooks import StepHooks
 from stepscope.capture.program import Outcome, Program, run_program
 from stepscope.capture.session import CaptureResult, CaptureSession, activate
@@ -36,11 +37,13 @@ def capture_program(
     full: bool = False,
     batch_size: int | None = None,
     telemetry_interval: float | None = 0.2,
+    attribution: bool = True,
 ) -> Captured:
     """Run `program` under the step hooks; stop it once the window is recorded unless `full`."""
     require_torch()
     telemetry = Telemetry(telemetry_interval).start() if telemetry_interval else None
-    session = CaptureSession(spec, folder, stop_when_done=not full, listener=telemetry)
+    listeners = [x for x in (telemetry, AttributionWindow() if attribution else None) if x is not None]
+    session = CaptureSession(spec, folder, stop_when_done=not full, listeners=listeners)
     session.set_batch_size(batch_size, "user")
     hooks = StepHooks(session)
     session.on_leader = hooks.drop_weaker_than

@@ -11,7 +11,7 @@ from __future__ import annotations
 import _thread
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Protocol
@@ -56,7 +56,7 @@ class CaptureSession:
         out_dir: Path,
         *,
         stop_when_done: bool = False,
-        listener: WindowListener | None = None,
+        listeners: Sequence[WindowListener] = (),
         on_leader: Callable[[str], None] | None = None,
         trace_name: str = TRACE_NAME,
     ) -> None:
@@ -64,7 +64,8 @@ class CaptureSession:
         self.out_dir = Path(out_dir)
         self.trace_name = trace_name
         self.stop_when_done = stop_when_done
-        self.listener = listener
+        self.listeners = list(listeners)  # told when the recorded steps begin and end (telemetry, attribution)
+        self._recording = False
         self.on_leader = on_leader  # told when a source takes the lead or the window ends (hooks to drop)
         self.arbiter = StepArbiter()
         self.times = StepTimes()
@@ -121,11 +122,11 @@ class CaptureSession:
                 self._start_window(completed)
             return False
         was_recording = w.recording
-        if self.listener and w.boundaries + 1 >= w.length:
-            self.listener.window_ended()  # before the export, which is no part of the window
+        if w.boundaries + 1 >= w.length:
+            self._tell_ended()  # before the export, which is no part of the window
         if not w.step():
-            if w.recording and not was_recording and self.listener:
-                self.listener.window_started()
+            if w.recording and not was_recording:
+                self._tell_started()
             return False
         return self._window_ended(completed)
 
@@ -138,8 +139,19 @@ class CaptureSession:
             self.window = None
             self._finish()
             return
-        if self.spec.warmup == 0 and self.listener:
-            self.listener.window_started()
+        if self.spec.warmup == 0:
+            self._tell_started()
+
+    def _tell_started(self) -> None:
+        self._recording = True
+        for listener in self.listeners:
+            listener.window_started()
+
+    def _tell_ended(self) -> None:
+        if self._recording:
+            self._recording = False
+            for listener in self.listeners:
+                listener.window_ended()
 
     def _window_ended(self, completed: int) -> bool:
         exported = self.window.exported if self.window else None
@@ -188,10 +200,8 @@ class CaptureSession:
                 self._closed = True
                 w = self.window
                 if w is not None and w.running:
-                    recorded = w.recorded
+                    self._tell_ended()
                     w.stop()
-                    if self.listener and recorded:
-                        self.listener.window_ended()
                     if w.exported is not None:
                         self.notes.extend(w.exported.notes)
                     self._finish()
@@ -212,7 +222,7 @@ class CaptureSession:
             batch_size_source=self.batch_size_source,
             gpu=w.gpu if w is not None else None,
             overhead=self.times.overhead(),
-            notes=list(self.notes),
+            notes=[*self.notes, *(n for listener in self.listeners for n in getattr(listener, "notes", ()))],
         )
 
 

@@ -23,6 +23,9 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
         description="Run a script (or -m module) as python would, profile a window of its steps, and say why "
                     "it is slow. Everything after the script or module name belongs to the program.",
         usage="stepscope run [options] (script.py | -m module) [args ...]",
+        # No abbreviations: the program's own options (`--n 12`) would otherwise be matched against ours,
+        # and an ambiguous prefix is an error even in the part that belongs to the program.
+        allow_abbrev=False,
     )
     p.add_argument("--skip", type=_count, default=5, metavar="N", help="steps to run unprofiled first (5)")
     p.add_argument("--warmup", type=_count, default=2, metavar="N", help="profiled steps to discard (2)")
@@ -36,6 +39,8 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
                    help="record allocator events (default: on when a GPU is profiled)")
     p.add_argument("--with-stack", action="store_true",
                    help="record Python stacks (slower; falls back to no stacks if the profiler fails on them)")
+    p.add_argument("--no-attribution", dest="attribution", action="store_false",
+                   help="no time-by-source-line ranges in the recorded steps (they cost a few µs per torch call)")
     p.add_argument("--telemetry-interval", type=float, default=0.2, metavar="S",
                    help="seconds between CPU/GPU telemetry readings (0 turns telemetry off)")
     p.add_argument("--width", type=int, default=None, help="terminal width for the report")
@@ -88,7 +93,7 @@ def main(args: argparse.Namespace) -> int:
     print(f"stepscope: running {' '.join(program.command)}: skip {spec.skip}, warm up {spec.warmup}, "
           f"record {spec.steps} steps{'' if args.full else ', then stop'}", file=sys.stderr, flush=True)
     captured = capture_program(program, spec, folder, full=args.full, batch_size=args.batch_size,
-                               telemetry_interval=args.telemetry_interval or None)
+                               telemetry_interval=args.telemetry_interval or None, attribution=args.attribution)
     sys.stdout.flush()
     return _finish(program, spec, folder, captured, width=args.width)
 

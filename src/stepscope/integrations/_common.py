@@ -24,6 +24,7 @@ class CallbackOptions:
     profile_memory: bool | None = None
     with_stack: bool = False
     telemetry: bool = False
+    attribution: bool = True
 
     def profile(self, source: str, rank: int = 0, world_size: int = 1) -> Profile:
         out = self.out
@@ -31,7 +32,8 @@ class CallbackOptions:
             out = Path(out) / f"rank{rank}"
         return Profile(skip=self.skip, warmup=self.warmup, steps=self.steps, batch_size=self.batch_size, out=out,
                        record_shapes=self.record_shapes, profile_memory=self.profile_memory,
-                       with_stack=self.with_stack, telemetry=self.telemetry, source=source)
+                       with_stack=self.with_stack, telemetry=self.telemetry, attribution=self.attribution,
+                       source=source)
 
 
 def finish(profile: Profile, options: CallbackOptions, *, show: bool) -> s.Report | None:
