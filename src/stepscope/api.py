@@ -13,9 +13,11 @@ does nothing when none is, so a program can keep the call and still run under pl
 
 from __future__ import annotations
 
+import sys
 import tempfile
 from pathlib import Path
 from types import TracebackType
+from typing import Any
 
 import msgspec
 
@@ -242,10 +244,17 @@ def text_report(report: s.Report, extra_lines: list[str] | None = None, width: i
     return buffer.getvalue()
 
 
-def write_report_files(report: s.Report, folder: Path, extra_lines: list[str] | None = None) -> list[str]:
-    """report.json and report.txt beside the trace; returns the names written."""
+def write_report_files(report: s.Report, folder: Path, extra_lines: list[str] | None = None,
+                       telemetry: dict[str, Any] | None = None) -> list[str]:
+    """report.json, report.txt and report.html beside the trace; returns the names written."""
     from stepscope.report import render
 
     (folder / "report.json").write_bytes(render("json", report))
     (folder / "report.txt").write_text(text_report(report, extra_lines), encoding="utf-8")
-    return ["report.json", "report.txt"]
+    written = ["report.json", "report.txt"]
+    try:
+        (folder / "report.html").write_bytes(render("html", report, telemetry=telemetry))
+        written.append("report.html")
+    except Exception as exc:  # the page is a convenience: never let it cost the run its other files
+        print(f"stepscope: report.html was not written ({type(exc).__name__}: {exc})", file=sys.stderr)
+    return written

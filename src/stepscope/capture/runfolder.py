@@ -12,6 +12,7 @@ DEFAULT_BASE = Path("stepscope-runs")
 TRACE = "trace.json.gz"
 REPORT_JSON = "report.json"
 REPORT_TEXT = "report.txt"
+REPORT_HTML = "report.html"
 TELEMETRY = "telemetry.json"
 
 

@@ -8,6 +8,8 @@ import sys
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+import msgspec
+
 from stepscope.errors import StepscopeError
 
 if TYPE_CHECKING:
@@ -118,7 +120,7 @@ def _finish(program: Program, spec: WindowSpec, folder: Path, captured: Captured
         files.append(runfolder.TELEMETRY)
     report, problem = None, None
     if result.trace_path is not None:
-        planned = [*files, runfolder.REPORT_JSON, runfolder.REPORT_TEXT]
+        planned = [*files, runfolder.REPORT_JSON, runfolder.REPORT_TEXT, runfolder.REPORT_HTML]
         try:
             report = live_report(result, spec, command=program.command, exit_code=outcome.exit_code,
                                  program_status=outcome.status, telemetry=telemetry, folder=folder,
@@ -132,7 +134,8 @@ def _finish(program: Program, spec: WindowSpec, folder: Path, captured: Captured
         problem = nothing_recorded(result, spec)
     console = make_console(width=width)
     if report is not None:
-        files += write_report_files(report, folder, run_lines(report))
+        telemetry_doc = msgspec.json.decode(telemetry_json(telemetry)) if telemetry is not None else None
+        files += write_report_files(report, folder, run_lines(report), telemetry=telemetry_doc)
         console.print(render("terminal", report))
         for line in run_lines(report):
             console.print(line, highlight=False, markup=False)
