@@ -9,6 +9,7 @@ import msgspec
 import numpy as np
 
 from stepscope import __version__
+from stepscope.advice import advise
 from stepscope.analysis.facts import Facts, compute_facts
 from stepscope.analysis.kernels import SHORT_KERNEL_NS
 from stepscope.analysis.lines import Cost, line_summary, location_for_sync
@@ -45,8 +46,6 @@ def analyze_trace(trace: Trace, *, step_range: str | None = None, batch_size: in
 
 
 def build_report(facts: Facts, *, batch_size: int | None = None) -> s.Report:
-    from stepscope.advice import advise
-
     trace, steps = facts.trace, facts.steps
     n = len(steps)
     per_step_util = facts.gpu.utilization(steps)

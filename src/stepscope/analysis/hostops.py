@@ -33,8 +33,11 @@ def host_threads(trace: Trace) -> HostThreads:
     host = ev.of_kind(Kind.CPU_OP, Kind.USER_ANNOTATION, Kind.PYTHON, Kind.RUNTIME)
     thread = np.full(len(ev), -1, dtype=np.int64)
     if host.any():
-        pairs = np.stack([ev.pid[host], ev.tid[host]], axis=1)
-        _, inverse = np.unique(pairs, axis=0, return_inverse=True)
+        # Number pids and tids apart, then their pairs: 1-D uniques are ~20x faster than unique(axis=0).
+        _, pid_index = np.unique(ev.pid[host], return_inverse=True)
+        _, tid_index = np.unique(ev.tid[host], return_inverse=True)
+        pair = pid_index.reshape(-1).astype(np.int64) * (int(tid_index.max()) + 1) + tid_index.reshape(-1)
+        _, inverse = np.unique(pair, return_inverse=True)
         thread[host] = inverse.reshape(-1)
     span = int(ev.end.max()) + 1 if len(ev) else 1
     return HostThreads(thread, span)

@@ -258,7 +258,7 @@ class _ColumnBuilder:
     names: dict[Scalar, int] = field(default_factory=dict)
     categories: set[str | None] = field(default_factory=set)
     kind_of: dict[str | None, tuple[int, bool]] = field(default_factory=dict)
-    memory: list[tuple[float, int, int, int, int]] = field(default_factory=list)
+    memory: dict[str, list[np.ndarray]] = field(default_factory=dict)
     process_names: dict[int, str] = field(default_factory=dict)
     thread_names: dict[tuple[int, int], str] = field(default_factory=dict)
 
@@ -286,18 +286,17 @@ class _ColumnBuilder:
         for ev in events:
             if type(ev) is _Metadata:
                 self._metadata(ev)
-            elif isinstance(ev, _Instant) and ev.name == MEMORY_EVENT_NAME and ev.args is not None and (
-                ev.ts is not None
-            ):
-                a = ev.args
-                device = _as_int(a.device_id) if _as_int(a.device_type, 0) != 0 else NONE
-                self.memory.append((ev.ts, device, _as_int(a.mem_bytes, 0), _as_int(a.total_allocated),
-                                    _as_int(a.total_reserved)))
+        memory = [ev for ev in events if (type(ev) is _Instant or type(ev) is _InstantUpper)
+                  and ev.name == MEMORY_EVENT_NAME and ev.args is not None and ev.ts is not None]
+        if memory:
+            self._add_memory(memory)
         if not spans:
             return
-        kinds = [self._kind(ev.cat) for ev in spans]
-        kind = np.array([k for k, _ in kinds], dtype=np.int8)
-        on_device = np.array([d for _, d in kinds], dtype=bool)
+        cats = [ev.cat for ev in spans]
+        for cat in set(cats):
+            self._kind(cat)
+        kind = np.fromiter((self.kind_of[c][0] for c in cats), dtype=np.int8, count=len(cats))
+        on_device = np.fromiter((self.kind_of[c][1] for c in cats), dtype=bool, count=len(cats))
         # Intern names: str caches its hash, so the second lookup of each name is cheap.
         names = [ev.name for ev in spans]
         for name in dict.fromkeys(names):
@@ -325,6 +324,21 @@ class _ColumnBuilder:
             flops=_float_column(list(map(_FLOPS, args))),
         )
 
+    def _add_memory(self, events: list[_Instant]) -> None:
+        """Allocator samples ([memory] instants) as columns; device -1 is host memory."""
+        args = [ev.args for ev in events]
+        device_type = _int_column([a.device_type for a in args], 0)  # type: ignore[union-attr]
+        device_id = _int_column([a.device_id for a in args])  # type: ignore[union-attr]
+        columns = {
+            "ts": np.array([ev.ts for ev in events], dtype=np.float64),
+            "device": np.where(device_type != 0, device_id, NONE),
+            "bytes": _int_column([a.mem_bytes for a in args], 0),  # type: ignore[union-attr]
+            "total_allocated": _int_column([a.total_allocated for a in args]),  # type: ignore[union-attr]
+            "total_reserved": _int_column([a.total_reserved for a in args]),  # type: ignore[union-attr]
+        }
+        for key, array in columns.items():
+            self.memory.setdefault(key, []).append(array)
+
     def _metadata(self, ev: _Metadata) -> None:
         if ev.args is None or not isinstance(ev.args.name, str):
             return
@@ -338,7 +352,8 @@ class _ColumnBuilder:
             raise StepscopeError(f"{path}: the trace has no events with a duration (nothing to analyse)")
         cols = {k: np.concatenate(v) for k, v in self.columns.items()}
         self.columns.clear()
-        mem_ts = np.array([r[0] for r in self.memory], dtype=np.float64)
+        mem = {k: np.concatenate(v) for k, v in self.memory.items()}
+        mem_ts = mem.pop("ts", np.zeros(0))
         ts_us = cols.pop("ts", np.zeros(0))
         t0 = float(min(ts_us.min() if len(ts_us) else np.inf, mem_ts.min() if len(mem_ts) else np.inf))
         # Subtract the origin in µs before scaling: epoch-sized µs floats keep their fraction that way.
@@ -353,10 +368,11 @@ class _ColumnBuilder:
         if not cols:
             cols = {k: np.zeros(0, np.int64) for k in ("kind", "pid", "tid", "name")}
         table = Events.from_columns(start=start, dur=dur, copy_kind=copy_kind, host_memory=host_memory, **cols)
+        empty = np.zeros(0, np.int64)
         memory = MemoryEvents.from_columns(
             time=np.rint((mem_ts - t0) * 1000.0).astype(np.int64),
-            device=[r[1] for r in self.memory], bytes=[r[2] for r in self.memory],
-            total_allocated=[r[3] for r in self.memory], total_reserved=[r[4] for r in self.memory],
+            device=mem.get("device", empty), bytes=mem.get("bytes", empty),
+            total_allocated=mem.get("total_allocated", empty), total_reserved=mem.get("total_reserved", empty),
         )
         return Trace(meta=self._meta(parsed, path, table, strings, t0), events=table, strings=strings, memory=memory)
 
