@@ -393,3 +393,19 @@ def cpu_only_trace(kind: str) -> TraceBuilder:
                 tl.cpu("aten::addmm", 9000.0)
                 tl.idle(200.0)
     return b
+
+
+def worked_example(b: TraceBuilder) -> TraceBuilder:
+    """DESIGN.md's worked breakdown example (µs): kernel 15, memcpy 10, memset 5, runtime 30,
+    dataloader 180, cpu_exec 35, other 125 = 400."""
+    b.step(1, 50, 450)
+    b.dataloader(100, 280)
+    b.op("aten::add", 200, 260)
+    b.op("aten::to", 340, 410)
+    b.runtime("cudaLaunchKernel", 360, 380)
+    b.runtime("cudaLaunchKernel", 390, 400)
+    b.runtime("cudaMemcpyAsync", 405, 410)
+    b.memcpy("HtoD", 405, 415, nbytes=1000)
+    b.memset(420, 425)
+    b.kernel("k", 430, 445)
+    return b

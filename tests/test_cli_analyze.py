@@ -10,7 +10,7 @@ from pathlib import Path
 
 from rich.console import Console
 
-from builder import TraceBuilder
+from builder import TraceBuilder, worked_example
 from conftest import KINETO
 from stepscope import analyze
 from stepscope.report import render
@@ -58,17 +58,7 @@ def test_terminal_renderer_does_not_crash_on_any_real_trace() -> None:
 
 def test_terminal_golden_on_worked_example(tmp_path: Path) -> None:
     """A fixed-width rendering of DESIGN.md's worked example: the figures a user reads."""
-    b = TraceBuilder(device_name=None)
-    b.step(1, 50, 450)
-    b.dataloader(100, 280)
-    b.op("aten::add", 200, 260)
-    b.op("aten::to", 340, 410)
-    b.runtime("cudaLaunchKernel", 360, 380)
-    b.runtime("cudaLaunchKernel", 390, 400)
-    b.runtime("cudaMemcpyAsync", 405, 410)
-    b.memcpy("HtoD", 405, 415, nbytes=1000)
-    b.memset(420, 425)
-    b.kernel("k", 430, 445)
+    b = worked_example(TraceBuilder(device_name=None))
     console = Console(file=io.StringIO(), width=130, record=True)
     console.print(render("terminal", analyze(b.write(tmp_path / "w.json"))))
     text = console.export_text()

@@ -7,7 +7,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from builder import BACKWARD_TID, TraceBuilder
+from builder import BACKWARD_TID, TraceBuilder, worked_example
 from stepscope import analyze
 from stepscope.analysis.facts import compute_facts
 from stepscope.trace.kineto import read_kineto
@@ -20,17 +20,7 @@ def facts_of(b: TraceBuilder, tmp_path: Path, name: str = "t.json"):
 def test_worked_example_breakdown(builder: TraceBuilder, tmp_path: Path) -> None:
     """DESIGN.md's worked example (µs): kernel 15, memcpy 10, memset 5, runtime 30, dataloader 180,
     cpu_exec 35, other 125 = 400."""
-    b = builder
-    b.step(1, 50, 450)
-    b.dataloader(100, 280)
-    b.op("aten::add", 200, 260)
-    b.op("aten::to", 340, 410)
-    b.runtime("cudaLaunchKernel", 360, 380)
-    b.runtime("cudaLaunchKernel", 390, 400)
-    b.runtime("cudaMemcpyAsync", 405, 410)
-    b.memcpy("HtoD", 405, 415, nbytes=1000)
-    b.memset(420, 425)
-    b.kernel("k", 430, 445)
+    b = worked_example(builder)
     f = facts_of(b, tmp_path)
     assert f.breakdown.categories[-1] == "other"
     got = {k: v / 1000 for k, v in f.breakdown.mean().items()}
