@@ -1,0 +1,55 @@
+"""The layers stay layers: cli -> report -> advice -> analysis -> trace, and capture -> trace (STYLE.md 12)."""
+
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+import pytest
+
+PACKAGE = Path(__file__).resolve().parents[1] / "src" / "stepscope"
+
+# For each layer, the other stepscope layers it may import. Anything not listed is forbidden.
+ALLOWED: dict[str, set[str]] = {
+    "trace": {"errors"},
+    "analysis": {"trace", "errors"},
+    "attribution": {"trace"},
+    "advice": {"analysis", "trace", "report.schema", "errors"},
+    # Renderers format what they are handed; the Perfetto renderer is handed the trace and its annotations.
+    "report": {"report", "trace.model", "analysis.annotations", "errors", "__version__"},
+    "capture": {"attribution", "trace", "errors", "__version__"},
+}
+NOBODY_IMPORTS = {"cli"}
+
+
+def imports_of(path: Path) -> set[str]:
+    """The stepscope modules a file imports, as dotted paths below `stepscope.`."""
+    found = set()
+    for node in ast.walk(ast.parse(path.read_text())):
+        if isinstance(node, ast.ImportFrom) and node.module and node.module.split(".")[0] == "stepscope":
+            # `from stepscope.report import schema` imports report.schema, not all of report.
+            base = node.module.removeprefix("stepscope").removeprefix(".")
+            found.update(f"{base}.{alias.name}".lstrip(".") for alias in node.names)
+        elif isinstance(node, ast.Import):
+            found.update(a.name.removeprefix("stepscope.") for a in node.names if a.name.startswith("stepscope."))
+    return found
+
+
+def _allowed(target: str, allowed: set[str]) -> bool:
+    return any(target == a or target.startswith(a + ".") for a in allowed)
+
+
+@pytest.mark.parametrize("layer", sorted(ALLOWED))
+def test_layer_imports_only_what_it_may(layer: str) -> None:
+    bad = []
+    for path in sorted((PACKAGE / layer).rglob("*.py")):
+        for target in imports_of(path):
+            if target.split(".")[0] != layer and not _allowed(target, ALLOWED[layer]):
+                bad.append(f"{path.relative_to(PACKAGE)} imports stepscope.{target}")
+    assert not bad, "\n".join(bad)
+
+
+def test_nothing_imports_the_cli() -> None:
+    bad = [str(p.relative_to(PACKAGE)) for p in PACKAGE.rglob("*.py")
+           if p.name != "__main__.py" and any(t.split(".")[0] in NOBODY_IMPORTS for t in imports_of(p))]
+    assert not bad, bad
