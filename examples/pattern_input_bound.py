@@ -8,6 +8,10 @@ GPU and on a CPU (where the model runs single-threaded, leaving a core to the wo
     python examples/pattern_input_bound.py --report-wait              # waits most of the step
     python examples/pattern_input_bound.py --report-wait --workers 2  # fix: worker processes
 
+`--io-ms M` adds M ms of storage latency per sample (with `--work 0`: loading bound by I/O, not CPU).
+Workers overlap waiting on storage whatever the core count, so on a 2-core machine this is the mode
+whose fix is complete; CPU-bound loading can only be hidden while the cores are not all busy.
+
 Fix: `--workers N` (DataLoader num_workers). The wait goes away once N workers produce a batch
 at least as fast as the step consumes it (N >= load time per batch / compute time per step, with
 N spare cores): 2 on a 2-core CPU, more on a GPU, where the step takes only a few milliseconds.
@@ -28,13 +32,15 @@ from torch.utils.data import DataLoader, Dataset
 class SlowDataset(Dataset):
     """Random images made per item from a seed, then blurred `work` times in numpy."""
 
-    def __init__(self, length: int, size: int, work: int) -> None:
-        self.length, self.size, self.work = length, size, work
+    def __init__(self, length: int, size: int, work: int, io_ms: float = 0.0) -> None:
+        self.length, self.size, self.work, self.io_ms = length, size, work, io_ms
 
     def __len__(self) -> int:
         return self.length
 
     def __getitem__(self, i: int) -> tuple[torch.Tensor, int]:
+        if self.io_ms:  # storage latency (a network file system, an object store): idle, not CPU
+            time.sleep(self.io_ms / 1000)
         rng = np.random.default_rng(i)
         img = rng.random((self.size, self.size, 3), dtype=np.float32)
         for _ in range(self.work):  # the expensive per-sample transform: this is what workers parallelise
@@ -49,6 +55,8 @@ def main() -> None:
     p.add_argument("--batch-size", type=int, default=32)
     p.add_argument("--image-size", type=int, default=64)
     p.add_argument("--work", type=int, default=8, help="numpy blur passes per sample (data cost)")
+    p.add_argument("--io-ms", type=float, default=0.0,
+                   help="storage latency per sample in ms (waiting, not CPU): loading bound by I/O")
     p.add_argument("--workers", type=int, default=0, help="DataLoader num_workers: the fix")
     p.add_argument("--report-wait", action="store_true", help="print time spent waiting for batches")
     args = p.parse_args()
@@ -57,7 +65,7 @@ def main() -> None:
         torch.set_num_threads(1)
 
     torch.manual_seed(0)
-    dataset = SlowDataset(args.steps * args.batch_size, args.image_size, args.work)  # one epoch
+    dataset = SlowDataset(args.steps * args.batch_size, args.image_size, args.work, args.io_ms)  # one epoch
     loader = DataLoader(dataset, batch_size=args.batch_size, shuffle=True, num_workers=args.workers)
     model = nn.Sequential(
         nn.Conv2d(3, 16, 3, 2, 1), nn.ReLU(),
