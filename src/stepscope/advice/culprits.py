@@ -6,30 +6,13 @@ import re
 
 import numpy as np
 
+from stepscope.analysis.hostops import NO_ENCLOSING_OP, enclosing_ops
 from stepscope.trace.model import Kind, Trace
 
-NO_OP = "(no enclosing op)"
 # Python frames that format a tensor for printing (with_stack=True traces record them).
 PRINT_FRAME = re.compile(r"_tensor_str|__repr__|__format__|\bprint\b")
 DATA_DEPENDENT = re.compile(r"^aten::(nonzero|masked_select|unique\w*|_unique\w*|repeat_interleave|"
                             r"index_put_|bincount|histc)$")
-
-
-def enclosing_ops(trace: Trace, rows: np.ndarray) -> list[tuple[str, str]]:
-    """For each host row, the outermost and innermost CPU op around it on its thread (NO_OP when none)."""
-    ev = trace.events
-    ops = np.flatnonzero(ev.kind == Kind.CPU_OP)
-    by_thread: dict[tuple[int, int], np.ndarray] = {}
-    result = []
-    for row in rows:
-        key = (int(ev.pid[row]), int(ev.tid[row]))
-        if key not in by_thread:
-            by_thread[key] = ops[(ev.pid[ops] == key[0]) & (ev.tid[ops] == key[1])]
-        thread_ops = by_thread[key]
-        upto = thread_ops[: np.searchsorted(ev.start[thread_ops], ev.start[row], side="right")]
-        around = upto[ev.end[upto] >= ev.end[row]]
-        result.append((trace.name_of(around[0]), trace.name_of(around[-1])) if len(around) else (NO_OP, NO_OP))
-    return result
 
 
 def printed(trace: Trace, row: int, python_rows: np.ndarray) -> bool:
@@ -51,7 +34,7 @@ def blocking_causes(trace: Trace, rows: np.ndarray) -> list[str]:
     for row, (outer, inner) in zip(rows, enclosing_ops(trace, rows), strict=True):
         if printed(trace, int(row), python_rows):
             keys.append(f"print of a tensor > {inner}")
-        elif outer == NO_OP:
+        elif outer == NO_ENCLOSING_OP:
             keys.append(trace.name_of(int(row)))
         else:
             keys.append(outer if outer == inner else f"{outer} > {inner}")

@@ -114,3 +114,26 @@ def self_time(trace: Trace, rows: np.ndarray) -> np.ndarray:
         result[depth == d] -= iv.coverage(covered, threads.shift(parents, ev.start[parents]),
                                           threads.shift(parents, ev.end[parents]))
     return result
+
+
+NO_ENCLOSING_OP = "(no enclosing op)"
+
+
+def enclosing_ops(trace: Trace, rows: np.ndarray) -> list[tuple[str, str]]:
+    """For each host row, the outermost and innermost CPU op around it on its thread (NO_ENCLOSING_OP if none)."""
+    ev = trace.events
+    ops = np.flatnonzero(ev.kind == Kind.CPU_OP)
+    by_thread: dict[tuple[int, int], np.ndarray] = {}
+    result = []
+    for row in np.asarray(rows, dtype=np.int64).tolist():
+        key = (int(ev.pid[row]), int(ev.tid[row]))
+        if key not in by_thread:
+            by_thread[key] = ops[(ev.pid[ops] == key[0]) & (ev.tid[ops] == key[1])]
+        thread_ops = by_thread[key]
+        upto = thread_ops[: np.searchsorted(ev.start[thread_ops], ev.start[row], side="right")]
+        around = upto[ev.end[upto] >= ev.end[row]]
+        if len(around):
+            result.append((trace.name_of(around[0]), trace.name_of(around[-1])))
+        else:
+            result.append((NO_ENCLOSING_OP, NO_ENCLOSING_OP))
+    return result

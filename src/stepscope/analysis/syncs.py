@@ -7,6 +7,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from stepscope.analysis.hostops import enclosing_ops
 from stepscope.analysis.steps import Steps
 from stepscope.trace.model import Kind, Trace
 
@@ -80,20 +81,8 @@ def sync_summary(trace: Trace, steps: Steps) -> SyncSummary:
 def _causes(trace: Trace, sync_rows: np.ndarray) -> tuple[SyncCause, ...]:
     """Group the sync calls by the ops that enclose them on their thread."""
     ev = trace.events
-    ops = np.flatnonzero(ev.kind == Kind.CPU_OP)
     groups: dict[tuple[str, str, str], list[int]] = {}
-    by_thread: dict[tuple[int, int], np.ndarray] = {}
-    for row in sync_rows:
-        key = (int(ev.pid[row]), int(ev.tid[row]))
-        if key not in by_thread:
-            by_thread[key] = ops[(ev.pid[ops] == key[0]) & (ev.tid[ops] == key[1])]
-        thread_ops = by_thread[key]
-        upto = thread_ops[: np.searchsorted(ev.start[thread_ops], ev.start[row], side="right")]
-        enclosing = upto[ev.end[upto] >= ev.end[row]]
-        if len(enclosing):
-            outer, inner = trace.name_of(enclosing[0]), trace.name_of(enclosing[-1])
-        else:
-            outer = inner = "(no enclosing op)"
+    for row, (outer, inner) in zip(sync_rows.tolist(), enclosing_ops(trace, sync_rows), strict=True):
         groups.setdefault((outer, inner, trace.name_of(row)), []).append(int(row))
     causes = [
         SyncCause(op=o, inner_op=i, api=a, count=len(r), total_ns=int(ev.dur[r].sum()))
