@@ -221,8 +221,7 @@ def _with_cross_rank(reports: list[s.Report]) -> s.Report:
     timed = [(r.summary.step_time_us, i) for i, r in enumerate(reports) if r.summary.step_time_us]
     slowest = max(timed)[1] if timed else 0
     fastest = min(timed)[1] if timed else 0
-    spread = (timed and reports[fastest].summary.step_time_us) and (
-        reports[slowest].summary.step_time_us / reports[fastest].summary.step_time_us - 1)  # type: ignore[operator]
+    spread = max(timed)[0] / min(timed)[0] - 1 if timed else None
     main = reports[slowest]
     main.ranks = rows
     main.source = s.Source(paths=[p for r in reports for p in r.source.paths], format=main.source.format)
@@ -230,7 +229,7 @@ def _with_cross_rank(reports: list[s.Report]) -> s.Report:
         ranks=len(reports),
         slowest_rank=reports[slowest].rank if reports[slowest].rank is not None else slowest,
         fastest_rank=reports[fastest].rank if reports[fastest].rank is not None else fastest,
-        step_time_spread=round(spread, 4) if spread else (0.0 if timed else None),
+        step_time_spread=round(spread, 4) if spread is not None else None,
     )
     return main
 

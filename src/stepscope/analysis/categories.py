@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import re
+from functools import lru_cache
 
 import numpy as np
 
@@ -23,8 +24,11 @@ def is_collective_kernel(name: str) -> bool:
     return COLLECTIVE_KERNEL.match(name) is not None
 
 
+@lru_cache(maxsize=8)
 def category_masks(trace: Trace, step_source: str) -> dict[str, np.ndarray]:
-    """Row masks for each breakdown category but 'other' (the remainder), before exclusivity."""
+    """Row masks for each breakdown category but 'other' (the remainder), before exclusivity.
+
+    Cached: the breakdown, the advice signals and the timeline all ask; the masks are read-only."""
     ev = trace.events
     kernel = ev.kind == Kind.KERNEL
     host = ev.of_kind(Kind.CPU_OP, Kind.USER_ANNOTATION, Kind.PYTHON)
@@ -41,7 +45,7 @@ def category_masks(trace: Trace, step_source: str) -> dict[str, np.ndarray]:
     if step_source.startswith("range "):  # the user's step ranges are the step itself, not CPU work
         step_name = step_source[len("range "):]
         step_ranges |= host & trace.names_where(lambda s: s == step_name)
-    return {
+    masks = {
         "kernel": kernel & ~collective_kernel,
         "memcpy": ev.kind == Kind.MEMCPY,
         "memset": ev.kind == Kind.MEMSET,
@@ -50,3 +54,6 @@ def category_masks(trace: Trace, step_source: str) -> dict[str, np.ndarray]:
         "dataloader": dataloader,
         "cpu_exec": host & ~dataloader & ~collective_op & ~step_ranges,
     }
+    for mask in masks.values():
+        mask.flags.writeable = False
+    return masks
