@@ -72,15 +72,31 @@ def test_export_repairs_bytes_that_are_not_utf8(tmp_path: Path) -> None:
     assert "\ufffd (x.py:1)" in text and '"ProfilerStep#3 (cut short)"' in text
 
 
-def test_export_escapes_source_code_in_stepscopes_own_range_names(tmp_path: Path) -> None:
+def test_own_range_names_survive_kinetos_unescaped_json_in_either_layout() -> None:
+    """Kineto pastes range names into its JSON as they are. torch 2.13 writes one field per line; torch 2.11
+    (seen on an H100) writes `"ph": "X", "cat": "cpu_op", "name": "...", "pid": 1, "tid": 1,` on one line,
+    which broke the old line-based re-escape. Names made by stepscope must parse in both, and read back."""
     import json
 
-    src = tmp_path / "t.json"
-    src.write_bytes(b'{"traceEvents": [\n  {\n    "name": "stepscope.line|t.py|3|f|x = d["k"] + "\\d"",\n'
-                    b'    "ph": "X"\n  },\n  {\n    "name": "stepscope.module|model.fc",\n    "ph": "X"\n  }\n]}\n')
-    gzip_utf8(src, tmp_path / "t.json.gz")
-    events = json.loads(gzip.decompress((tmp_path / "t.json.gz").read_bytes()))["traceEvents"]
-    assert [e["name"] for e in events] == ['stepscope.line|t.py|3|f|x = d["k"] + "\\d"', "stepscope.module|model.fc"]
+    from stepscope.trace.source_annotations import (
+        line_annotation,
+        module_annotation,
+        parse_line_annotation,
+        parse_module_annotation,
+    )
+
+    code = 'x = d["k"] + "\\d" | 100% \t done'
+    line = line_annotation('my "odd" | dir/t.py', 3, "f", code)
+    module = module_annotation('model.blocks["0"]')
+    for name in (line, module):
+        one_per_line = '{"traceEvents": [{\n"ph": "X",\n"name": "' + name + '",\n"pid": 1\n}]}'
+        several = '{"traceEvents": [{\n"ph": "X", "cat": "cpu_op", "name": "' + name + '", "pid": 1, "tid": 1,\n"ts": 1}]}'
+        for text in (one_per_line, several):
+            assert json.loads(text)["traceEvents"][0]["name"] == name
+    parsed = parse_line_annotation(line)
+    assert parsed is not None and (parsed.file, parsed.line, parsed.function, parsed.code) == (
+        'my "odd" | dir/t.py', 3, "f", code.strip())
+    assert parse_module_annotation(module) == 'model.blocks["0"]'
 
 
 def test_export_keeps_a_file_the_profiler_wrote_before_failing(tmp_path: Path) -> None:

@@ -4,21 +4,17 @@ torch's profiler with `with_stack=True` can put bytes that are not UTF-8 into th
 Python stack strings, seen inside DataLoader loops) and then fail with UnicodeDecodeError when the
 trace is read back. Here the export goes to a plain JSON file first (torch's own .gz path re-reads it
 as text), bad bytes are replaced, and the file is compressed by us; a failed export that left a file
-keeps that file. Kineto also writes range names unescaped, so stepscope's own source-line ranges (which
-carry a line of code, quotes and all) are re-escaped on the way.
+keeps that file. (Kineto also writes range names unescaped; stepscope's own ranges are made JSON-safe
+when they are named, in trace.source_annotations, since Kineto's line layout varies between versions.)
 """
 
 from __future__ import annotations
 
 import codecs
 import gzip
-import json
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
-
-OWN_NAME = b'"name": "stepscope.'  # stepscope's own annotation ranges (source lines, modules)
-
 
 @dataclass(frozen=True)
 class Exported:
@@ -80,8 +76,6 @@ def _copy(src: Path, dest: Path, compresslevel: int, errors: str, rename: tuple[
             data = chunk if errors == "strict" else text.encode("utf-8")  # valid: keep the original bytes
             if rename and rename[0] in data:
                 data = data.replace(*rename)
-            if OWN_NAME in data:
-                data = escape_own_name(data)
             fout.write(data)
         try:
             tail = decoder.decode(b"", final=True)  # a sequence cut off by the end of the file
@@ -90,20 +84,3 @@ def _copy(src: Path, dest: Path, compresslevel: int, errors: str, rename: tuple[
         if errors != "strict":
             fout.write(tail.encode("utf-8"))
     return True
-
-
-def escape_own_name(line: bytes) -> bytes:
-    """Kineto writes range names into its JSON unescaped; a stepscope range that carries source code
-    (`stepscope.line|train.py|12|main|out["loss"] = ...`) would break the file. Re-escape such a name."""
-    start = line.find(OWN_NAME) + len(b'"name": "')
-    end = line.rfind(b'"')
-    if end <= start:
-        return line
-    field = line[line.find(OWN_NAME):end + 1]
-    try:
-        json.loads(b"{" + field + b"}")
-        return line  # already valid
-    except ValueError:
-        pass
-    name = line[start:end].decode("utf-8", "replace")
-    return line[:start] + json.dumps(name, ensure_ascii=False)[1:-1].encode("utf-8") + line[end:]
