@@ -1,10 +1,12 @@
 """Pattern `sync_bound`: host-device syncs and small device-to-host copies in every step.
 
-A small MLP whose training loop logs the way many loops do: `loss.item()`, a NaN check on a tensor,
-a `.item()` per parameter's gradient norm, accuracy from `.cpu()` predictions, and `print(loss)`
-every 10 steps. On a GPU each of these lines (marked `# sync`) blocks the host until the GPU has
-drained its queue, so the GPU idles while the host launches the next piece. On a CPU there is no
-queue to drain, so the pattern does not exist there; the script still runs.
+A deep MLP (16 layers, 32 parameter tensors) whose training loop logs the way many loops do:
+`loss.item()`, a NaN check on a tensor, a `.item()` per parameter's gradient norm, accuracy from
+`.cpu()` predictions, and `print(loss)` every 10 steps. On a GPU each of these lines (marked `# sync`)
+blocks the host until the GPU has drained its queue, so the GPU idles while the host launches the
+next piece: ~35 times a step. The layers are wide enough (2048 on CUDA) that the GPU, not the host's
+launches, sets the pace between syncs, even on an H100. On a CPU there is no queue to drain, so the
+pattern does not exist there; the script still runs.
 
     python examples/pattern_sync_bound.py              # on a GPU: cudaStreamSynchronize / DtoH dominate
     python examples/pattern_sync_bound.py --no-sync    # fix
@@ -29,6 +31,7 @@ def main() -> None:
     p.add_argument("--steps", type=int, default=30, help="optimizer steps to run in total")
     p.add_argument("--batch-size", type=int, default=256)
     p.add_argument("--width", type=int, default=None, help="default: 2048 on CUDA, 256 on CPU")
+    p.add_argument("--depth", type=int, default=16, help="hidden Linear+ReLU layers")
     p.add_argument("--no-sync", action="store_true", help="fix: keep the metrics on the device")
     args = p.parse_args()
     device = torch.device(args.device)
@@ -40,9 +43,8 @@ def main() -> None:
     # batch_size=None + a BatchSampler: one fancy-index per batch keeps loading cheap and out of the way
     sampler = BatchSampler(RandomSampler(data), args.batch_size, drop_last=True)
     loader = DataLoader(data, sampler=sampler, batch_size=None)
-    model = nn.Sequential(
-        nn.Linear(128, width), nn.ReLU(), nn.Linear(width, width), nn.ReLU(), nn.Linear(width, 10)
-    ).to(device)
+    hidden = [m for _ in range(args.depth) for m in (nn.Linear(width, width), nn.ReLU())]
+    model = nn.Sequential(nn.Linear(128, width), nn.ReLU(), *hidden, nn.Linear(width, 10)).to(device)
     optimizer = torch.optim.SGD(model.parameters(), lr=0.01)
 
     total_loss = torch.zeros((), device=device)
