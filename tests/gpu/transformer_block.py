@@ -56,7 +56,8 @@ def main() -> None:
     args = p.parse_args()
     device = torch.device(args.device)
     cuda = device.type == "cuda"
-    batch, seq, d = args.batch_size or (16 if cuda else 2), args.seq or (1024 if cuda else 64), args.d or (1024 if cuda else 64)
+    batch = args.batch_size or (16 if cuda else 2)
+    seq, d = args.seq or (1024 if cuda else 64), args.d or (1024 if cuda else 64)
     vocab = 8192 if cuda else 512
     torch.manual_seed(0)
     model = TinyGPT(vocab, d, max(d // 64, 1), args.layers, seq).to(device)

@@ -16,6 +16,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+
 @dataclass(frozen=True)
 class Exported:
     path: Path | None  # the gzipped trace, None when nothing usable was written
