@@ -90,7 +90,8 @@ def test_own_range_names_survive_kinetos_unescaped_json_in_either_layout() -> No
     module = module_annotation('model.blocks["0"]')
     for name in (line, module):
         one_per_line = '{"traceEvents": [{\n"ph": "X",\n"name": "' + name + '",\n"pid": 1\n}]}'
-        several = '{"traceEvents": [{\n"ph": "X", "cat": "cpu_op", "name": "' + name + '", "pid": 1, "tid": 1,\n"ts": 1}]}'
+        several = ('{"traceEvents": [{\n"ph": "X", "cat": "cpu_op", "name": "' + name
+                   + '", "pid": 1, "tid": 1,\n"ts": 1}]}')
         for text in (one_per_line, several):
             assert json.loads(text)["traceEvents"][0]["name"] == name
     parsed = parse_line_annotation(line)
