@@ -12,7 +12,7 @@ from conftest import KINETO, kineto_trace
 from stepscope import analyze
 from stepscope.analysis.costs import step_costs
 from stepscope.analysis.facts import compute_facts
-from stepscope.report.schema import Report
+from stepscope.model.report import Report
 from stepscope.trace.kineto import read_kineto
 
 GPU_ONLY_IDS = {"gpu_compute_bound", "launch_bound", "sync_bound", "copy_bound"}

@@ -11,7 +11,7 @@ torch = pytest.importorskip("torch")
 from stepscope.api import Profile, profile, step  # noqa: E402
 from stepscope.capture.session import active  # noqa: E402
 from stepscope.errors import StepscopeError  # noqa: E402
-from stepscope.report.schema import Report, from_json, to_json  # noqa: E402
+from stepscope.model.report import Report, from_json, to_json  # noqa: E402
 
 
 def train(n: int, mark: object) -> None:

@@ -12,9 +12,10 @@ import pytest
 from msgspec.structs import replace
 
 from conftest import KINETO
-from stepscope.diff import _lines, compare, slower_by
-from stepscope.report import schema as s
-from stepscope.report.diff import DIFF_SCHEMA, DiffHtmlRenderer, DiffTerminalRenderer, diff_to_json
+from stepscope.compare import _lines, compare, slower_by
+from stepscope.model import report as s
+from stepscope.model.diff import DIFF_SCHEMA, diff_to_json
+from stepscope.report.diff import DiffHtmlRenderer, DiffTerminalRenderer
 from stepscope.report.terminal import make_console
 from test_html_report import report_of, training_trace
 

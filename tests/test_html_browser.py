@@ -120,7 +120,7 @@ def test_real_trace_page_in_chromium(browser, tmp_path: Path) -> None:  # type: 
 
 
 def test_diff_page_in_chromium(browser, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
-    from stepscope.diff import compare
+    from stepscope.compare import compare
     from stepscope.report.diff import DiffHtmlRenderer
 
     before = report_of(training_trace(tmp_path / "a.json"))

@@ -17,9 +17,9 @@ from conftest import KINETO, kineto_trace
 from stepscope.analysis.facts import compute_facts
 from stepscope.analysis.gpu import gpu_usage, idle_intervals
 from stepscope.analysis.timeline import representative_step, step_timeline
+from stepscope.model import report as s
 from stepscope.pipeline import build_report
 from stepscope.report import render
-from stepscope.report import schema as s
 from stepscope.report.tables import struct_table
 from stepscope.trace import intervals as iv
 from stepscope.trace.load import load_traces

@@ -1,8 +1,11 @@
-"""The layers stay layers: cli -> report -> advice -> analysis -> trace, and capture -> trace (STYLE.md 12)."""
+"""The layers stay layers: cli -> commands -> pipeline -> report / advice -> analysis -> trace, capture -> trace,
+and the typed data (model) below them all (STYLE.md 12); checked in the source and at run time."""
 
 from __future__ import annotations
 
 import ast
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -11,13 +14,25 @@ PACKAGE = Path(__file__).resolve().parents[1] / "src" / "stepscope"
 
 # For each layer, the other stepscope layers it may import. Anything not listed is forbidden.
 ALLOWED: dict[str, set[str]] = {
+    "model": set(),
+    "hardware": {"errors"},
     "trace": {"errors"},
     "analysis": {"trace", "errors"},
     "attribution": {"trace"},
-    "advice": {"analysis", "trace", "report.schema", "errors"},
+    "advice": {"analysis", "trace", "model", "errors"},
     # Renderers format what they are handed; the Perfetto renderer is handed the trace and its annotations.
-    "report": {"report", "trace.model", "analysis.annotations", "errors", "__version__"},
-    "capture": {"attribution", "trace", "errors", "__version__"},
+    "report": {"model", "trace.model", "analysis.annotations", "errors", "version"},
+    "capture": {"attribution", "trace", "errors", "version"},
+}
+# What a layer must not have loaded at run time after importing it (the static check misses imports made by
+# the package's __init__ or inside functions).
+NOT_LOADED_BY: dict[str, tuple[str, ...]] = {
+    "stepscope": ("stepscope.analysis", "stepscope.advice", "stepscope.report", "stepscope.pipeline",
+                  "stepscope.trace", "stepscope.capture"),
+    "stepscope.capture.session": ("stepscope.analysis", "stepscope.advice", "stepscope.report", "stepscope.pipeline",
+                                  "stepscope.model"),
+    "stepscope.model": ("stepscope.analysis", "stepscope.advice", "stepscope.report", "stepscope.trace"),
+    "stepscope.analysis.facts": ("stepscope.advice", "stepscope.report", "stepscope.model"),
 }
 NOBODY_IMPORTS = {"cli"}
 
@@ -27,7 +42,7 @@ def imports_of(path: Path) -> set[str]:
     found = set()
     for node in ast.walk(ast.parse(path.read_text())):
         if isinstance(node, ast.ImportFrom) and node.module and node.module.split(".")[0] == "stepscope":
-            # `from stepscope.report import schema` imports report.schema, not all of report.
+            # `from stepscope.model import report as schema` imports report.schema, not all of report.
             base = node.module.removeprefix("stepscope").removeprefix(".")
             found.update(f"{base}.{alias.name}".lstrip(".") for alias in node.names)
         elif isinstance(node, ast.Import):
@@ -53,3 +68,12 @@ def test_nothing_imports_the_cli() -> None:
     bad = [str(p.relative_to(PACKAGE)) for p in PACKAGE.rglob("*.py")
            if p.name != "__main__.py" and any(t.split(".")[0] in NOBODY_IMPORTS for t in imports_of(p))]
     assert not bad, bad
+
+
+@pytest.mark.parametrize("module", sorted(NOT_LOADED_BY))
+def test_importing_a_layer_loads_nothing_above_it(module: str) -> None:
+    code = (f"import sys, {module}\n"
+            f"print('\\n'.join(m for m in sys.modules if m.startswith('stepscope')))")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout.split()
+    loaded = [m for m in out if any(m == f or m.startswith(f + ".") for f in NOT_LOADED_BY[module])]
+    assert not loaded, f"importing {module} loaded {loaded}"

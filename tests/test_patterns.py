@@ -16,7 +16,7 @@ from stepscope.advice.cpu_patterns import PYTHON_OVERHEAD_MIN_SHARE
 from stepscope.advice.patterns import GPU_BOUND_UTILIZATION, MIN_SHARE
 from stepscope.analysis.costs import COST_PARTS, step_costs
 from stepscope.analysis.facts import compute_facts
-from stepscope.report.schema import Report
+from stepscope.model.report import Report
 from stepscope.trace.kineto import read_kineto
 
 GPU_IDS = {"gpu_compute_bound", "launch_bound", "sync_bound", "copy_bound"}

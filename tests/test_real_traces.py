@@ -113,7 +113,7 @@ def test_rank_folder_gives_per_rank_rows_and_cross_rank_summary() -> None:
 
 @pytest.mark.parametrize("path", sorted(KINETO.rglob("*.json.gz")), ids=lambda p: p.name)
 def test_every_real_trace_analyses_and_round_trips(path) -> None:
-    from stepscope.report.schema import from_json, to_json
+    from stepscope.model.report import from_json, to_json
 
     report = analyze(path)
     assert report.steps and report.summary.step_time_us

@@ -8,7 +8,7 @@ from pathlib import Path
 import msgspec
 
 from builder import TraceBuilder
-from stepscope.report.schema import SCHEMA, Report, from_json, to_json
+from stepscope.model.report import SCHEMA, Report, from_json, to_json
 
 # The stepscope.report/1 fields as of this version. Add new ones here; never remove or rename.
 REPORT_FIELDS = {

@@ -19,7 +19,7 @@ from stepscope.advice.whatif import AMP_FACTOR, bigger_batch, mixed_saving, step
 from stepscope.analysis.facts import compute_facts
 from stepscope.analysis.precision import is_matmul_kernel, precision
 from stepscope.analysis.signals import image_batch_shape
-from stepscope.report import schema as s
+from stepscope.model import report as s
 from stepscope.trace.kineto import read_kineto
 
 

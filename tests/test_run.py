@@ -16,7 +16,7 @@ import pytest
 torch = pytest.importorskip("torch")
 
 from stepscope.cli import main as cli_main  # noqa: E402
-from stepscope.report.schema import from_json  # noqa: E402
+from stepscope.model.report import from_json  # noqa: E402
 
 # A training loop: DataLoader (batch 16) + optimizer; `--n` steps in all, and ways to fail at step `--fail-at`.
 TRAIN = """

@@ -9,7 +9,7 @@ import pytest
 torch = pytest.importorskip("torch")
 
 from stepscope.cli import main as cli_main  # noqa: E402
-from stepscope.report.schema import Report, from_json  # noqa: E402
+from stepscope.model.report import Report, from_json  # noqa: E402
 
 EXAMPLES = Path(__file__).resolve().parent.parent / "examples"
 

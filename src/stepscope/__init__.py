@@ -1,21 +1,38 @@
-"""stepscope: find out why a PyTorch job is slow, which fix to apply, and where."""
+"""stepscope: find out why a PyTorch job is slow, which fix to apply, and where.
+
+The public surface is loaded lazily: `import stepscope` (and capture, which runs inside the user's
+program) loads none of the analysis until a name that needs it is used.
+"""
 
 from __future__ import annotations
 
-__version__ = "0.1.0"
+from typing import TYPE_CHECKING
 
 from stepscope.errors import StepscopeError
-from stepscope.pipeline import analyze, analyze_traces
-from stepscope.report.schema import Report
+from stepscope.version import __version__
+
+if TYPE_CHECKING:
+    from stepscope.api import profile, step
+    from stepscope.model.report import Report
+    from stepscope.pipeline import analyze, analyze_traces
+
+# name -> the module that defines it
+_LAZY = {
+    "analyze": "stepscope.pipeline",
+    "analyze_traces": "stepscope.pipeline",
+    "Report": "stepscope.model.report",
+    "profile": "stepscope.api",
+    "step": "stepscope.api",
+}
 
 
 def __getattr__(name: str) -> object:
-    """`stepscope.profile` and `stepscope.step` load the capture machinery only when first used."""
-    if name in ("profile", "step"):
-        from stepscope import api
+    module = _LAZY.get(name)
+    if module is None:
+        raise AttributeError(f"module 'stepscope' has no attribute {name!r}")
+    import importlib
 
-        return getattr(api, name)
-    raise AttributeError(f"module 'stepscope' has no attribute {name!r}")
+    return getattr(importlib.import_module(module), name)
 
 
 __all__ = ["Report", "StepscopeError", "__version__", "analyze", "analyze_traces", "profile", "step"]

@@ -25,7 +25,7 @@ from stepscope.capture.session import TRACE_NAME, CaptureResult, CaptureSession,
 from stepscope.capture.telemetry import Telemetry, TelemetryReport
 from stepscope.capture.window import WindowSpec
 from stepscope.errors import StepscopeError
-from stepscope.report import schema as s
+from stepscope.model import report as s
 
 
 def step() -> None:

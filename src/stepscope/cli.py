@@ -6,8 +6,8 @@ import argparse
 import sys
 from collections.abc import Sequence
 
-from stepscope import __version__
 from stepscope.errors import StepscopeError
+from stepscope.version import __version__
 
 VERBS = ("analyze", "run", "report", "diff")
 

@@ -8,16 +8,16 @@ from pathlib import Path
 import msgspec
 import numpy as np
 
-from stepscope import __version__
 from stepscope.advice import advise
 from stepscope.analysis.facts import Facts, compute_facts
 from stepscope.analysis.kernels import SHORT_KERNEL_NS
 from stepscope.analysis.lines import Cost, line_summary, location_for_sync
 from stepscope.analysis.modules import module_summary
 from stepscope.analysis.timeline import step_timeline
-from stepscope.report import schema as s
+from stepscope.model import report as s
 from stepscope.trace.load import load_traces
 from stepscope.trace.model import Trace
+from stepscope.version import __version__
 
 GENERATOR = f"stepscope {__version__}"
 

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from stepscope.analysis.facts import Facts
-from stepscope.report import schema as s
+from stepscope.model import report as s
 
 
 def advise(facts: Facts) -> tuple[list[s.Pattern], list[s.Recommendation]]:

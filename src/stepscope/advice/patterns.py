@@ -16,7 +16,7 @@ import numpy as np
 from stepscope.advice.context import Context
 from stepscope.advice.text import mb, ms, pct, r4, us
 from stepscope.analysis.facts import Facts
-from stepscope.report import schema as s
+from stepscope.model import report as s
 
 # Below 5% of the step a cause is within step-to-step noise and not worth a code change.
 MIN_SHARE = 0.05

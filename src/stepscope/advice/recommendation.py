@@ -9,7 +9,7 @@ import numpy as np
 from stepscope.advice.context import Context
 from stepscope.advice.location import locate
 from stepscope.advice.whatif import Estimate
-from stepscope.report import schema as s
+from stepscope.model import report as s
 
 # A fix whose estimated gain is under 1% of the step is not worth the reader's attention.
 MIN_GAIN = 1.01

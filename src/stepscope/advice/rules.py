@@ -7,7 +7,7 @@ from collections.abc import Callable
 from stepscope.advice import rules_comm, rules_copy, rules_gpu, rules_host, rules_input
 from stepscope.advice.context import Context
 from stepscope.analysis.facts import Facts
-from stepscope.report import schema as s
+from stepscope.model import report as s
 
 Rule = Callable[[Context, list[s.Pattern]], list[s.Recommendation]]
 

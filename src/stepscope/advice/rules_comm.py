@@ -7,7 +7,7 @@ from stepscope.advice.patterns import MIN_SHARE
 from stepscope.advice.recommendation import recommendation
 from stepscope.advice.text import r4, us
 from stepscope.advice.whatif import HOST_VIEW_HIDDEN, step_without
-from stepscope.report import schema as s
+from stepscope.model import report as s
 
 # More collectives than this per step means gradients are reduced (nearly) one tensor at a time.
 MANY_COLLECTIVES = 50

@@ -6,7 +6,7 @@ from stepscope.advice.context import Context
 from stepscope.advice.recommendation import MIN_GAIN, recommendation
 from stepscope.advice.text import mb, r4, us
 from stepscope.advice.whatif import pinned_gb_s, step_without
-from stepscope.report import schema as s
+from stepscope.model import report as s
 
 # Pageable copies smaller than this per step (scalars, indices) cost nothing worth changing code for.
 PAGEABLE_MIN_BYTES = 1 << 20

@@ -6,7 +6,7 @@ from stepscope.advice.context import Context
 from stepscope.advice.recommendation import MIN_GAIN, recommendation
 from stepscope.advice.text import pct, r4, us
 from stepscope.advice.whatif import AMP_FACTOR, TF32_FACTOR, step_without
-from stepscope.report import schema as s
+from stepscope.model import report as s
 
 # Matmuls and convolutions under a tenth of kernel time are not worth a precision change.
 MATMUL_MIN_SHARE = 0.10

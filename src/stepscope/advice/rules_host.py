@@ -21,7 +21,7 @@ from stepscope.advice.whatif import (
 )
 from stepscope.analysis.costs import UNTRACED
 from stepscope.analysis.signals import OPTIMIZER_STEP, ZERO_GRAD
-from stepscope.report import schema as s
+from stepscope.model import report as s
 
 # A bigger batch is suggested when it buys at least 10% more samples/s: it changes the optimisation too.
 LARGER_BATCH_MIN_GAIN = 1.10

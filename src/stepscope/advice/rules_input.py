@@ -11,7 +11,7 @@ from stepscope.advice.recommendation import recommendation
 from stepscope.advice.text import r4, us
 from stepscope.advice.whatif import WORKERS_ASSUMED, gpu_busy_ns, step_without
 from stepscope.analysis.categories import DATALOADER
-from stepscope.report import schema as s
+from stepscope.model import report as s
 
 # A __next__ call this many times its median is the workers being started again (a new epoch's iterator).
 RESTART_RATIO = 10.0

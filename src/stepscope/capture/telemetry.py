@@ -13,9 +13,9 @@ from collections import deque
 
 import msgspec
 
-from stepscope import __version__
 from stepscope.capture.cpu import CpuSampler
 from stepscope.capture.nvml import GpuReading, NvmlSampler
+from stepscope.version import __version__
 
 SCHEMA = "stepscope.telemetry/1"
 MAX_SAMPLES = 20_000  # about an hour at the default interval; the oldest go first

@@ -12,7 +12,7 @@ from stepscope.commands.output import write_output
 from stepscope.errors import StepscopeError
 
 if TYPE_CHECKING:
-    from stepscope.report.schema import Report
+    from stepscope.model.report import Report
     from stepscope.trace.model import Trace
 
 

@@ -30,8 +30,9 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
 
 def run(args: argparse.Namespace) -> int:
     from stepscope.commands.inputs import load_report
-    from stepscope.diff import compare, slower_by
-    from stepscope.report.diff import DiffHtmlRenderer, DiffTerminalRenderer, diff_to_json
+    from stepscope.compare import compare, slower_by
+    from stepscope.model.diff import diff_to_json
+    from stepscope.report.diff import DiffHtmlRenderer, DiffTerminalRenderer
     from stepscope.report.terminal import make_console
 
     if args.fail_if_slower is not None and args.fail_if_slower < 0:

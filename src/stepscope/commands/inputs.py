@@ -9,7 +9,7 @@ from typing import Any
 import msgspec
 
 from stepscope.errors import StepscopeError
-from stepscope.report.schema import Report, from_json
+from stepscope.model.report import Report, from_json
 
 REPORT_JSON = "report.json"  # what `stepscope run` writes into its run folder
 TELEMETRY_JSON = "telemetry.json"

@@ -16,7 +16,7 @@ if TYPE_CHECKING:
     from stepscope.capture.program import Program
     from stepscope.capture.runner import Captured
     from stepscope.capture.window import WindowSpec
-    from stepscope.report.schema import Report
+    from stepscope.model.report import Report
 
 def add_parser(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser(

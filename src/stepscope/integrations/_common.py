@@ -8,7 +8,7 @@ from pathlib import Path
 
 from stepscope.api import Profile, write_report_files
 from stepscope.errors import StepscopeError
-from stepscope.report import schema as s
+from stepscope.model import report as s
 
 
 @dataclass(frozen=True)

@@ -14,7 +14,7 @@ from transformers import TrainerCallback
 
 from stepscope.api import Profile
 from stepscope.integrations._common import CallbackOptions, finish
-from stepscope.report import schema as s
+from stepscope.model import report as s
 
 
 class StepscopeCallback(TrainerCallback):

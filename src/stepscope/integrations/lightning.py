@@ -11,7 +11,7 @@ from typing import Any
 from stepscope.api import Profile
 from stepscope.capture.batch import batch_size_of
 from stepscope.integrations._common import CallbackOptions, finish
-from stepscope.report import schema as s
+from stepscope.model import report as s
 
 try:
     from lightning.pytorch.callbacks import Callback

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from stepscope.report.schema import SCHEMA, Report, from_json, to_json
+from stepscope.model.report import SCHEMA, Report, from_json, to_json
 
 
 def render(kind: str, report: Report, **options: Any) -> Any:

@@ -6,6 +6,7 @@ from typing import Any
 
 import plotly.graph_objects as go
 
+from stepscope.model.report import Report, Timeline
 from stepscope.report.palette import (
     BREAKDOWN_COLORS,
     BREAKDOWN_LABELS,
@@ -14,7 +15,6 @@ from stepscope.report.palette import (
     TIMELINE_COLORS,
     TIMELINE_LABELS,
 )
-from stepscope.report.schema import Report, Timeline
 
 Figure = dict[str, Any]
 

@@ -12,10 +12,10 @@ from typing import Any
 from jinja2 import Environment, FunctionLoader, StrictUndefined
 from markupsafe import Markup
 
+from stepscope.model.report import Report
 from stepscope.report import figures
 from stepscope.report import tables as t
 from stepscope.report.format import count, ms, pct, size
-from stepscope.report.schema import Report
 
 
 def _template_source(name: str) -> str:

@@ -11,7 +11,7 @@ import msgspec
 import numpy as np
 
 from stepscope.analysis.annotations import Annotations
-from stepscope.report.schema import Report
+from stepscope.model.report import Report
 from stepscope.trace.model import Kind, Trace
 
 VERDICT_TID, LOADER_TID, SYNC_TID, IDLE_TID = 1, 2, 3, 10  # IDLE_TID + device for each device's idle gaps

@@ -7,9 +7,9 @@ from typing import Any
 
 import msgspec
 
+from stepscope.model.report import Report
 from stepscope.report.format import count, ms, pct, size
 from stepscope.report.palette import BREAKDOWN_COLORS, BREAKDOWN_LABELS
-from stepscope.report.schema import Report
 
 
 @dataclass(frozen=True)

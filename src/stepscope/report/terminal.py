@@ -8,8 +8,8 @@ from rich.panel import Panel
 from rich.table import Table
 from rich.text import Text
 
+from stepscope.model.report import Report
 from stepscope.report.format import count, ms, pct, size
-from stepscope.report.schema import Report
 
 BREAKDOWN_LABELS = {
     "kernel": "kernel", "memcpy": "memcpy", "memset": "memset", "communication": "comm",

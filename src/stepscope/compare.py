@@ -2,8 +2,7 @@
 
 from __future__ import annotations
 
-from stepscope import __version__
-from stepscope.report.diff import (
+from stepscope.model.diff import (
     CategoryDelta,
     Diff,
     DiffSide,
@@ -11,7 +10,8 @@ from stepscope.report.diff import (
     LineChange,
     PatternChange,
 )
-from stepscope.report.schema import Report
+from stepscope.model.report import Report
+from stepscope.version import __version__
 
 TOP_CHANGES = 10
 

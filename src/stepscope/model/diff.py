@@ -1,0 +1,77 @@
+"""The diff of two runs (`stepscope.diff/1`): the typed result of `stepscope.compare.compare`.
+Fields are added, never renamed or removed, within a schema version."""
+
+from __future__ import annotations
+
+import msgspec
+
+from stepscope.model.report import Struct
+
+DIFF_SCHEMA = "stepscope.diff/1"
+
+
+class DiffSide(Struct, kw_only=True):
+    paths: list[str]
+    format: str
+    device: str | None
+    step_count: int
+    step_time_us: float | None
+    steps_per_s: float | None
+    samples_per_s: float | None
+    gpu_utilization: float | None
+    primary_pattern: str | None
+
+
+class CategoryDelta(Struct, kw_only=True):
+    category: str
+    before_us: float
+    after_us: float
+    delta_us: float
+
+
+class PatternChange(Struct, kw_only=True):
+    id: str
+    before_share: float | None  # None: not found in that run
+    after_share: float | None
+
+
+class KernelChange(Struct, kw_only=True):
+    name: str
+    before_us_per_step: float | None  # None: not among that run's kernels
+    after_us_per_step: float | None
+    delta_us_per_step: float
+
+
+class LineChange(Struct, kw_only=True):
+    file: str
+    line: int
+    function: str
+    code: str = ""
+    before_us: float | None  # per step
+    after_us: float | None
+    delta_us: float
+
+
+class Diff(Struct, kw_only=True):
+    schema: str = DIFF_SCHEMA
+    generator: str = ""
+    before: DiffSide
+    after: DiffSide
+    step_time_ratio: float | None  # after / before: under 1 is faster
+    speedup: float | None  # before / after
+    throughput_ratio: float | None  # after / before, in throughput_unit
+    throughput_unit: str  # "samples/s" when both runs know their batch size, else "steps/s"
+    breakdown: list[CategoryDelta]
+    patterns_appeared: list[PatternChange]
+    patterns_gone: list[PatternChange]
+    patterns_kept: list[PatternChange]
+    kernels_appeared: list[KernelChange]
+    kernels_disappeared: list[KernelChange]
+    kernels_changed: list[KernelChange]  # in both runs, the largest changes of time per step first
+    kernel_lists_complete: bool  # False: a run lists only its top kernels, so appeared/gone means in that list
+    lines_changed: list[LineChange] = msgspec.field(default_factory=list)
+    notes: list[str] = msgspec.field(default_factory=list)
+
+
+def diff_to_json(diff: Diff) -> bytes:
+    return msgspec.json.format(msgspec.json.encode(diff, order="deterministic"), indent=2)
