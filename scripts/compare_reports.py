@@ -19,6 +19,7 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 SHARED = ROOT.parent / "shared" / "traces"
+OWN = ROOT / "tests" / "data"  # the traces stepscope recorded on real GPUs
 ANALYZE = ("import sys, json; from stepscope.pipeline import analyze; from stepscope.model.report import to_json\n"
            "for path, out in zip(sys.argv[1::2], sys.argv[2::2]):\n"
            "    open(out, 'wb').write(to_json(analyze(path)))\n")
@@ -26,7 +27,8 @@ ANALYZE_OLD = ANALYZE.replace("from stepscope.model.report import to_json", "fro
 
 
 def traces(folder: Path) -> list[Path]:
-    found = sorted(p for p in folder.rglob("*") if p.suffix in (".gz", ".json", ".sqlite") and "two_rank_job" not in p.parts)
+    found = sorted(p for p in folder.rglob("*") if p.name.endswith((".json.gz", ".sqlite"))
+                   and "two_rank_job" not in p.parts)
     return found + sorted({p.parent for p in folder.rglob("rank-*.json.gz")})
 
 
@@ -54,12 +56,13 @@ def differences(a: object, b: object, where: str = "") -> list[str]:
 def main() -> int:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("ref", help="the git ref to compare with (e.g. a commit before a refactor)")
-    p.add_argument("--traces", type=Path, default=SHARED)
+    p.add_argument("--traces", type=Path, action="append", help="a folder of traces (default: shared and our own)")
     p.add_argument("--ignore", action="append", default=["generator"], help="top-level fields to skip")
     p.add_argument("--old-schema-module", action="store_true",
                    help="REF predates stepscope.model (its to_json lives in stepscope.report.schema)")
     args = p.parse_args()
-    paths = traces(args.traces)
+    folders = args.traces or [SHARED, OWN]
+    paths = [p for folder in folders for p in traces(folder)]
     with tempfile.TemporaryDirectory() as tmp:
         base = Path(tmp)
         subprocess.run(["git", "-C", str(ROOT), "worktree", "add", "--detach", str(base / "ref"), args.ref],
@@ -77,7 +80,7 @@ def main() -> int:
                     before.pop(key, None)
                     after.pop(key, None)
                 diff = differences(before, after)
-                print(f"{'same' if not diff else 'DIFFERENT'}  {path.relative_to(args.traces)}")
+                print(f"{'same' if not diff else 'DIFFERENT'}  {path}")
                 for d in diff[:20]:
                     print(f"    {d}")
                 failed += bool(diff)
