@@ -23,7 +23,7 @@ OWN = ROOT / "tests" / "data"  # the traces stepscope recorded on real GPUs
 ANALYZE = ("import sys, json; from stepscope.pipeline import analyze; from stepscope.model.report import to_json\n"
            "for path, out in zip(sys.argv[1::2], sys.argv[2::2]):\n"
            "    open(out, 'wb').write(to_json(analyze(path)))\n")
-ANALYZE_OLD = ANALYZE.replace("from stepscope.model.report import to_json", "from stepscope.report.schema import to_json")
+ANALYZE_OLD = ANALYZE.replace("stepscope.model.report import", "stepscope.report.schema import")
 
 
 def traces(folder: Path) -> list[Path]:
@@ -49,7 +49,7 @@ def differences(a: object, b: object, where: str = "") -> list[str]:
     if isinstance(a, list) and isinstance(b, list):
         if len(a) != len(b):
             return [f"{where}: {len(a)} items before, {len(b)} after"]
-        return [d for i, (x, y) in enumerate(zip(a, b)) for d in differences(x, y, f"{where}[{i}]")]
+        return [d for i, (x, y) in enumerate(zip(a, b, strict=True)) for d in differences(x, y, f"{where}[{i}]")]
     return [] if a == b else [f"{where}: {a!r} -> {b!r}"]
 
 
