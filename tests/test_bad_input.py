@@ -24,6 +24,8 @@ CASES = {
     "no_events.json": b'{"traceEvents": []}',
     "text.json": b"hello, world",
     "object.json": b'{"foo": 1}',
+    "nested.json": b'{"traceEvents": [{"ph": "X", "args": ' + b"[" * 100_000 + b"]" * 100_000 + b"}]}",
+    "random.sqlite": bytes(range(256)) * 8,
 }
 
 
@@ -36,6 +38,18 @@ def test_cli_bad_file(name: str, tmp_path: Path) -> None:
     lines = done.stderr.strip().splitlines()
     assert lines[0].startswith(f"stepscope: error: {path}: ")
     assert "Traceback" not in done.stderr and len(lines) <= 2
+
+
+def test_perfetto_of_a_bare_event_list(tmp_path: Path) -> None:
+    """A trace whose top level is the event list (which analyze accepts) is annotated like any other."""
+    events = _base_events()
+    (tmp_path / "t.json").write_text(json.dumps(events))
+    out = tmp_path / "annotated.json"
+    done = subprocess.run([sys.executable, "-m", "stepscope", "analyze", "-q", str(tmp_path / "t.json"),
+                           "--perfetto", str(out)], capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr
+    written = json.loads(out.read_bytes())["traceEvents"]
+    assert written[: len(events)] == events and len(written) > len(events)
 
 
 def test_cli_missing_path_and_empty_folder(tmp_path: Path) -> None:

@@ -71,9 +71,9 @@ def _annotated_trace(trace: Trace, report: Report, step_range: str | None, compr
     from stepscope.analysis.annotations import annotations
     from stepscope.analysis.facts import compute_facts
     from stepscope.report import render
-    from stepscope.trace.files import read_bytes
+    from stepscope.trace.kineto import document
 
     facts = compute_facts(trace, step_range)
-    original = read_bytes(Path(trace.meta.path)) if trace.meta.format == "kineto" else None
+    original = document(Path(trace.meta.path))[0] if trace.meta.format == "kineto" else None
     return render("perfetto", report, trace=trace, annotations=annotations(trace, facts.steps, facts.syncs),
                   original=original, compress=compress)

@@ -16,6 +16,7 @@ import msgspec
 from stepscope.errors import StepscopeError
 from stepscope.trace.files import read_bytes
 from stepscope.trace.kineto_columns import ColumnBuilder
+from stepscope.trace.kineto_repair import repair, replace_invalid_utf8, strip_bom, where
 from stepscope.trace.kineto_schema import (
     BATCH_DECODER,
     FILE_DECODER,
@@ -37,14 +38,14 @@ def read_kineto(path: str | Path) -> Trace:
     gc_was_enabled = gc.isenabled()
     gc.disable()
     try:
-        parsed = _decode_outline(data, path)
+        builder = ColumnBuilder()
+        parsed, data = _decode_outline(data, path, builder.notes)
         if parsed.traceEvents is None:
             raise _not_a_trace(parsed, path)
-        builder = ColumnBuilder()
         events = parsed.traceEvents
         parsed.traceEvents = None
         for lo in range(0, len(events), BATCH):
-            builder.add(_decode_batch(events[lo : lo + BATCH]))
+            builder.add(_decode_batch(events[lo : lo + BATCH], builder))
         del events, data
         return builder.finish(parsed, path)
     finally:
@@ -52,26 +53,52 @@ def read_kineto(path: str | Path) -> Trace:
             gc.enable()
 
 
-def _decode_outline(data: bytes | bytearray, path: Path) -> TraceFile:
+def document(path: Path) -> tuple[bytes | bytearray | memoryview, TraceFile | list]:
+    """The file's JSON as the reader repaired it (for copying its events elsewhere) and its top level."""
+    data = read_bytes(path)
+    parsed, data = _decode_outline(data, path, [])
+    fixed, count = replace_invalid_utf8(bytes(data))  # the reader repairs names batch by batch
+    return fixed if count else data, parsed
+
+
+def _decode_outline(data: bytes | bytearray, path: Path, notes: list[str],
+                    ) -> tuple[TraceFile, bytes | bytearray | memoryview]:
+    """The top level, and the bytes its raw events point into (repaired when the strict parse failed)."""
+    data, bom = strip_bom(data)
+    if bom:
+        notes.append("the file starts with a UTF-8 byte-order mark (ignored)")
     start = bytes(data[:4096]).lstrip()[:1]
     if start not in (b"{", b"["):
         raise StepscopeError(f"{path}: not JSON (a PyTorch profiler trace is a JSON object with traceEvents)")
     try:
-        if start == b"[":
-            return TraceFile(traceEvents=LIST_DECODER.decode(data))
-        return FILE_DECODER.decode(data)
-    except msgspec.ValidationError as exc:
-        return _outline_leniently(data, path, exc)
-    except msgspec.DecodeError as exc:
-        raise StepscopeError(f"{path}: invalid JSON ({exc})") from None
-
-
-def _outline_leniently(data: bytes | bytearray, path: Path, error: Exception) -> TraceFile:
-    """The file's top level has unexpected types: keep what still makes sense."""
+        return _outline(data, start, path), data
+    except (msgspec.DecodeError, UnicodeDecodeError) as exc:
+        repaired, repairs = repair(data)
+        if not repairs:
+            raise StepscopeError(f"{path}: invalid JSON ({where(data, str(exc))})") from None
     try:
-        raw = msgspec.json.decode(data)
-    except msgspec.DecodeError as exc:
-        raise StepscopeError(f"{path}: invalid JSON ({exc})") from None
+        parsed = _outline(repaired, start, path)
+    except (msgspec.DecodeError, UnicodeDecodeError) as exc:
+        raise StepscopeError(f"{path}: invalid JSON ({where(repaired, str(exc))})") from None
+    notes.extend(repairs)
+    return parsed, repaired
+
+
+def _outline(data: bytes | bytearray | memoryview, start: bytes, path: Path) -> TraceFile:
+    try:
+        try:
+            if start == b"[":
+                return TraceFile(traceEvents=LIST_DECODER.decode(data))
+            return FILE_DECODER.decode(data)
+        except msgspec.ValidationError as exc:
+            return _outline_leniently(data, path, exc)
+    except RecursionError:
+        raise StepscopeError(f"{path}: JSON nested too deeply to be a profiler trace") from None
+
+
+def _outline_leniently(data: bytes | bytearray | memoryview, path: Path, error: Exception) -> TraceFile:
+    """The file's top level has unexpected types: keep what still makes sense."""
+    raw = msgspec.json.decode(data)
     if not isinstance(raw, dict) or not isinstance(raw.get("traceEvents"), list):
         raise StepscopeError(f"{path}: not a PyTorch profiler trace ({error})")
     encode = msgspec.json.encode
@@ -89,22 +116,31 @@ def _outline_leniently(data: bytes | bytearray, path: Path, error: Exception) ->
     )
 
 
-def _decode_batch(raws: list[msgspec.Raw]) -> list:
-    """Typed decode of a batch; on a type surprise, decode event by event and keep the ones that convert."""
+def _decode_batch(raws: list[msgspec.Raw], builder: ColumnBuilder) -> list:
+    """Typed decode of a batch; on a surprise, decode event by event and keep the ones that convert."""
     joined = b"[" + b",".join(raws) + b"]"
     try:
         return BATCH_DECODER.decode(joined)
-    except msgspec.ValidationError:
+    except (msgspec.ValidationError, msgspec.DecodeError, UnicodeDecodeError, RecursionError):
         pass
     events = []
     for raw in raws:
-        try:
-            events.append(msgspec.convert(msgspec.json.decode(raw), AnyEvent, strict=False))
-        except (msgspec.ValidationError, msgspec.DecodeError, TypeError):
-            continue
+        event = _decode_event(raw, builder)
+        if event is not None:
+            events.append(event)
     return events
 
 
+def _decode_event(raw: msgspec.Raw | bytes, builder: ColumnBuilder) -> object | None:
+    try:
+        return msgspec.convert(msgspec.json.decode(raw), AnyEvent, strict=False)
+    except UnicodeDecodeError:
+        fixed, count = replace_invalid_utf8(bytes(raw))
+        builder.replaced_bytes += count
+        return _decode_event(fixed, builder) if count else None
+    except (msgspec.ValidationError, msgspec.DecodeError, TypeError, RecursionError):
+        builder.unreadable_events += 1
+        return None
 def _not_a_trace(parsed: TraceFile, path: Path) -> StepscopeError:
     if parsed.nodes is not None:
         return StepscopeError(

@@ -21,11 +21,14 @@ from stepscope.trace.kineto_meta import trace_meta
 from stepscope.trace.kineto_schema import Args, Instant, InstantUpper, Metadata, Scalar, Span, TraceFile
 from stepscope.trace.kineto_values import as_int, float_column, int_column
 from stepscope.trace.model import NONE, Events, Kind, MemoryEvents, Trace
+from stepscope.trace.names import MAX_NAME_CHARS, bounded_name
 from stepscope.trace.source_annotations import OWN_ANNOTATION_PREFIX
+from stepscope.trace.validation import MAX_SPAN_NS, launches_without_kernels
 
 _PID, _TID, _TS, _DUR = attrgetter("pid"), attrgetter("tid"), attrgetter("ts"), attrgetter("dur")
 _DEVICE, _STREAM, _BYTES, _FLOPS = attrgetter("device"), attrgetter("stream"), attrgetter("bytes"), attrgetter("flops")
 _CORRELATION, _SEQUENCE, _FWD_TID = attrgetter("correlation"), attrgetter("sequence"), attrgetter("fwd_tid")
+MAX_SPAN_US = MAX_SPAN_NS / 1000
 
 
 @dataclass
@@ -39,6 +42,11 @@ class ColumnBuilder:
     memory: dict[str, list[np.ndarray]] = field(default_factory=dict)
     process_names: dict[int, str] = field(default_factory=dict)
     thread_names: dict[tuple[int, int], str] = field(default_factory=dict)
+    strings: list[str] = field(default_factory=list)  # by name id, long names shortened
+    notes: list[str] = field(default_factory=list)  # what the reader repaired or left out
+    replaced_bytes: int = 0  # bytes that were not UTF-8, replaced
+    unreadable_events: int = 0  # events whose fields have types no dialect uses
+    shortened_names: int = 0
 
     def _kind(self, cat: str | None) -> tuple[int, bool]:
         """(kind, on a device) for a category, decided once per distinct category."""
@@ -58,8 +66,7 @@ class ColumnBuilder:
     def add(self, events: list) -> None:
         spans = [
             ev for ev in events
-            if type(ev) is Span and ev.dur is not None and ev.ts is not None and ev.dur >= 0
-            and ev.cat not in SKIPPED_CATEGORIES
+            if type(ev) is Span and ev.dur is not None and ev.ts is not None and ev.cat not in SKIPPED_CATEGORIES
         ]
         for ev in events:
             if type(ev) is Metadata:
@@ -80,6 +87,7 @@ class ColumnBuilder:
         for name in dict.fromkeys(names):
             if name not in self.names:
                 self.names[name] = len(self.names)
+                self._add_string(name if isinstance(name, str) else str(name))
         name_ids = np.fromiter(map(self.names.__getitem__, names), dtype=np.int32, count=len(names))
         no_args = Args()
         args = [ev.args or no_args for ev in spans]
@@ -101,6 +109,11 @@ class ColumnBuilder:
             bytes=int_column(list(map(_BYTES, args))),
             flops=float_column(list(map(_FLOPS, args))),
         )
+
+    def _add_string(self, name: str) -> None:
+        shortened = bounded_name(name)
+        self.shortened_names += shortened is not name
+        self.strings.append(shortened)
 
     def _add_memory(self, events: list[Instant]) -> None:
         """Allocator samples ([memory] instants) as columns; device -1 is host memory."""
@@ -131,13 +144,16 @@ class ColumnBuilder:
         cols = {k: np.concatenate(v) for k, v in self.columns.items()}
         self.columns.clear()
         mem = {k: np.concatenate(v) for k, v in self.memory.items()}
+        cols, mem = self._in_range(cols, mem)
         mem_ts = mem.pop("ts", np.zeros(0))
         ts_us = cols.pop("ts", np.zeros(0))
+        if not len(ts_us) and not len(mem_ts):
+            raise StepscopeError(f"{path}: the trace has no events with a usable time (nothing to analyse)")
         t0 = float(min(ts_us.min() if len(ts_us) else np.inf, mem_ts.min() if len(mem_ts) else np.inf))
         # Subtract the origin in µs before scaling: epoch-sized µs floats keep their fraction that way.
         start = np.rint((ts_us - t0) * 1000.0).astype(np.int64)
         dur = np.rint(cols.pop("dur", np.zeros(0)) * 1000.0).astype(np.int64)
-        strings = tuple(n if isinstance(n, str) else str(n) for n in self.names)
+        strings = tuple(self.strings)
         kind = cols.get("kind", np.zeros(0, np.int8))
         name = cols.get("name", np.zeros(0, np.int32))
         if "kind" in cols:
@@ -153,8 +169,56 @@ class ColumnBuilder:
             total_allocated=mem.get("total_allocated", empty), total_reserved=mem.get("total_reserved", empty),
         )
         meta = trace_meta(parsed, path, table, strings, t0, categories={c for c in self.categories if c},
-                          process_names=self.process_names, thread_names=self.thread_names)
+                          process_names=self.process_names, thread_names=self.thread_names,
+                          notes=self._reader_notes(table, strings))
         return Trace(meta=meta, events=table, strings=strings, memory=memory)
+
+    def _in_range(self, cols: dict[str, np.ndarray], mem: dict[str, np.ndarray],
+                  ) -> tuple[dict[str, np.ndarray], dict[str, np.ndarray]]:
+        """Leave out events whose time or duration no clock can produce; they would poison every figure."""
+        ts, dur, mem_ts = cols.get("ts", np.zeros(0)), cols.get("dur", np.zeros(0)), mem.get("ts", np.zeros(0))
+        keep, keep_mem = plausible_times(ts, dur, mem_ts)
+        dropped = int((~keep).sum()) + int((~keep_mem).sum())
+        if dropped:
+            bad = np.concatenate([ts[~keep], dur[~keep], mem_ts[~keep_mem]])
+            self.notes.append(f"{dropped} events with a time or duration out of range (e.g. "
+                              f"{_worst(bad):.4g} µs) were left out")
+            cols = {k: v[keep] for k, v in cols.items()}
+            mem = {k: v[keep_mem] for k, v in mem.items()}
+        return cols, mem
+
+    def _reader_notes(self, table: Events, strings: tuple[str, ...]) -> list[str]:
+        notes = list(self.notes)
+        if note := launches_without_kernels(table, strings):
+            notes.append(note)
+        if self.replaced_bytes:
+            notes.append(f"{self.replaced_bytes} bytes that are not UTF-8 (in names) were replaced by U+FFFD")
+        if self.unreadable_events:
+            notes.append(f"{self.unreadable_events} events whose fields have the wrong types were left out")
+        if self.shortened_names:
+            notes.append(f"{self.shortened_names} names longer than {MAX_NAME_CHARS:,} characters were shortened "
+                         "(their first characters and a hash are kept)")
+        return notes
+
+
+def plausible_times(ts: np.ndarray, dur: np.ndarray, mem_ts: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Masks of the spans and samples whose times lie within MAX_SPAN_US of the trace's median time and whose
+    durations are finite, non-negative and under MAX_SPAN_US."""
+    times = np.concatenate([ts, mem_ts])
+    finite = times[np.isfinite(times)]
+    middle = float(np.median(finite)) if len(finite) else 0.0
+    with np.errstate(invalid="ignore"):
+        keep = (np.abs(ts - middle) <= MAX_SPAN_US) & (dur >= 0) & (dur <= MAX_SPAN_US)
+        keep_mem = np.abs(mem_ts - middle) <= MAX_SPAN_US
+    return keep, keep_mem
+
+
+def _worst(values: np.ndarray) -> float:
+    """The value furthest from sane, to quote in the note."""
+    finite = values[np.isfinite(values)]
+    if len(finite) < len(values):
+        return float(values[~np.isfinite(values)][0])
+    return float(finite[np.argmax(np.abs(finite))])
 
 
 def _own_annotations_as_annotations(kind: np.ndarray, name: np.ndarray, strings: tuple[str, ...]) -> np.ndarray:

@@ -39,7 +39,7 @@ def int_column(values: list[Scalar], default: int = NONE) -> np.ndarray:
         floats = np.array(values, dtype=np.float64)
     except (TypeError, ValueError):
         return np.array([as_int(v, default) for v in values], dtype=np.int64)
-    missing = np.isnan(floats)
+    missing = ~(np.abs(floats) < 2.0**62)  # None (NaN), infinities and ids no int64 holds
     if missing.any():
         floats[missing] = default
     return floats.astype(np.int64)

@@ -16,7 +16,9 @@ import numpy as np
 from stepscope.errors import StepscopeError
 from stepscope.trace import nsys_gpu, nsys_host, nsys_meta
 from stepscope.trace.model import NONE, Events, Kind, Trace, TraceMeta
+from stepscope.trace.names import MAX_NAME_CHARS
 from stepscope.trace.nsys_db import EVENT_TABLES, NSYS_MARKER_TABLES, OSRT, OVERHEAD, Block, NsysDatabase
+from stepscope.trace.validation import MAX_SPAN_NS, launches_without_kernels
 
 
 def read_nsys(path: str | Path) -> Trace:
@@ -63,7 +65,7 @@ def _read(ex: NsysDatabase) -> Trace:
 
 def _assemble(ex: NsysDatabase, blocks: list[Block]) -> Trace:
     names = dict.fromkeys(k for b in blocks for k in b)
-    columns = {k: np.concatenate([_column(b, k) for b in blocks]) for k in names}
+    columns = _plausible(ex, {k: np.concatenate([_column(b, k) for b in blocks]) for k in names})
     end = columns.pop("end")
     open_ranges = end < 0  # NVTX ranges still open when the capture stopped
     if open_ranges.any():
@@ -72,7 +74,7 @@ def _assemble(ex: NsysDatabase, blocks: list[Block]) -> Trace:
         ex.notes.append(f"{count} NVTX ranges were still open when the capture stopped: "
                         "they end at the trace end")
     _scope_correlations(ex, columns)
-    del columns["process"]
+    columns.pop("process", None)
     start = columns.pop("start")
     t0 = int(start.min())
     events = Events.from_columns(start=start - t0, dur=end - start, **columns)
@@ -83,6 +85,11 @@ def _assemble(ex: NsysDatabase, blocks: list[Block]) -> Trace:
         ex.notes.append("the export has no GPU description (TARGET_INFO_GPU): "
                         "device name and limits are unknown")
     nsys_meta.sampling_note(ex)
+    if ex.shortened_names:
+        ex.notes.append(f"{ex.shortened_names} names longer than {MAX_NAME_CHARS:,} characters were shortened "
+                        "(their first characters and a hash are kept)")
+    if note := launches_without_kernels(events, tuple(ex.strings)):
+        ex.notes.append(note)
     process_names, thread_names = nsys_meta.thread_names(ex, events.pid[host], events.tid[host])
     epoch = nsys_meta.session_start(ex)
     meta = TraceMeta(
@@ -98,8 +105,26 @@ def _assemble(ex: NsysDatabase, blocks: list[Block]) -> Trace:
     return Trace(meta=meta, events=events, strings=tuple(ex.strings))
 
 
+def _plausible(ex: NsysDatabase, columns: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
+    """Leave out rows whose start lies further than MAX_SPAN_NS from the export's median start, or whose
+    duration is negative or longer than that: no clock produces them, and they would poison every figure."""
+    start, end = columns["start"].astype(np.float64), columns["end"].astype(np.float64)
+    still_open = columns["end"] < 0  # an NVTX range the capture stopped inside: closed at the trace end
+    keep = (np.abs(start - np.median(start)) <= MAX_SPAN_NS) & (
+        still_open | ((end >= start) & (end - start <= MAX_SPAN_NS)))
+    if keep.all():
+        return columns
+    bad = start[~keep]
+    worst = bad[np.argmax(np.abs(bad - np.median(start)))]
+    ex.notes.append(f"{int((~keep).sum())} rows with a start or duration out of range (e.g. start {worst:.4g} ns) "
+                    "were left out")
+    return {k: v[keep] for k, v in columns.items()}
+
+
 def _scope_correlations(ex: NsysDatabase, columns: dict[str, np.ndarray]) -> None:
     """CUPTI correlation ids count per process: with several CUDA processes, put the process in the id."""
+    if "correlation" not in columns or "process" not in columns:
+        return  # no CUDA tables: nothing to link
     corr, process = columns["correlation"], columns["process"]
     linked = (corr >= 0) & (process >= 0)
     processes = np.unique(process[linked])

@@ -11,6 +11,7 @@ import numpy as np
 
 from stepscope.errors import StepscopeError
 from stepscope.trace.model import NONE
+from stepscope.trace.names import MAX_NAME_CHARS, bounded_name
 
 KERNEL = "CUPTI_ACTIVITY_KIND_KERNEL"
 MEMCPY = "CUPTI_ACTIVITY_KIND_MEMCPY"
@@ -40,6 +41,8 @@ class NsysDatabase:
         self._columns: dict[str, set[str]] = {}
         self.strings: dict[str, int] = {}  # our string table, in first-seen order
         self.notes: list[str] = []
+        self.shortened_names = 0
+        self._long: dict[str, str] = {}  # long names already shortened
 
     def execute(self, sql: str, parameters: Iterable = ()) -> sqlite3.Cursor:
         return self.db.execute(sql, tuple(parameters))
@@ -66,6 +69,9 @@ class NsysDatabase:
         return flat.reshape(-1, width)
 
     def intern(self, text: str) -> int:
+        if len(text) > MAX_NAME_CHARS:
+            self.shortened_names += text not in self._long
+            text = self._long.setdefault(text, bounded_name(text))
         return self.strings.setdefault(text, len(self.strings))
 
     def lookup(self, ids: Iterable[int]) -> dict[int, str]:
