@@ -22,7 +22,7 @@ ALLOWED: dict[str, set[str]] = {
     "advice": {"analysis", "trace", "model", "errors"},
     # Renderers format what they are handed; the Perfetto renderer is handed the trace and its annotations.
     "report": {"model", "trace.model", "analysis.annotations", "errors", "version"},
-    "capture": {"attribution", "trace", "errors", "version"},
+    "capture": {"attribution", "trace", "errors", "version", "atomic"},
 }
 # What a layer must not have loaded at run time after importing it (the static check misses imports made by
 # the package's __init__ or inside functions).
