@@ -38,6 +38,10 @@ def _probe(path: Path) -> bool | str:
         return f"not valid JSON: {str(exc).removeprefix('JSON is malformed: ')}"
     except OSError as exc:
         return f"cannot read it: {exc.strerror or exc}"
+    except RecursionError:
+        return "JSON nested too deeply"
+    except UnicodeDecodeError:
+        return "bytes that are not UTF-8"
     return (probe.schema or "").startswith("stepscope.report/")
 
 
@@ -56,7 +60,7 @@ def load_report(path: str | Path, *, traces_allowed: bool = True, step_range: st
     if found is True:
         try:
             return from_json(source.read_bytes())
-        except (msgspec.DecodeError, msgspec.ValidationError, ValueError) as exc:
+        except (msgspec.DecodeError, msgspec.ValidationError, ValueError, RecursionError) as exc:
             raise StepscopeError(f"{source}: not a readable stepscope report ({exc})") from None
     if not traces_allowed:
         raise StepscopeError(f"{path}: neither a stepscope report (.json) nor a run folder holding {REPORT_JSON}",

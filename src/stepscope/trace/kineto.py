@@ -9,9 +9,11 @@ The types live in kineto_schema, the columns are built in kineto_columns, the me
 from __future__ import annotations
 
 import gc
+from collections.abc import Iterator
 from pathlib import Path
 
 import msgspec
+import numpy as np
 
 from stepscope.errors import StepscopeError
 from stepscope.trace.files import read_bytes
@@ -28,6 +30,7 @@ from stepscope.trace.kineto_schema import (
 from stepscope.trace.model import Trace
 
 BATCH = 16_384  # events decoded to Python objects at once
+BATCH_BYTES = 64 << 20  # ... or fewer, when their JSON is this large (events with megabyte names)
 
 
 def read_kineto(path: str | Path) -> Trace:
@@ -44,13 +47,25 @@ def read_kineto(path: str | Path) -> Trace:
             raise _not_a_trace(parsed, path)
         events = parsed.traceEvents
         parsed.traceEvents = None
-        for lo in range(0, len(events), BATCH):
-            builder.add(_decode_batch(events[lo : lo + BATCH], builder))
+        for lo, hi in _batches(events):
+            builder.add(_decode_batch(events[lo:hi], builder))
         del events, data
         return builder.finish(parsed, path)
     finally:
         if gc_was_enabled:
             gc.enable()
+
+
+def _batches(events: list[msgspec.Raw]) -> Iterator[tuple[int, int]]:
+    """[lo, hi) ranges of at most BATCH events and, unless one event alone is larger, BATCH_BYTES of JSON."""
+    ends = np.cumsum(np.fromiter(map(len, events), dtype=np.int64, count=len(events)))
+    lo = 0
+    while lo < len(events):
+        base = int(ends[lo - 1]) if lo else 0
+        hi = min(lo + BATCH, int(np.searchsorted(ends, base + BATCH_BYTES, side="right")))
+        hi = max(hi, lo + 1)
+        yield lo, hi
+        lo = hi
 
 
 def document(path: Path) -> tuple[bytes | bytearray | memoryview, TraceFile | list]:
@@ -103,7 +118,8 @@ def _outline_leniently(data: bytes | bytearray | memoryview, path: Path, error: 
         raise StepscopeError(f"{path}: not a PyTorch profiler trace ({error})")
     encode = msgspec.json.encode
     devices = []
-    for item in raw.get("deviceProperties") or []:
+    listed = raw.get("deviceProperties")
+    for item in listed if isinstance(listed, list) else []:
         try:
             devices.append(msgspec.convert(item, DeviceProperties, strict=False))
         except (msgspec.ValidationError, TypeError):

@@ -134,9 +134,9 @@ class ColumnBuilder:
         if ev.args is None or not isinstance(ev.args.name, str):
             return
         if ev.name == "process_name":
-            self.process_names[as_int(ev.pid)] = ev.args.name
+            self.process_names[as_int(ev.pid)] = bounded_name(ev.args.name)
         elif ev.name == "thread_name":
-            self.thread_names[(as_int(ev.pid), as_int(ev.tid))] = ev.args.name
+            self.thread_names[(as_int(ev.pid), as_int(ev.tid))] = bounded_name(ev.args.name)
 
     def finish(self, parsed: TraceFile, path: Path) -> Trace:
         if not self.columns and not self.memory:

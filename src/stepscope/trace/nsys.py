@@ -38,7 +38,10 @@ def read_nsys(path: str | Path) -> Trace:
             return _read(NsysDatabase(db, path))
     except sqlite3.Error as exc:
         message = " ".join(str(exc).split()) or type(exc).__name__
-        raise StepscopeError(f"{path}: not a readable SQLite database ({message})") from None
+        raise StepscopeError(f"{path}: not a readable SQLite database ({message[:200]})") from None
+    except (TypeError, ValueError, OverflowError) as exc:  # a value of a type no export holds where we read it
+        raise StepscopeError(f"{path}: the export holds values Nsight Systems does not write "
+                             f"({type(exc).__name__}: {str(exc)[:200]})") from None
 
 
 def _read(ex: NsysDatabase) -> Trace:

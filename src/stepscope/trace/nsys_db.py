@@ -104,8 +104,8 @@ class NsysDatabase:
         """An ENUM_* table as id -> symbol without its prefix; empty when the export has none."""
         if table not in self.tables or not {"id", "name"} <= self.columns(table):
             return {}
-        return {int(i): str(name).removeprefix(prefix) for i, name in self.db.execute(
-            f"SELECT id, name FROM {table} WHERE name IS NOT NULL")}
+        return {i: str(name).removeprefix(prefix) for i, name in self.db.execute(
+            f"SELECT id, name FROM {table} WHERE name IS NOT NULL") if isinstance(i, int)}
 
 
 def absent_if(values: np.ndarray, sentinel: int) -> np.ndarray:

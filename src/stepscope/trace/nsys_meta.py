@@ -5,6 +5,7 @@ from __future__ import annotations
 import numpy as np
 
 from stepscope.trace.model import DeviceInfo
+from stepscope.trace.names import bounded_name
 from stepscope.trace.nsys_db import NsysDatabase, pid_of
 
 
@@ -29,15 +30,22 @@ def devices(ex: NsysDatabase) -> list[DeviceInfo]:
     infos: dict[int, DeviceInfo] = {}
     described = table == old or "smCount" in ex.columns(table)
     for device, name, memory, sms, major, minor, warp in ex.execute(f"SELECT {', '.join(fields)} FROM {table}"):
-        if described and not sms and (major or 0) <= 0:
+        major, minor = _count(major), _count(minor, zero=True)
+        if not isinstance(device, int) or (described and not _count(sms) and major is None):
             continue  # a display adapter that is not a CUDA device (integrated graphics, render driver)
-        infos.setdefault(int(device), DeviceInfo(
-            id=int(device), name=str(name or "unknown device"), kind="cuda",
-            compute_capability=f"{major}.{minor}" if (major or 0) > 0 and minor is not None else None,
-            total_memory_bytes=int(memory) or None, sm_count=int(sms) or None,
-            warp_size=int(warp) or None,
+        infos.setdefault(device, DeviceInfo(
+            id=device, name=bounded_name(str(name or "unknown device")), kind="cuda",
+            compute_capability=f"{major}.{minor}" if major is not None and minor is not None else None,
+            total_memory_bytes=_count(memory), sm_count=_count(sms), warp_size=_count(warp),
         ))
     return sorted(infos.values(), key=lambda d: d.id)
+
+
+def _count(value: object, zero: bool = False) -> int | None:
+    """A positive integer (or zero, when allowed) from the export; anything else is unknown."""
+    if isinstance(value, int) and (value > 0 or (zero and value == 0)):
+        return value
+    return None
 
 
 def thread_names(ex: NsysDatabase, pids: np.ndarray, tids: np.ndarray,
@@ -48,13 +56,13 @@ def thread_names(ex: NsysDatabase, pids: np.ndarray, tids: np.ndarray,
     names: dict[tuple[int, int], str] = {}
     if "ThreadNames" in ex.tables:
         rows = [(g, n) for g, n in ex.execute("SELECT globalTid, nameId FROM ThreadNames")
-                if g is not None and (pid_of(g), g & 0xFFFFFF) in threads]
+                if isinstance(g, int) and (pid_of(g), g & 0xFFFFFF) in threads]
         found = ex.lookup({n for _, n in rows})
-        names = {(pid_of(g), g & 0xFFFFFF): found[n] for g, n in rows if n in found}
+        names = {(pid_of(g), g & 0xFFFFFF): bounded_name(found[n]) for g, n in rows if n in found}
     process_names: dict[int, str] = {}
     if "PROCESSES" in ex.tables and {"pid", "name"} <= ex.columns("PROCESSES"):
-        process_names = {int(p): str(n) for p, n in ex.execute("SELECT pid, name FROM PROCESSES")
-                         if p in processes and n}
+        process_names = {p: bounded_name(str(n)) for p, n in ex.execute("SELECT pid, name FROM PROCESSES")
+                         if isinstance(p, int) and p in processes and n}
     for (pid, tid), name in names.items():
         if pid == tid:  # the main thread carries the process's name when the export lists no processes
             process_names.setdefault(pid, name)
