@@ -47,12 +47,23 @@ import torch
 import stepscope
 
 model = torch.nn.Linear(8, 8)
-with stepscope.profile(skip=1, warmup=1, steps=5, out=sys.argv[1], attribution=False) as p:
+
+
+def train(p):
     for i in range(20):
         model(torch.randn(4, 8)).sum().backward()
         p.step()
         if i == 4:
             os.kill(os.getpid(), signal.SIGTERM)
+
+
+if sys.argv[2] == "with":
+    with stepscope.profile(skip=1, warmup=1, steps=5, out=sys.argv[1], attribution=False) as p:
+        train(p)
+else:  # started and never stopped, as a trainer callback without an exception hook leaves it
+    p = stepscope.profile(skip=1, warmup=1, steps=5, out=sys.argv[1], attribution=False)
+    p.start()
+    train(p)
 print("not reached")
 """
 
@@ -97,12 +108,13 @@ def test_sigterm_after_the_window_with_full_writes_the_reports(tmp_path: Path) -
     assert (out / "report.html").stat().st_size > 0 and not leftovers(out)
 
 
-def test_sigterm_under_the_api_keeps_the_trace(tmp_path: Path) -> None:
+@pytest.mark.parametrize("how", ["with", "start"])
+def test_sigterm_under_the_api_keeps_the_trace(tmp_path: Path, how: str) -> None:
     script = tmp_path / "api.py"
     script.write_text(textwrap.dedent(API))
     out = tmp_path / "api-out"
-    done = subprocess.run([sys.executable, str(script), str(out)], capture_output=True, text=True, timeout=300,
-                          env={**os.environ, "OMP_NUM_THREADS": "1"})
+    done = subprocess.run([sys.executable, str(script), str(out), how], capture_output=True, text=True,
+                          timeout=300, env={**os.environ, "OMP_NUM_THREADS": "1"})
     assert done.returncode == 143, done.stderr
     assert "not reached" not in done.stdout and "Traceback" not in done.stderr
     assert (out / "trace.json.gz").stat().st_size > 0

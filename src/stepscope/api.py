@@ -13,6 +13,8 @@ does nothing when none is, so a program can keep the call and still run under pl
 
 from __future__ import annotations
 
+import atexit
+import contextlib
 import sys
 import tempfile
 from pathlib import Path
@@ -99,8 +101,11 @@ class Profile:
         self._session = CaptureSession(self.spec, folder, listeners=listeners)
         self._session.set_batch_size(self._batch_size, "user")
         self._previous = activate(self._session)
-        # SIGTERM ends the program as it would have, but through its `with` blocks: the window is kept.
+        # SIGTERM ends the program as it would have, but through its `with` blocks and its exit handlers (which
+        # stop a capture nobody stopped, as a trainer callback without an exception hook leaves it): the window
+        # is kept.
         self._sigterm = SigtermHandler(exit_code=SIGTERM_EXIT_CODE).__enter__()
+        atexit.register(self._stop_at_exit)
         self._session.begin()
 
     def step(self) -> None:
@@ -121,10 +126,15 @@ class Profile:
                 activate(self._previous)
             if self._sigterm is not None:
                 self._sigterm.uninstall()
+            atexit.unregister(self._stop_at_exit)
             self.result = self._session.close()
             if self._telemetry is not None:
                 self.telemetry = self._telemetry.stop()
         return self.result
+
+    def _stop_at_exit(self) -> None:
+        with contextlib.suppress(Exception):  # at interpreter exit there is no one left to tell
+            self.stop()
 
     @property
     def done(self) -> bool:
