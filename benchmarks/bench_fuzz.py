@@ -51,7 +51,7 @@ def broken(r: dict) -> list[str]:
     if r["peak_rss_mb"] > PEAK_RSS_BOUND_MB:
         why.append(f"peak {r['peak_rss_mb']:.0f} MB")
     if r["stdout_bytes"] > STDOUT_BOUND:
-        why.append(f"{r['stdout_bytes'] / 2**20:.1f} MiB on the terminal")
+        why.append(f"terminal {r['stdout_bytes'] / 2**20:.1f} MiB")
     return why
 
 
@@ -59,7 +59,7 @@ def summary(name: str, results: list[dict], wall: float) -> list[tuple[str, str]
     rss = sorted(r["peak_rss_mb"] for r in results)
     secs = sorted(r["seconds"] for r in results)
     bad = [r for r in results if broken(r)]
-    kinds = Counter(w.split()[0] for r in bad for w in broken(r))
+    kinds = Counter(w.split()[0] for r in bad for w in broken(r))  # signal, traceback, exit, peak, terminal
     outcomes = Counter("error (2)" if r["exit_code"] == 2 else "analysed (0)" if r["exit_code"] == 0
                        else f"exit {r['exit_code']}" if r["exit_code"] is not None else "killed" for r in results)
     families = Counter(r["family"] for r in results)
