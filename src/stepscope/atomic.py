@@ -27,7 +27,7 @@ def write_atomic(path: str | Path, data: bytes | str, *, what: str, hint: str | 
 def atomic_file(path: str | Path, *, what: str, hint: str | None = None) -> Iterator[IO[bytes]]:
     """A binary file to write `path` through: it appears, complete, only when the block ends without error."""
     path = Path(path)
-    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    tmp = path.with_name(f".{path.name[:200]}.{os.getpid()}.tmp")  # within NAME_MAX however long the name
     try:
         fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o666)
     except OSError as exc:
