@@ -7,7 +7,6 @@ offset (thread index x span), so one searchsorted answers "inside which op of th
 from __future__ import annotations
 
 from dataclasses import dataclass
-from functools import lru_cache
 
 import numpy as np
 
@@ -26,9 +25,12 @@ class HostThreads:
         return self.thread[rows].astype(np.int64) * self.span + times
 
 
-@lru_cache(maxsize=8)
 def host_threads(trace: Trace) -> HostThreads:
-    """Number the host threads of a trace (CPU ops, annotations, Python frames, runtime calls)."""
+    """Number the host threads of a trace (CPU ops, annotations, Python frames, runtime calls); once per trace."""
+    return trace.derived("host_threads", lambda: _host_threads(trace))
+
+
+def _host_threads(trace: Trace) -> HostThreads:
     ev = trace.events
     host = ev.of_kind(Kind.CPU_OP, Kind.USER_ANNOTATION, Kind.PYTHON, Kind.RUNTIME)
     thread = np.full(len(ev), -1, dtype=np.int64)

@@ -2,20 +2,22 @@
 
 from __future__ import annotations
 
-from functools import lru_cache
-
 import numpy as np
 
 from stepscope.trace.model import NONE, Kind, Trace
 
 
-@lru_cache(maxsize=8)
 def launching_call(trace: Trace) -> np.ndarray:
-    """For every row, the row of the runtime call that launched it (GPU activities only), else -1.
+    """For every row, the row of the runtime call that launched it (GPU activities only), else -1;
+    computed once per trace.
 
     CUPTI correlation ids are unique within the launching process, and one trace file holds one
     rank's process, so a sorted join on the id alone is exact.
     """
+    return trace.derived("launching_call", lambda: _launching_call(trace))
+
+
+def _launching_call(trace: Trace) -> np.ndarray:
     ev = trace.events
     result = np.full(len(ev), NONE, dtype=np.int64)
     runtime = np.flatnonzero((ev.kind == Kind.RUNTIME) & (ev.correlation >= 0))
@@ -27,4 +29,5 @@ def launching_call(trace: Trace) -> np.ndarray:
     pos = np.minimum(np.searchsorted(corr, ev.correlation[gpu]), len(corr) - 1)
     hit = corr[pos] == ev.correlation[gpu]
     result[gpu[hit]] = rows[pos[hit]]
+    result.flags.writeable = False
     return result

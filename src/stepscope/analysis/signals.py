@@ -85,20 +85,8 @@ class Collectives:
     ns: float  # their kernel time per step
 
 
-def _step_of(steps: Steps, times: np.ndarray) -> np.ndarray:
-    """Index of the step each time falls in, -1 outside every step."""
-    k = np.searchsorted(steps.start, times, side="right") - 1
-    inside = k >= 0
-    inside[inside] &= times[inside] < steps.end[k[inside]]
-    return np.where(inside, k, -1)
-
-
 def _per_step_mean(steps: Steps, times: np.ndarray, weights: np.ndarray | None = None) -> float:
-    if len(steps) == 0:
-        return 0.0
-    inside = _step_of(steps, times) >= 0
-    total = weights[inside].sum() if weights is not None else inside.sum()
-    return float(total) / len(steps)
+    return float(steps.per_step(times, weights).mean()) if len(steps) else 0.0
 
 
 def launched_inside(trace: Trace, ranges: np.ndarray) -> np.ndarray:
@@ -144,7 +132,7 @@ def _compute_kernels(trace: Trace, steps: Steps) -> np.ndarray:
     ev = trace.events
     kernel = ev.kind == Kind.KERNEL
     rows = np.flatnonzero(kernel & ~category_masks(trace, steps.source)["communication"])
-    return rows[_step_of(steps, ev.start[rows]) >= 0]
+    return rows[steps.index_of(ev.start[rows]) >= 0]
 
 
 def matmul_time(trace: Trace, steps: Steps) -> MatmulTime:
@@ -181,7 +169,7 @@ def dataloader(trace: Trace, steps: Steps) -> DataLoaderUse:
     """How the DataLoader is iterated and how long each step waits in __next__."""
     ev = trace.events
     rows = _named(trace, DATALOADER, Kind.CPU_OP, Kind.USER_ANNOTATION)
-    rows = rows[_step_of(steps, ev.start[rows]) >= 0] if len(steps) else rows[:0]
+    rows = rows[steps.index_of(ev.start[rows]) >= 0]
     names = {trace.name_of(r) for r in rows}
     iterator = ("multi-process" if any("MultiProcessing" in s for s in names)
                 else "single-process" if names else None)
@@ -194,7 +182,7 @@ def host_to_device(trace: Trace, steps: Steps) -> HostToDevice:
     """The largest host-to-device copy per step, the image batch it could be, and achieved bandwidths."""
     ev = trace.events
     rows = np.flatnonzero((ev.kind == Kind.MEMCPY) & (ev.copy_kind == CopyKind.HTOD) & (ev.bytes > 0))
-    step = _step_of(steps, ev.start[rows]) if len(steps) else np.full(len(rows), -1)
+    step = steps.index_of(ev.start[rows])
     rows, step = rows[step >= 0], step[step >= 0]
     largest = np.zeros(max(len(steps), 1), dtype=np.int64)
     np.maximum.at(largest, step, ev.bytes[rows])
@@ -234,7 +222,7 @@ def slowest_runtime_call(trace: Trace, steps: Steps) -> tuple[str, int]:
     ev = trace.events
     blocking = trace.names_where(lambda s: is_sync_api(s) or "memcpy" in s.lower())
     rows = np.flatnonzero((ev.kind == Kind.RUNTIME) & ~blocking)
-    rows = rows[_step_of(steps, ev.start[rows]) >= 0] if len(steps) else rows[:0]
+    rows = rows[steps.index_of(ev.start[rows]) >= 0]
     if len(rows) == 0:
         return "", 0
     top = rows[np.argmax(ev.dur[rows])]

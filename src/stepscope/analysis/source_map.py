@@ -19,7 +19,6 @@ from __future__ import annotations
 import re
 from collections.abc import Callable
 from dataclasses import dataclass
-from functools import lru_cache
 from typing import Any
 
 import numpy as np
@@ -127,9 +126,13 @@ def _sources(trace: Trace) -> _Sources | None:
     return _Sources(source, granularity, list(lines), line_of_name, list(modules), module_of_name, chained)
 
 
-@lru_cache(maxsize=8)
 def source_map(trace: Trace) -> SourceMap | None:
-    """The source map of a trace; None when it carries neither stepscope annotations nor Python stacks."""
+    """The source map of a trace (once per trace); None when it carries neither stepscope annotations nor
+    Python stacks."""
+    return trace.derived("source_map", lambda: _source_map(trace))
+
+
+def _source_map(trace: Trace) -> SourceMap | None:
     sources = _sources(trace)
     if sources is None:
         return None

@@ -40,6 +40,20 @@ class Steps:
     def duration(self) -> np.ndarray:
         return self.end - self.start
 
+    def index_of(self, times: np.ndarray) -> np.ndarray:
+        """The index of the step each time falls in, -1 for times outside every step."""
+        times = np.asarray(times)
+        k = np.searchsorted(self.start, times, side="right") - 1
+        inside = k >= 0
+        inside[inside] &= times[inside] < self.end[k[inside]]
+        return np.where(inside, k, -1)
+
+    def per_step(self, times: np.ndarray, weights: np.ndarray | None = None) -> np.ndarray:
+        """Per step, how many of the times fall in it (or the sum of their weights)."""
+        k = self.index_of(times)
+        inside = k >= 0
+        return np.bincount(k[inside], weights=None if weights is None else weights[inside], minlength=len(self))
+
 
 def _host_ranges(trace: Trace) -> np.ndarray:
     return trace.events.of_kind(Kind.CPU_OP, Kind.USER_ANNOTATION)

@@ -6,12 +6,15 @@ read-only numpy array, so analyses are vectorised and nothing mutates shared tab
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Hashable
 from dataclasses import dataclass, field
 from enum import IntEnum
 from functools import cached_property
+from typing import TypeVar
 
 import numpy as np
+
+T = TypeVar("T")
 
 NONE = -1  # the "absent" value of every integer id column
 
@@ -224,6 +227,15 @@ class Trace:
     @cached_property
     def is_gpu_activity(self) -> np.ndarray:
         return self.events.of_kind(*GPU_ACTIVITY_KINDS)
+
+    def derived(self, key: Hashable, compute: Callable[[], T]) -> T:
+        """An index computed from this trace once and kept with it (host thread numbers, launch links,
+        category masks, the source map): analyses ask through here, so nothing outlives the trace and
+        no module keeps a cache of traces."""
+        memo = self.__dict__.setdefault("_derived", {})  # frozen dataclass: write past __setattr__
+        if key not in memo:
+            memo[key] = compute()
+        return memo[key]
 
     @property
     def has_device_events(self) -> bool:
