@@ -284,7 +284,7 @@ def _link_backward(trace: Trace, anchors: np.ndarray, row_anchor: np.ndarray, li
     candidates = candidates[~is_node[row_anchor[candidates]]]
     if len(nodes) == 0 or len(candidates) == 0:
         return direction
-    thread = _dense_threads(ev.pid[candidates], ev.tid[candidates])
+    thread = nesting.thread_numbers(ev.pid[candidates], ev.tid[candidates])
     fwd_thread_of = _forward_threads(thread, ev.sequence[candidates], ev.fwd_tid[anchors[nodes]],
                                      ev.sequence[anchors[nodes]])
     # The op that created node (seq, thread) is the last forward op with that sequence number on that thread.
@@ -304,11 +304,6 @@ def _link_backward(trace: Trace, anchors: np.ndarray, row_anchor: np.ndarray, li
     unlinked = direction == BACKWARD_UNLINKED
     line[unlinked] = module[unlinked] = -1  # not spread around: reported as unlinked
     return direction
-
-
-def _dense_threads(pid: np.ndarray, tid: np.ndarray) -> np.ndarray:
-    _, inverse = np.unique(np.stack([pid, tid], axis=1), axis=0, return_inverse=True)
-    return inverse.reshape(-1)
 
 
 def _forward_threads(thread: np.ndarray, sequence: np.ndarray, node_fwd_tid: np.ndarray,

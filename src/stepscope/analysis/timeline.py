@@ -14,6 +14,7 @@ from stepscope.analysis.annotations import sync_points
 from stepscope.analysis.categories import category_masks
 from stepscope.analysis.facts import Facts
 from stepscope.analysis.gpu import idle_intervals
+from stepscope.analysis.nesting import thread_numbers
 from stepscope.trace import intervals as iv
 from stepscope.trace.model import Kind, Trace
 
@@ -135,7 +136,7 @@ def _lanes(trace: Trace, events: np.ndarray) -> np.ndarray:
     runtime = ev.kind[events] == Kind.RUNTIME
     depth = np.where(runtime, _RUNTIME_LANE, 0).astype(np.int64)
     ops = np.flatnonzero(~gpu & ~runtime)
-    thread = ev.pid[events[ops]] * (1 << 32) + ev.tid[events[ops]]
+    thread = thread_numbers(ev.pid[events[ops]], ev.tid[events[ops]])
     for t in np.unique(thread):
         mine = ops[thread == t]  # sorted by start, longer first at equal starts, as the table is
         ends = np.sort(ev.end[events[mine]])
