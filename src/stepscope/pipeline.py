@@ -11,9 +11,7 @@ import numpy as np
 from stepscope.advice import advise
 from stepscope.analysis.facts import Facts, compute_facts
 from stepscope.analysis.kernels import SHORT_KERNEL_NS
-from stepscope.analysis.lines import Cost, line_summary, location_for_sync
-from stepscope.analysis.modules import module_summary
-from stepscope.analysis.timeline import step_timeline
+from stepscope.analysis.lines import Cost, location_for_sync
 from stepscope.model import report as s
 from stepscope.trace.load import load_traces
 from stepscope.trace.model import Trace
@@ -41,8 +39,14 @@ def analyze_traces(
 
 
 def analyze_trace(trace: Trace, *, step_range: str | None = None, batch_size: int | None = None) -> s.Report:
+    return facts_and_report(trace, step_range=step_range, batch_size=batch_size)[1]
+
+
+def facts_and_report(trace: Trace, *, step_range: str | None = None,
+                     batch_size: int | None = None) -> tuple[Facts, s.Report]:
+    """The report with the facts it was made from, for outputs that read the trace again (--perfetto)."""
     facts = compute_facts(trace, step_range)
-    return build_report(facts, batch_size=batch_size)
+    return facts, build_report(facts, batch_size=batch_size)
 
 
 def build_report(facts: Facts, *, batch_size: int | None = None) -> s.Report:
@@ -108,7 +112,7 @@ def build_report(facts: Facts, *, batch_size: int | None = None) -> s.Report:
 
 def _timeline(facts: Facts) -> s.Timeline | None:
     """The median step's events, compact enough to travel in report.json and redraw without the trace."""
-    timeline = step_timeline(facts)
+    timeline = facts.timeline
     return None if timeline is None else msgspec.convert(timeline, s.Timeline, from_attributes=True)
 
 
@@ -122,7 +126,7 @@ def _round(x: float | np.number) -> float:
 
 def _devices(trace: Trace) -> list[s.Device]:
     meta = trace.meta
-    if meta.accelerator == "none" or (not trace.has_device_events and meta.accelerator != "other"):
+    if trace.platform == "cpu":
         return [s.Device(name="CPU", kind="cpu")]
     used = set(np.unique(trace.events.device[trace.is_gpu_activity]).tolist())
     described = [d for d in meta.devices if d.id in used] or list(meta.devices)
@@ -244,7 +248,7 @@ def _line_cost(cost: Cost, n: int, step_ns: int, **where: object) -> s.LineCost:
 
 
 def _lines(facts: Facts) -> s.Lines | None:
-    summary = line_summary(facts.trace, facts.steps)
+    summary = facts.lines
     if summary is None:
         return None
     n, total = summary.steps, summary.step_ns
@@ -264,7 +268,7 @@ def _lines(facts: Facts) -> s.Lines | None:
 
 
 def _modules(facts: Facts) -> s.Modules | None:
-    summary = module_summary(facts.trace, facts.steps)
+    summary = facts.modules
     if summary is None:
         return None
     n, total = summary.steps, summary.step_ns

@@ -31,3 +31,21 @@ def _launching_call(trace: Trace) -> np.ndarray:
     result[gpu[hit]] = rows[pos[hit]]
     result.flags.writeable = False
     return result
+
+
+def launched_in_gap(trace: Trace, activity_rows: np.ndarray, gap_starts: np.ndarray,
+                    gap_ends: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """For idle gaps of a device (sorted), whether an activity of `activity_rows` (sorted by start) ends
+    each gap, and whether that activity's launching call began after the gap began: the device waited
+    for the host (HTA's host wait). The one gap classification behind GPU idle and step-time attribution."""
+    ev = trace.events
+    if len(activity_rows) == 0:
+        none = np.zeros(len(gap_starts), dtype=bool)
+        return none, none.copy()
+    nxt = np.searchsorted(ev.start[activity_rows], gap_ends, side="left")
+    has_next = nxt < len(activity_rows)
+    launcher = launching_call(trace)[activity_rows[np.minimum(nxt, len(activity_rows) - 1)]]
+    launched = has_next & (launcher >= 0)
+    after = np.zeros(len(gap_starts), dtype=bool)
+    after[launched] = ev.start[launcher[launched]] > gap_starts[launched]
+    return has_next, after

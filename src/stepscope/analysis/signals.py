@@ -234,3 +234,27 @@ def launch_calls(trace: Trace, steps: Steps) -> float:
     link = launching_call(trace)
     callers = np.unique(link[link >= 0])
     return _per_step_mean(steps, trace.events.start[callers])
+
+
+@dataclass(frozen=True)
+class Signals:
+    """Every figure above, for one trace's steps."""
+
+    zeroing: LaunchGroup
+    optimizer: LaunchGroup
+    matmul: MatmulTime
+    elementwise: Elementwise
+    dataloader: DataLoaderUse
+    host_to_device: HostToDevice
+    collectives: Collectives
+    launches: float  # runtime calls per step that enqueued GPU work
+    slowest_call: tuple[str, int]  # the longest runtime call that neither syncs nor copies, and its ns
+
+
+def compute_signals(trace: Trace, steps: Steps) -> Signals:
+    return Signals(
+        zeroing=zeroing(trace, steps), optimizer=optimizer(trace, steps), matmul=matmul_time(trace, steps),
+        elementwise=elementwise(trace, steps), dataloader=dataloader(trace, steps),
+        host_to_device=host_to_device(trace, steps), collectives=collectives(trace, steps),
+        launches=launch_calls(trace, steps), slowest_call=slowest_runtime_call(trace, steps),
+    )

@@ -240,3 +240,12 @@ class Trace:
     @property
     def has_device_events(self) -> bool:
         return bool(self.is_gpu_activity.any())
+
+    @property
+    def platform(self) -> str:
+        """What ran the steps, as the analyses read them: "gpu" (a CUDA or ROCm device timeline is in the
+        trace), "other" (a non-GPU accelerator: only its host side is read) or "cpu" (no device timeline).
+        The one "is this a GPU run" test: advice, the report's device list and the timeline all ask it."""
+        if self.meta.accelerator == "other":
+            return "other"
+        return "gpu" if self.has_device_events and self.meta.accelerator != "none" else "cpu"
