@@ -176,7 +176,7 @@ def test_run_folder_page_has_the_run_and_its_telemetry(tmp_path: Path) -> None:
                           capture_output=True, text=True)
     assert done.returncode == 0, done.stderr
     text = out.read_text()
-    assert 'id="fig-telemetry"' in text and "python train.py" in text and "8.0%" in text
+    assert 'id="fig-run"' in text and "python train.py" in text and "8.0%" in text
     assert EVIL not in text
 
 

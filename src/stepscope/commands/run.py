@@ -16,7 +16,6 @@ if TYPE_CHECKING:
     from stepscope.capture.program import Program
     from stepscope.capture.runner import Captured
     from stepscope.capture.window import WindowSpec
-    from stepscope.model.report import Report
 
 def add_parser(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser(
@@ -135,10 +134,8 @@ def _finish(program: Program, spec: WindowSpec, folder: Path, captured: Captured
     console = make_console(width=width)
     if report is not None:
         telemetry_doc = msgspec.json.decode(telemetry_json(telemetry)) if telemetry is not None else None
-        files += write_report_files(report, folder, run_lines(report), telemetry=telemetry_doc)
-        console.print(render("terminal", report))
-        for line in run_lines(report):
-            console.print(line, highlight=False, markup=False)
+        files += write_report_files(report, folder, telemetry=telemetry_doc)
+        console.print(render("terminal", report, telemetry=telemetry_doc))
     if outcome.failed:
         print(f"stepscope: the program {outcome.detail or 'failed'}; kept what was captured before it ended",
               file=sys.stderr)
@@ -149,32 +146,3 @@ def _finish(program: Program, spec: WindowSpec, folder: Path, captured: Captured
     if outcome.failed:
         return outcome.exit_code
     return 0 if report is not None else 2
-
-
-def run_lines(report: Report) -> list[str]:
-    """How the capture went, in a few lines: what was recorded, on what, at what cost."""
-    run = report.run
-    if run is None:
-        return []
-    first = run.first_recorded_step
-    span = f"steps {first}-{first + run.steps_recorded - 1}" if first is not None and run.steps_recorded else "no steps"
-    lines = [f"run: {run.status}: {span} ({run.step_source or 'no'} steps, {run.steps_recorded} of "
-             f"{run.steps_requested} recorded after {run.skip} skipped and {run.warmup} warm-up)"]
-    if run.batch_size:
-        lines.append(f"batch size: {run.batch_size} (from the {run.batch_size_source})")
-    t = run.telemetry or {}
-    if t.get("cpu_util_mean") is not None:
-        lines.append(f"CPU busy during the window: {t['cpu_util_mean']:.0f}% mean over "
-                     f"{len(t.get('cpu_util_per_core') or [])} cores")
-    for g in t.get("gpu") or []:
-        parts = [f"GPU {g['index']} ({g['name']})"]
-        if g.get("util_mean") is not None:
-            parts.append(f"utilisation {g['util_mean']:.0f}%")
-        if g.get("power_mean_w") is not None:
-            parts.append(f"{g['power_mean_w']:.0f} W")
-        if g.get("energy_j") is not None:
-            parts.append(f"{g['energy_j']:.1f} J over the window")
-        lines.append(", ".join(parts))
-    if run.profiled_device == "cpu":
-        lines.append("device: no GPU found: profiled the CPU only")
-    return lines
