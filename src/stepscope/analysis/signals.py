@@ -85,8 +85,8 @@ class Collectives:
     ns: float  # their kernel time per step
 
 
-def _per_step_mean(steps: Steps, times: np.ndarray, weights: np.ndarray | None = None) -> float:
-    return float(steps.per_step(times, weights).mean()) if len(steps) else 0.0
+def _per_step_mean(steps: Steps, times: np.ndarray, weights: np.ndarray | None = None, host: bool = False) -> float:
+    return float(steps.per_step(times, weights, host).mean()) if len(steps) else 0.0
 
 
 def launched_inside(trace: Trace, ranges: np.ndarray) -> np.ndarray:
@@ -101,9 +101,10 @@ def _launch_group(trace: Trace, steps: Steps, ranges: np.ndarray, fused: bool = 
     rows = launched_inside(trace, ranges)
     launch_start = ev.start[launching_call(trace)[rows]]
     host = iv.union(ev.start[ranges], ev.end[ranges])
-    host_ns = float(iv.coverage(host, steps.start, steps.end).sum()) / max(len(steps), 1)
-    return LaunchGroup(launches=_per_step_mean(steps, launch_start),
-                       gpu_ns=_per_step_mean(steps, launch_start, ev.dur[rows]), host_ns=host_ns, fused=fused)
+    host_ns = float(iv.coverage(host, steps.cpu_start, steps.cpu_end).sum()) / max(len(steps), 1)
+    return LaunchGroup(launches=_per_step_mean(steps, launch_start, host=True),
+                       gpu_ns=_per_step_mean(steps, launch_start, ev.dur[rows], host=True), host_ns=host_ns,
+                       fused=fused)
 
 
 def _named(trace: Trace, pattern: re.Pattern[str], *kinds: Kind) -> np.ndarray:
@@ -169,12 +170,12 @@ def dataloader(trace: Trace, steps: Steps) -> DataLoaderUse:
     """How the DataLoader is iterated and how long each step waits in __next__."""
     ev = trace.events
     rows = _named(trace, DATALOADER, Kind.CPU_OP, Kind.USER_ANNOTATION)
-    rows = rows[steps.index_of(ev.start[rows]) >= 0]
+    rows = rows[steps.index_of(ev.start[rows], host=True) >= 0]
     names = {trace.name_of(r) for r in rows}
     iterator = ("multi-process" if any("MultiProcessing" in s for s in names)
                 else "single-process" if names else None)
     host = iv.union(ev.start[rows], ev.end[rows])
-    host_ns = float(iv.coverage(host, steps.start, steps.end).sum()) / max(len(steps), 1)
+    host_ns = float(iv.coverage(host, steps.cpu_start, steps.cpu_end).sum()) / max(len(steps), 1)
     return DataLoaderUse(iterator=iterator, host_ns=host_ns, calls_ns=ev.dur[rows])
 
 
@@ -222,7 +223,7 @@ def slowest_runtime_call(trace: Trace, steps: Steps) -> tuple[str, int]:
     ev = trace.events
     blocking = trace.names_where(lambda s: is_sync_api(s) or "memcpy" in s.lower())
     rows = np.flatnonzero((ev.kind == Kind.RUNTIME) & ~blocking)
-    rows = rows[steps.index_of(ev.start[rows]) >= 0]
+    rows = rows[steps.index_of(ev.start[rows], host=True) >= 0]
     if len(rows) == 0:
         return "", 0
     top = rows[np.argmax(ev.dur[rows])]
@@ -233,7 +234,7 @@ def launch_calls(trace: Trace, steps: Steps) -> float:
     """Runtime calls per step that enqueued GPU work."""
     link = launching_call(trace)
     callers = np.unique(link[link >= 0])
-    return _per_step_mean(steps, trace.events.start[callers])
+    return _per_step_mean(steps, trace.events.start[callers], host=True)
 
 
 @dataclass(frozen=True)

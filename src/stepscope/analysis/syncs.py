@@ -58,7 +58,7 @@ class SyncSummary:
 def sync_summary(trace: Trace, steps: Steps) -> SyncSummary:
     ev = trace.events
     rows = np.flatnonzero((ev.kind == Kind.RUNTIME) & trace.names_where(is_sync_api))
-    step_of = steps.index_of(ev.start[rows])
+    step_of = steps.index_of(ev.start[rows], host=True)
     rows, step_of = rows[step_of >= 0], step_of[step_of >= 0]
     apis = []
     for name_id in np.unique(ev.name[rows]):
