@@ -18,6 +18,7 @@ from stepscope.predict.target import StepView, TargetRun, run_target, view
 from stepscope.predict.work import gpu_work
 
 MODEL = "stepscope.predict/1"
+TIE = 0.005  # targets within this of the fastest (cheapest) are marked fastest (cheapest) too
 
 
 @dataclass(frozen=True)
@@ -134,13 +135,18 @@ def _pairs_text(err: object) -> str:
     return ", ".join(pairs) or "no GPUs"
 
 
-def _mark(targets: list[s.PredictionTarget], batch_size: int | None) -> None:
+def _mark(targets: list[s.PredictionTarget]) -> None:
     if not targets:
         return
-    min(targets, key=lambda t: t.step_time_us).fastest = True
+    fastest = min(t.step_time_us for t in targets)
+    for t in targets:  # ties (a host-bound job runs as fast everywhere) are all marked
+        t.fastest = t.step_time_us <= fastest * (1 + TIE)
     priced = [t for t in targets if t.price_per_gpu_hour is not None]
     if priced:
-        min(priced, key=lambda t: t.price_per_gpu_hour * t.step_time_us).cheapest = True  # type: ignore[operator]
+        # Per step, which ranks the same as per sample: every target runs the same batch.
+        cheapest = min(t.price_per_gpu_hour * t.step_time_us for t in priced)  # type: ignore[operator]
+        for t in priced:
+            t.cheapest = t.price_per_gpu_hour * t.step_time_us <= cheapest * (1 + TIE)  # type: ignore[operator]
 
 
 def predict(facts: Facts, request: PredictRequest, *, batch_size: int | None = None, power_w: float | None = None,
@@ -161,7 +167,7 @@ def predict(facts: Facts, request: PredictRequest, *, batch_size: int | None = N
             warnings.append(price.stale)
         prices.append(price.source if price else None)
         targets.append(_target(run, origin, request, batch_size, power_w, price))
-    _mark(targets, batch_size)
+    _mark(targets)
     step = origin.view.step_ns
     sps = batch_size / (step / 1e9) if batch_size and step else None
     err = measured_error()
