@@ -13,7 +13,7 @@ from jinja2 import Environment, FunctionLoader, StrictUndefined
 from markupsafe import Markup
 
 from stepscope.model.report import Report
-from stepscope.report import figures
+from stepscope.report import figures, prediction
 from stepscope.report import tables as t
 from stepscope.report.format import count, ms, pct, size
 
@@ -66,7 +66,8 @@ class HtmlRenderer:
     def render(self, report: Report) -> bytes:
         figs = {"fig-breakdown": figures.breakdown_figure(report), "fig-gpu": figures.gpu_figure(report),
                 "fig-timeline": figures.timeline_figure(report.timeline),
-                "fig-telemetry": figures.telemetry_figure(self.telemetry)}
+                "fig-telemetry": figures.telemetry_figure(self.telemetry),
+                "fig-prediction": figures.prediction_figure(report)}
         return page(
             "report.html.j2",
             title=self.title or f"stepscope: {', '.join(report.source.paths[:2])}",
@@ -79,5 +80,8 @@ class HtmlRenderer:
             tables={"steps": t.breakdown_table(report), "gpu": t.gpu_table(report), "kernels": t.kernels_table(report),
                     "syncs": t.sync_tables(report), "copies": t.copies_table(report),
                     "memory": t.memory_table(report), "ranks": t.ranks_table(report),
-                    "lines": t.lines_tables(report), "modules": t.modules_table(report)},
+                    "lines": t.lines_tables(report), "modules": t.modules_table(report),
+                    "prediction": prediction.prediction_table(report)},
+            prediction_lines=prediction.prediction_lines(report, detail=True),
+            prediction_title=prediction.TITLE,
         )

@@ -10,6 +10,7 @@ from rich.text import Text
 
 from stepscope.model.report import Report
 from stepscope.report.format import count, ms, pct, size
+from stepscope.report.prediction import prediction_terminal
 
 BREAKDOWN_LABELS = {
     "kernel": "kernel", "memcpy": "memcpy", "memset": "memset", "communication": "comm",
@@ -292,7 +293,7 @@ def source_modules(report: Report) -> RenderableType | None:
 
 
 SECTIONS = (verdict, header, summary, ranks, breakdown, gpu_idle, kernels, syncs, copies, memory, source_lines,
-            source_modules, recommendations)
+            source_modules, recommendations, prediction_terminal)
 
 
 class TerminalRenderer:

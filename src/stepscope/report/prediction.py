@@ -1,0 +1,106 @@
+"""The prediction section, rendered: one neutral table (origin first, then each target) and a few statements (its
+chart is figures.prediction_figure). Selection and formatting only: every figure comes from the report."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from rich import box
+from rich.console import Group, RenderableType
+from rich.table import Table as RichTable
+from rich.text import Text
+
+from stepscope.model.report import Prediction, Report
+from stepscope.report.format import ms, pct
+from stepscope.report.tables import Cell, Table
+
+TITLE = "This job on other GPUs (predicted)"
+INTRO = ("Each GPU kernel scaled by the roof that bounds it, the steps replayed with the host as measured; "
+         "the interval comes from the model's measured error (docs/predict.md). Energy and cost are estimates.")
+
+
+def _money(x: float | None, digits: int = 2) -> str:
+    return "-" if x is None else f"${x:,.{digits}f}"
+
+
+def _joules(x: float | None) -> str:
+    return "-" if x is None else f"{x:,.2f} J"
+
+
+def _rate(x: float | None) -> str:
+    return "-" if x is None else f"{x:,.1f}"
+
+
+def _marks(fastest: bool, cheapest: bool) -> str:
+    return ", ".join(m for m, on in (("fastest", fastest), ("cheapest", cheapest)) if on)
+
+
+def prediction_table(report: Report) -> Table | None:
+    p = report.prediction
+    if p is None:
+        return None
+    o = p.origin
+    rows = [[Cell(f"{o.name or o.gpu} (measured)", None, "text"), Cell(ms(o.step_time_us), o.step_time_us),
+             Cell("measured"), Cell(_rate(o.samples_per_s), o.samples_per_s),
+             Cell(o.bottleneck or "-", None, "text"), Cell(pct(o.gpu_utilization), o.gpu_utilization),
+             Cell("-"), Cell("-"), Cell(_joules(o.energy_j_per_step), o.energy_j_per_step), Cell("")]]
+    for t in p.targets:
+        rows.append([
+            Cell(t.name or t.gpu, None, "text"), Cell(ms(t.step_time_us), t.step_time_us),
+            Cell(f"{ms(t.low_us)} - {ms(t.high_us)}", t.low_us), Cell(_rate(t.samples_per_s), t.samples_per_s),
+            Cell(t.bottleneck or "-", None, "text"), Cell(pct(t.gpu_utilization), t.gpu_utilization),
+            Cell(_money(t.price_per_gpu_hour), t.price_per_gpu_hour),
+            Cell(_money(t.cost_per_million_samples), t.cost_per_million_samples),
+            Cell(_joules(t.energy_j_per_step), t.energy_j_per_step), Cell(_marks(t.fastest, t.cheapest), None, "text"),
+        ])
+    columns = [("GPU", "text"), ("step time", ""), ("interval", ""), ("samples/s", ""), ("bottleneck", "text"),
+               ("GPU util", ""), ("$/GPU-hour", ""), ("$/M samples", ""), ("energy/step", ""), ("", "text")]
+    if any(t.cost_per_epoch is not None for t in p.targets):
+        columns.insert(8, ("$/epoch", ""))
+        rows[0].insert(8, Cell("-"))
+        for row, t in zip(rows[1:], p.targets, strict=True):
+            row.insert(8, Cell(_money(t.cost_per_epoch), t.cost_per_epoch))
+    return Table(columns, rows, id="prediction", note=INTRO)
+
+
+def prediction_lines(report: Report, detail: bool = False) -> list[str]:
+    """What the table means in words: each target's bottleneck, then warnings; with `detail`, the assumptions,
+    the model and the sources."""
+    p = report.prediction
+    if p is None:
+        return []
+    lines = [_statement(p, t) for t in p.targets]
+    lines += [f"warning: {w}" for w in p.warnings]
+    if detail:
+        for t in p.targets:
+            lines += [f"{t.name or t.gpu}: {a}" for a in t.assumptions]
+        lines.append(f"model: {p.model}")
+        lines += [f"source: {s}" for s in p.sources]
+    return lines
+
+
+def _statement(p: Prediction, t: Any) -> str:
+    busy = f": the GPU would be busy {pct(t.gpu_utilization)} of the step" if t.gpu_utilization is not None else ""
+    same = "as on the origin" if t.bottleneck == p.origin.bottleneck else f"on the origin {p.origin.bottleneck}"
+    return (f"on the {t.name or t.gpu} this job would be {t.bottleneck or 'without a clear bottleneck'} ({same})"
+            f"{busy}; step {ms(t.step_time_us)} ({ms(t.low_us)} - {ms(t.high_us)})")
+
+
+def prediction_renderable(report: Report, detail: bool = True) -> RenderableType | None:
+    """The section for the terminal."""
+    table = prediction_table(report)
+    if table is None:
+        return None
+    rich = RichTable(title=TITLE, title_justify="left", title_style="bold", box=box.SIMPLE_HEAD, pad_edge=False)
+    for label, cls in table.columns:
+        rich.add_column(label, justify="left" if "text" in cls else "right", overflow="fold")
+    for row in table.rows:
+        rich.add_row(*(Text(c.text) for c in row))
+    lines = [Text(line, style="dim" if line.startswith(("model:", "source:")) else None)
+             for line in prediction_lines(report, detail)]
+    return Group(rich, Text(INTRO, style="dim"), *lines)
+
+
+def prediction_terminal(report: Report) -> RenderableType | None:
+    """The terminal report's section (the table and the statements; `stepscope predict` prints the details)."""
+    return prediction_renderable(report, detail=False)
