@@ -21,6 +21,7 @@ from stepscope.trace.model import CopyKind, DeviceInfo, Events, HostMemory, Kind
 QUEUE_GAP_NS = 2_000  # a gap up to this long between queued work on a stream is the stream's own overhead
 IDLE_STREAM_NS = 5_000  # a stream idle this long before an activity was waiting for its launch
 DEFAULT_LAUNCH_LATENCY_NS = 5_000  # launch call start to activity start, when no activity shows it
+MAX_LAUNCH_LATENCY_NS = 50_000  # an activity that starts later than this after its launch on an idle stream waited
 DEPENDENCY_WINDOW_NS = 5_000  # an unexplained wait ending within this of another stream's activity waited on it
 SYNC_TOLERANCE_NS = 10_000  # a stream whose work ended this much after a sync returned was not waited for
 _DROPPED_KINDS = (Kind.GPU_ANNOTATION, Kind.GPU_SYNC)  # projections of host ranges; no analysis reads them
@@ -76,7 +77,9 @@ def _ops(trace: Trace, rows: np.ndarray) -> _Ops:
     call = np.where(linked, ev.start[np.maximum(link, 0)], start)
     prev, queue = _streams(start, end, stream)
     to_start = start - call
-    waited_for_launch = linked & (queue > IDLE_STREAM_NS)
+    # The launch latency, from activities that found their stream idle and started soon after their launch (an
+    # idle stream can also be waiting on another stream; those start long after their launch).
+    waited_for_launch = linked & (queue > IDLE_STREAM_NS) & (to_start < MAX_LAUNCH_LATENCY_NS)
     typical = int(np.median(to_start[waited_for_launch])) if waited_for_launch.any() else DEFAULT_LAUNCH_LATENCY_NS
     latency = np.where(linked, np.minimum(to_start, typical), typical)
     launch = np.where(linked, call, start - typical)
