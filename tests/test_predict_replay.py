@@ -9,8 +9,8 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from builder import REDUCE, SGEMM, Timeline, TraceBuilder
 
+from builder import REDUCE, SGEMM, Timeline, TraceBuilder
 from stepscope.analysis.facts import compute_facts
 from stepscope.predict.replay import blocking_calls, replay
 from stepscope.trace.kineto import read_kineto

@@ -73,7 +73,7 @@ def _positive_float(text: str) -> float:
 
 def request_from_args(args: argparse.Namespace, gpus: str | None) -> PredictRequest | None:
     """The prediction the options ask for, with every GPU name checked now (before any analysis)."""
-    if not gpus:
+    if gpus is None:
         if getattr(args, "price", None):
             raise StepscopeError("--price needs --predict GPUS")
         return None

@@ -48,6 +48,9 @@ _STREAMING = re.compile(
     r"triton_(?:poi|red|per)_|Memset|Memcpy DtoD",
     re.IGNORECASE,
 )
+# Attention and warpgroup-MMA kernels the matmul name rules miss (cuDNN's fused SDPA: "..._sdpa_..._flash_bprop_
+# wgmma_f16_...").
+_ATTENTION = re.compile(r"sdpa|flash|fmha|attention|wgmma|gmma", re.IGNORECASE)
 _DTYPE_RULES: tuple[tuple[str, re.Pattern[str]], ...] = (
     ("fp8", re.compile(r"e4m3|e5m2|fp8", re.IGNORECASE)),
     ("bf16", re.compile(r"bf16|bfloat16", re.IGNORECASE)),
@@ -124,7 +127,8 @@ def _by_name(trace: Trace, rows: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
 def _classify_name(name: str, launched_by_matmul: bool) -> tuple[int, int]:
     if is_collective_kernel(name):
         return Bound.PEER, -1
-    if is_matmul_kernel(name, launched_by_matmul) and not _STREAMING.search(name.split("<")[0]):
+    matmul = is_matmul_kernel(name, launched_by_matmul) or _ATTENTION.search(name) is not None
+    if matmul and not _STREAMING.search(name.split("<")[0]):
         return Bound.COMPUTE, DTYPES.index(matmul_dtype(name))
     if _STREAMING.search(name):
         return Bound.MEMORY, -1
