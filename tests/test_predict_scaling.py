@@ -134,3 +134,21 @@ def test_a_faster_roof_never_makes_a_kernel_slower(durations, bounds, dtypes, fa
     assert (fast_out <= slow_out).all()
     # and a kernel is never predicted shorter than the floor it had
     assert (fast_out >= np.minimum(dur, FLOOR_NS)).all()
+
+
+def test_wave_quantisation_from_the_grid() -> None:
+    """A GEMM of 132 blocks, one per SM at a time: one full wave on an H100 (132 SMs); on an A100 (108 SMs) two
+    waves, the second 24/108 full, so the peak ratio (which assumes full waves) understates it by
+    (2 / (132/108)) / 1 = 1.636. A grid of 10,000 blocks fills nearly every wave on both: about 1."""
+    w = _work([Bound.COMPUTE, Bound.COMPUTE], ["fp32", "fp32"])
+    w = replace(w, blocks=np.array([132.0, 10_000.0]), blocks_per_sm=np.array([1.0, 1.0]))
+    out = scale(w, np.array([101_500, 101_500]), _roofs("h100-sxm"), _roofs("a100-sxm-80gb"))
+    plain = 100_000 * 67 / 19.5
+    assert out.dur[0] == pytest.approx(1_500 + plain * 2 / (132 / 108), abs=2)
+    quantised = (np.ceil(10_000 / 108) / (10_000 / 108)) / (np.ceil(10_000 / 132) / (10_000 / 132))
+    assert out.dur[1] == pytest.approx(1_500 + plain * quantised, abs=2)
+    assert quantised == pytest.approx(1.0, abs=0.01)
+    # unknown grid: no correction
+    unknown = replace(w, blocks=np.array([np.nan, 132.0]), blocks_per_sm=np.array([1.0, np.nan]))
+    out = scale(unknown, np.array([101_500, 101_500]), _roofs("h100-sxm"), _roofs("a100-sxm-80gb"))
+    assert out.dur.tolist() == [round(1_500 + plain)] * 2

@@ -57,6 +57,21 @@ def _simple_ratio(kind: str, a: float | None, b: float | None, notes: list[str],
     return r
 
 
+def wave_factor(blocks: np.ndarray, per_sm: np.ndarray, sms_origin: float | None,
+                sms_target: float | None) -> np.ndarray:
+    """How much a kernel's grid fills the last wave on each GPU, target over origin: a peak ratio assumes every SM
+    busy all the time, but a grid of B blocks runs in ceil(B / (SMs x blocks per SM)) waves, the last one partly
+    empty. 1 where the grid or the SM counts are unknown."""
+    out = np.ones(len(blocks))
+    if not sms_origin or not sms_target:
+        return out
+    known = np.isfinite(blocks) & np.isfinite(per_sm) & (blocks > 0) & (per_sm > 0)
+    b, r = blocks[known], per_sm[known]
+    waves_o, waves_t = b / (sms_origin * r), b / (sms_target * r)
+    out[known] = (np.ceil(waves_t) / waves_t) / (np.ceil(waves_o) / waves_o)
+    return out
+
+
 def _bias(origin: Roofs, target: Roofs, notes: list[str]) -> float:
     """Origin bias / target bias: a GPU whose kernels run further below its datasheet roofs is slower than the
     ratio of datasheets says. Known for a few GPUs only; without both, the two are taken as equally efficient."""
@@ -113,6 +128,10 @@ def scale(work: GpuWork, dur: np.ndarray, origin: Roofs, target: Roofs) -> Scale
     roofed = (b == Bound.COMPUTE) | (b == Bound.MEMORY)
     if roofed.any():
         ratio[roofed] *= _bias(origin, target, notes)
+    if work.blocks is not None and work.blocks_per_sm is not None:
+        sm_bound = (b == Bound.COMPUTE) | (b == Bound.LATENCY)
+        ratio[sm_bound] *= wave_factor(work.blocks[sm_bound], work.blocks_per_sm[sm_bound], origin.spec.sm_count.value,
+                                       target.spec.sm_count.value)
     d = dur.astype(np.float64)
     floor = np.minimum(d, FLOOR_NS)
     new = floor + (d - floor) * ratio

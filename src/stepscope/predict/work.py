@@ -80,6 +80,8 @@ class GpuWork:
     flops: np.ndarray  # float64, NaN when unknown
     bytes: np.ndarray  # float64, NaN when unknown (copies: the bytes moved)
     by_roofline: np.ndarray  # bool: classed from FLOPs and bytes, not from the name
+    blocks: np.ndarray | None = None  # thread blocks in the grid (float, NaN when unknown), for wave quantisation
+    blocks_per_sm: np.ndarray | None = None  # blocks resident on one SM at a time (its occupancy), NaN when unknown
 
     def __len__(self) -> int:
         return len(self.rows)
@@ -155,9 +157,12 @@ def _by_roofline(bound: np.ndarray, dtype: np.ndarray, flops: np.ndarray, nbytes
 
 
 def gpu_work(trace: Trace, device: int, origin: Roofs, flops: np.ndarray | None = None,
-             nbytes: np.ndarray | None = None) -> GpuWork:
+             nbytes: np.ndarray | None = None, blocks: np.ndarray | None = None,
+             blocks_per_sm: np.ndarray | None = None) -> GpuWork:
     """Class every GPU activity of `device`. `flops` and `nbytes` (per event row, NaN where unknown) override the
-    trace's own columns: the utilisation analyses hand them over here when Facts carries them."""
+    trace's own columns: the utilisation analyses hand them over here when Facts carries them. `blocks` and
+    `blocks_per_sm` (per event row, NaN where unknown: the grid's size and the blocks one SM holds at a time)
+    switch on wave quantisation; the trace model does not carry a kernel's grid yet."""
     ev = trace.events
     rows = np.flatnonzero(trace.is_gpu_activity & (ev.device == device))
     bound, dtype = _by_name(trace, rows)
@@ -170,4 +175,6 @@ def gpu_work(trace: Trace, device: int, origin: Roofs, flops: np.ndarray | None 
     reclassed = _by_roofline(bound, dtype, f, b, ev.dur[rows], origin)
     short = (ev.dur[rows] < SHORT_NS) & (bound <= Bound.MEMORY) & ~reclassed & (ev.kind[rows] == Kind.KERNEL)
     bound[short] = Bound.LATENCY
-    return GpuWork(rows=rows, bound=bound, dtype=dtype, flops=f, bytes=b, by_roofline=reclassed)
+    return GpuWork(rows=rows, bound=bound, dtype=dtype, flops=f, bytes=b, by_roofline=reclassed,
+                   blocks=None if blocks is None else blocks[rows].astype(np.float64),
+                   blocks_per_sm=None if blocks_per_sm is None else blocks_per_sm[rows].astype(np.float64))
