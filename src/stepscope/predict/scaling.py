@@ -12,7 +12,7 @@ from stepscope.predict.gpus import Roofs
 from stepscope.predict.work import DTYPES, Bound, GpuWork
 
 # The part of a kernel's time that no roof shortens: launch on the device, ramp-up, the tail. Kernels shorter
-# than this keep their time. (The shortest kernels in our H100/H200 traces run 0.9-1.5 µs.)
+# than this keep their time. Chosen, not fitted: the shortest kernels in our H100/H200 traces run 0.6-1.0 µs.
 FLOOR_NS = 1_500
 # A host copy that reached this share of its link's one-way rate is bound by the link; slower ones by the host
 # (pageable memory, staging), and keep their rate unless the target's link is slower still.
