@@ -24,42 +24,50 @@ def _money(x: float | None, digits: int = 2) -> str:
 
 
 def _joules(x: float | None) -> str:
-    return "-" if x is None else f"{x:,.2f} J"
+    return "-" if x is None else f"{x:,.2f}"
 
 
 def _rate(x: float | None) -> str:
     return "-" if x is None else f"{x:,.1f}"
 
 
-def _marks(fastest: bool, cheapest: bool) -> str:
-    return ", ".join(m for m, on in (("fastest", fastest), ("cheapest", cheapest)) if on)
+def _marked(targets: list[Any], flag: str) -> str:
+    return ", ".join(t.gpu for t in targets if getattr(t, flag)) or "-"
+
+
+def _range(low: float, high: float) -> str:
+    """'38.4-38.7 ms': both ends in the unit of the higher one."""
+    if high >= 1000:
+        digits = 0 if high >= 100_000 else 1
+        return f"{low / 1000:,.{digits}f}-{high / 1000:,.{digits}f} ms"
+    return f"{low:,.1f}-{high:,.1f} µs"
 
 
 def prediction_table(report: Report) -> Table | None:
+    """Origin first (measured), then each target; GPUs by the hardware table's id (the statements name them)."""
     p = report.prediction
     if p is None:
         return None
     o = p.origin
-    rows = [[Cell(f"{o.name or o.gpu} (measured)", None, "text"), Cell(ms(o.step_time_us), o.step_time_us),
-             Cell("measured"), Cell(_rate(o.samples_per_s), o.samples_per_s),
-             Cell(o.bottleneck or "-", None, "text"), Cell(pct(o.gpu_utilization), o.gpu_utilization),
-             Cell("-"), Cell("-"), Cell(_joules(o.energy_j_per_step), o.energy_j_per_step), Cell("")]]
+    epoch = any(t.cost_per_epoch is not None for t in p.targets)
+    rows = [[Cell(o.gpu, None, "text"), Cell(ms(o.step_time_us), o.step_time_us), Cell("measured"),
+             Cell(_rate(o.samples_per_s), o.samples_per_s), Cell(o.bottleneck or "-", None, "text"),
+             Cell(pct(o.gpu_utilization), o.gpu_utilization), Cell("-"), Cell("-"), *([Cell("-")] if epoch else []),
+             Cell(_joules(o.energy_j_per_step), o.energy_j_per_step)]]
     for t in p.targets:
         rows.append([
-            Cell(t.name or t.gpu, None, "text"), Cell(ms(t.step_time_us), t.step_time_us),
-            Cell(f"{ms(t.low_us)} - {ms(t.high_us)}", t.low_us), Cell(_rate(t.samples_per_s), t.samples_per_s),
-            Cell(t.bottleneck or "-", None, "text"), Cell(pct(t.gpu_utilization), t.gpu_utilization),
+            Cell(t.gpu, None, "text"), Cell(ms(t.step_time_us), t.step_time_us),
+            Cell(_range(t.low_us, t.high_us), t.low_us),
+            Cell(_rate(t.samples_per_s), t.samples_per_s), Cell(t.bottleneck or "-", None, "text"),
+            Cell(pct(t.gpu_utilization), t.gpu_utilization),
             Cell(_money(t.price_per_gpu_hour), t.price_per_gpu_hour),
             Cell(_money(t.cost_per_million_samples), t.cost_per_million_samples),
-            Cell(_joules(t.energy_j_per_step), t.energy_j_per_step), Cell(_marks(t.fastest, t.cheapest), None, "text"),
+            *([Cell(_money(t.cost_per_epoch), t.cost_per_epoch)] if epoch else []),
+            Cell(_joules(t.energy_j_per_step), t.energy_j_per_step),
         ])
-    columns = [("GPU", "text"), ("step time", ""), ("interval", ""), ("samples/s", ""), ("bottleneck", "text"),
-               ("GPU util", ""), ("$/GPU-hour", ""), ("$/M samples", ""), ("energy/step", ""), ("", "text")]
-    if any(t.cost_per_epoch is not None for t in p.targets):
-        columns.insert(8, ("$/epoch", ""))
-        rows[0].insert(8, Cell("-"))
-        for row, t in zip(rows[1:], p.targets, strict=True):
-            row.insert(8, Cell(_money(t.cost_per_epoch), t.cost_per_epoch))
+    columns = [("GPU", "text"), ("step", ""), ("interval", ""), ("samples/s", ""), ("bottleneck", "text"),
+               ("busy", ""), ("$/GPU-h", ""), ("$/M samples", ""), *([("$/epoch", "")] if epoch else []),
+               ("J/step", "")]
     return Table(columns, rows, id="prediction", note=INTRO)
 
 
@@ -69,7 +77,8 @@ def prediction_lines(report: Report, detail: bool = False) -> list[str]:
     p = report.prediction
     if p is None:
         return []
-    lines = [_statement(p, t) for t in p.targets]
+    lines = [f"fastest: {_marked(p.targets, 'fastest')}; cheapest: {_marked(p.targets, 'cheapest')}"]
+    lines += [_statement(p, t) for t in p.targets]
     lines += [f"warning: {w}" for w in p.warnings]
     if detail:
         for t in p.targets:
@@ -93,7 +102,8 @@ def prediction_renderable(report: Report, detail: bool = True) -> RenderableType
         return None
     rich = RichTable(title=TITLE, title_justify="left", title_style="bold", box=box.SIMPLE_HEAD, pad_edge=False)
     for label, cls in table.columns:
-        rich.add_column(label, justify="left" if "text" in cls else "right", overflow="fold")
+        rich.add_column(label, justify="left" if "text" in cls else "right", overflow="fold",
+                        no_wrap=True)
     for row in table.rows:
         rich.add_row(*(Text(c.text) for c in row))
     lines = [Text(line, style="dim" if line.startswith(("model:", "source:")) else None)
