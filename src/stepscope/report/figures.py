@@ -180,5 +180,5 @@ def prediction_figure(report: Report) -> Figure | None:
         fig.add_scatter(x=names, y=costs, name=label, yaxis="y2", mode="markers",
                         marker={"symbol": "diamond", "size": 12, "color": "#f58518"}, hovertemplate="$%{y:.2f}")
         fig.update_layout(yaxis2={"title": {"text": label}, "overlaying": "y", "side": "right", "showgrid": False,
-                                  "rangemode": "tozero"})
+                                  "rangemode": "tozero", "tickprefix": "$", "tickformat": ",.2f"})
     return _spec(fig)
