@@ -112,3 +112,35 @@ def test_a_cpu_only_trace_has_nothing_to_predict(tmp_path: Path, capsys) -> None
 def test_the_verb_is_registered_and_says_what_it_does() -> None:
     done = subprocess.run([sys.executable, "-m", "stepscope", "predict", "--help"], capture_output=True, text=True)
     assert done.returncode == 0 and "--gpu" in done.stdout and "--samples-per-epoch" in done.stdout
+
+
+def test_run_with_predict_on_a_cpu_keeps_its_files_and_says_why_there_is_no_prediction(tmp_path: Path,
+                                                                                       capfd) -> None:
+    torch = pytest.importorskip("torch")
+    script = tmp_path / "train.py"
+    script.write_text("import torch\nm = torch.nn.Linear(8, 2)\nopt = torch.optim.SGD(m.parameters(), lr=0.1)\n"
+                      "for _ in range(12):\n    m(torch.randn(4, 8)).sum().backward()\n    opt.step()\n")
+    before = torch.get_num_threads()
+    torch.set_num_threads(1)
+    try:
+        code = main(["run", "--out", str(tmp_path / "out"), "--predict", "h100", str(script)])
+    finally:
+        torch.set_num_threads(before)
+    assert code == 0, capfd.readouterr().err
+    doc = json.loads((tmp_path / "out" / "report.json").read_text())
+    assert doc["prediction"] is None
+    assert any(n.startswith("no prediction: ") and "no GPU activity" in n for n in doc["notes"])
+
+
+def test_a_live_runs_power_comes_from_its_telemetry_window() -> None:
+    """What `run --predict` hands the prediction: the window's mean power of the first GPU."""
+    import msgspec
+
+    from stepscope.capture.telemetry import GpuWindow, WindowSummary
+    from stepscope.predict.energy import window_power
+
+    window = WindowSummary(start_s=1.0, end_s=1.2, samples=2, cpu_util_mean=None, cpu_util_per_core=None,
+                           gpu=[GpuWindow(index=0, name="NVIDIA H100 80GB HBM3", util_mean=90.0, mem_util_mean=None,
+                                          mem_used_max_bytes=None, power_mean_w=412.5, sm_clock_mean_mhz=None,
+                                          energy_j=3.0)])
+    assert window_power(msgspec.to_builtins(window)) == 412.5

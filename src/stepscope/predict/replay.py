@@ -10,7 +10,7 @@ measured timeline exactly.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 
 import numpy as np
 
@@ -114,8 +114,8 @@ def blocking_calls(trace: Trace) -> np.ndarray:
 class _State:
     host_speed: float
     shift: float = 0.0  # how much later (ns) the host runs from here on than it did
-    ends: list[int] | None = None  # blocking calls' measured ends, in processing order
-    shifts: list[float] | None = None  # the shift after each
+    ends: list[int] = field(default_factory=list)  # blocking calls' measured ends, in processing order
+    shifts: list[float] = field(default_factory=list)  # the shift after each
 
     def host(self, t: float) -> float:
         return t / self.host_speed + self.shift
@@ -125,7 +125,7 @@ def _simulate(ops: _Ops, dur: np.ndarray, calls_start: np.ndarray, calls_end: np
               host_speed: float) -> tuple[np.ndarray, _State]:
     """New starts of the activities; the host's shift after each blocking call."""
     n = len(ops.start)
-    state = _State(host_speed=host_speed, ends=[], shifts=[])
+    state = _State(host_speed=host_speed)
     new_start = np.zeros(n, dtype=np.float64)
     new_end = np.zeros(n, dtype=np.float64)
     done = np.zeros(n, dtype=bool)
@@ -169,8 +169,8 @@ def _block(state: _State, s: int, e: int, last: dict[int, int], measured_end: np
         own = max(tail, 0) if waited else e - s
         end = max(began + own / state.host_speed, new_done + tail / state.host_speed)
     state.shift = end - e / state.host_speed
-    state.ends.append(e)  # type: ignore[union-attr]
-    state.shifts.append(state.shift)  # type: ignore[union-attr]
+    state.ends.append(e)
+    state.shifts.append(state.shift)
 
 
 def _host_map(state: _State, times: np.ndarray) -> np.ndarray:
