@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import msgspec
 import numpy as np
@@ -12,41 +13,63 @@ from stepscope.advice import advise
 from stepscope.analysis.facts import Facts, compute_facts
 from stepscope.analysis.kernels import SHORT_KERNEL_NS
 from stepscope.analysis.lines import Cost, location_for_sync
+from stepscope.errors import StepscopeError
 from stepscope.model import report as s
 from stepscope.trace.load import load_traces
 from stepscope.trace.model import Trace
 from stepscope.version import __version__
 
+if TYPE_CHECKING:
+    from stepscope.predict import PredictRequest
+
 GENERATOR = f"stepscope {__version__}"
 
 
 def analyze(
-    paths: str | Path | Iterable[str | Path], *, step_range: str | None = None, batch_size: int | None = None
+    paths: str | Path | Iterable[str | Path], *, step_range: str | None = None, batch_size: int | None = None,
+    predict: PredictRequest | None = None, power_w: float | None = None,
 ) -> s.Report:
     """Read trace files or rank folders and return the report (the slowest rank's, with a cross-rank summary)."""
     if isinstance(paths, (str, Path)):
         paths = [paths]
-    return analyze_traces(load_traces(paths), step_range=step_range, batch_size=batch_size)
+    return analyze_traces(load_traces(paths), step_range=step_range, batch_size=batch_size, predict=predict,
+                          power_w=power_w)
 
 
 def analyze_traces(
-    traces: Sequence[Trace], *, step_range: str | None = None, batch_size: int | None = None
+    traces: Sequence[Trace], *, step_range: str | None = None, batch_size: int | None = None,
+    predict: PredictRequest | None = None, power_w: float | None = None,
 ) -> s.Report:
-    reports = [analyze_trace(t, step_range=step_range, batch_size=batch_size) for t in traces]
+    reports = [analyze_trace(t, step_range=step_range, batch_size=batch_size, predict=predict, power_w=power_w)
+               for t in traces]
     if len(reports) == 1:
         return reports[0]
     return _with_cross_rank(reports)
 
 
-def analyze_trace(trace: Trace, *, step_range: str | None = None, batch_size: int | None = None) -> s.Report:
-    return facts_and_report(trace, step_range=step_range, batch_size=batch_size)[1]
+def analyze_trace(trace: Trace, *, step_range: str | None = None, batch_size: int | None = None,
+                  predict: PredictRequest | None = None, power_w: float | None = None) -> s.Report:
+    """The report of one trace; with `predict`, its `prediction` section too (power_w: the origin GPU's mean
+    power from telemetry, for energy per step)."""
+    return facts_and_report(trace, step_range=step_range, batch_size=batch_size, predict=predict,
+                            power_w=power_w)[1]
 
 
-def facts_and_report(trace: Trace, *, step_range: str | None = None,
-                     batch_size: int | None = None) -> tuple[Facts, s.Report]:
+def facts_and_report(trace: Trace, *, step_range: str | None = None, batch_size: int | None = None,
+                     predict: PredictRequest | None = None,
+                     power_w: float | None = None) -> tuple[Facts, s.Report]:
     """The report with the facts it was made from, for outputs that read the trace again (--perfetto)."""
     facts = compute_facts(trace, step_range)
-    return facts, build_report(facts, batch_size=batch_size)
+    report = build_report(facts, batch_size=batch_size)
+    if predict is not None:
+        from stepscope.predict import predict as predict_section
+
+        try:
+            report.prediction = predict_section(facts, predict, batch_size=batch_size, power_w=power_w,
+                                                step_range=step_range)
+        except StepscopeError as exc:  # the analysis stands without it; say why there is none
+            report.notes.append(f"no prediction: {exc.message}" + (f" ({exc.hint})" if exc.hint else ""))
+    return facts, report
 
 
 def build_report(facts: Facts, *, batch_size: int | None = None) -> s.Report:

@@ -9,6 +9,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from stepscope.commands.output import write_output
+from stepscope.commands.predict import add_predict_option, origin_power, request_from_args
 from stepscope.errors import StepscopeError
 
 if TYPE_CHECKING:
@@ -32,6 +33,7 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--batch-size", type=int, metavar="N", help="samples per step, to report samples/s")
     p.add_argument("--width", type=int, default=None, help="terminal width for the report")
     p.add_argument("--quiet", "-q", action="store_true", help="print nothing but errors (with --json)")
+    add_predict_option(p)
     p.set_defaults(handler=run)
 
 
@@ -41,15 +43,19 @@ def run(args: argparse.Namespace) -> int:
     from stepscope.report.terminal import make_console
     from stepscope.trace.load import load_traces
 
+    request = request_from_args(args, args.predict)
     traces = load_traces(args.paths)
     if args.perfetto and len(traces) != 1:
         raise StepscopeError(f"--perfetto annotates one trace, and {len(traces)} were given",
                              hint="give one rank's trace file, e.g. the slowest rank's")
+    power = origin_power(args.paths[0]) if request is not None and len(traces) == 1 else None
     facts = None
     if args.perfetto:
-        facts, report = facts_and_report(traces[0], step_range=args.step_range, batch_size=args.batch_size)
+        facts, report = facts_and_report(traces[0], step_range=args.step_range, batch_size=args.batch_size,
+                                         predict=request, power_w=power)
     else:
-        report = analyze_traces(traces, step_range=args.step_range, batch_size=args.batch_size)
+        report = analyze_traces(traces, step_range=args.step_range, batch_size=args.batch_size, predict=request,
+                                power_w=power)
     to_stdout = args.json == "-"
     console = make_console(width=args.width, stderr=to_stdout)
     if not args.quiet:

@@ -10,12 +10,14 @@ from typing import TYPE_CHECKING
 
 import msgspec
 
+from stepscope.commands.predict import add_predict_option, request_from_args
 from stepscope.errors import StepscopeError
 
 if TYPE_CHECKING:
     from stepscope.capture.program import Program
     from stepscope.capture.runner import Captured
     from stepscope.capture.window import WindowSpec
+    from stepscope.predict import PredictRequest
 
 def add_parser(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser(
@@ -45,6 +47,7 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--telemetry-interval", type=float, default=0.2, metavar="S",
                    help="seconds between CPU/GPU telemetry readings (0 turns telemetry off)")
     p.add_argument("--width", type=int, default=None, help="terminal width for the report")
+    add_predict_option(p)
     p.add_argument("-m", dest="module", nargs=argparse.REMAINDER, metavar="MODULE ...",
                    help="run a library module as a script, like python -m")
     p.add_argument("program", nargs=argparse.REMAINDER, metavar="script.py [args ...]", help=argparse.SUPPRESS)
@@ -86,6 +89,7 @@ def main(args: argparse.Namespace) -> int:
     from stepscope.capture.window import WindowSpec
 
     program = program_from_args(args)
+    request = request_from_args(args, args.predict)
     check(program)
     require_torch()
     spec = WindowSpec(skip=args.skip, warmup=args.warmup, steps=args.steps, record_shapes=args.record_shapes,
@@ -96,7 +100,7 @@ def main(args: argparse.Namespace) -> int:
     captured = capture_program(program, spec, folder, full=args.full, batch_size=args.batch_size,
                                telemetry_interval=args.telemetry_interval or None, attribution=args.attribution)
     sys.stdout.flush()
-    return _finish(program, spec, folder, captured, width=args.width)
+    return _finish(program, spec, folder, captured, width=args.width, predict=request)
 
 
 def _run_name(name: str) -> str:
@@ -105,7 +109,8 @@ def _run_name(name: str) -> str:
     return f"{name}-rank{rank}" if rank is not None and world.isdigit() and int(world) > 1 else name
 
 
-def _finish(program: Program, spec: WindowSpec, folder: Path, captured: Captured, *, width: int | None) -> int:
+def _finish(program: Program, spec: WindowSpec, folder: Path, captured: Captured, *, width: int | None,
+            predict: PredictRequest | None = None) -> int:
     from stepscope.api import live_report, nothing_recorded, write_report_files
     from stepscope.capture import runfolder
     from stepscope.capture.telemetry import to_json as telemetry_json
@@ -123,7 +128,7 @@ def _finish(program: Program, spec: WindowSpec, folder: Path, captured: Captured
         try:
             report = live_report(result, spec, command=program.command, exit_code=outcome.exit_code,
                                  program_status=outcome.status, telemetry=telemetry, folder=folder,
-                                 files=sorted(planned))
+                                 files=sorted(planned), predict=predict)
         except StepscopeError as exc:
             problem = f"the trace could not be analysed: {exc.message}"
         except Exception as exc:  # a bug in the analysis must not cost the run its files

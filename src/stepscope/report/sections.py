@@ -14,6 +14,7 @@ from typing import Any
 
 from stepscope.model.report import Report
 from stepscope.report import figures
+from stepscope.report import prediction as pred
 from stepscope.report import tables as t
 from stepscope.report.format import count, ms, pct
 
@@ -128,13 +129,22 @@ def run(report: Report, telemetry: dict[str, Any] | None = None) -> Section | No
     return Section("run", "The run", lines=tuple(lines), figure=fig)
 
 
+def prediction(report: Report, telemetry: dict[str, Any] | None = None) -> Section | None:
+    table = pred.prediction_table(report)
+    if table is None:
+        return None
+    return Section("prediction", pred.TITLE, pred.INTRO, tables=(table,), figure=figures.prediction_figure(report),
+                   lines=tuple(pred.prediction_lines(report, detail=True)))
+
+
 def notes(report: Report, telemetry: dict[str, Any] | None = None) -> Section | None:
     all_notes = [*report.summary.dropped_steps, *report.notes]
     return Section("notes", "Notes", lines=tuple(all_notes)) if all_notes else None
 
 
 SECTIONS: tuple[SectionFn, ...] = (
-    recommendations, notes, ranks, breakdown, gpu, timeline, lines, modules, syncs, kernels, copies, memory, run)
+    recommendations, notes, ranks, breakdown, gpu, timeline, prediction, lines, modules, syncs, kernels, copies, memory,
+    run)
 
 
 def build(report: Report, telemetry: dict[str, Any] | None = None,
