@@ -90,8 +90,8 @@ def render_section(section: sec.Section) -> RenderableType:
     parts: list[RenderableType] = [Text(f"\n{section.title}", style="bold")]
     if section.intro:
         parts.append(Text(section.intro, style="dim"))
-    parts += [Text(line) for line in section.lines]
     parts += [table(x) for x in section.tables]
+    parts += [Text(line) for line in section.lines]
     if section.items:
         items = Table.grid(padding=(0, 2))
         items.add_column(style="dim")
