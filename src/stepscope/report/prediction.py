@@ -63,7 +63,7 @@ def prediction_table(report: Report) -> Table | None:
     columns = [("GPU", "text"), ("step", ""), ("interval", ""), ("samples/s", ""), ("bottleneck", "text"),
                ("busy", ""), ("$/GPU-h", ""), ("$/M samples", ""), *([("$/epoch", "")] if epoch else []),
                ("J/step", "")]
-    return Table(columns, rows, id="prediction", note=INTRO)
+    return Table(columns, rows, id="prediction")
 
 
 def prediction_lines(report: Report, detail: bool = False) -> list[str]:
