@@ -84,3 +84,15 @@ def test_nvml_telemetry_of_a_real_gpu(gpu: str) -> None:
     assert max(s["util"] for s in gpu_samples) > 50  # the matmul loop kept it busy
     assert all(50 < s["power_w"] <= 700 and 0 < s["sm_clock_mhz"] <= 1980 for s in gpu_samples)
     assert max(s["mem_used_bytes"] for s in gpu_samples) > 1_410_073_600  # at least torch's own peak allocation
+
+
+@pytest.mark.parametrize("name", ["big_matmul", "gpu_compute_bound"])
+def test_fp32_matmuls_with_tf32_off_use_no_tensor_cores(name: str) -> None:
+    """PyTorch leaves TF32 off for matmuls by default, so these fp32 runs' GEMMs ran on the CUDA cores:
+    cuBLAS's `..._ffma` xmma kernels (fused FP32 multiply-adds) and CUTLASS SIMT sgemms. Their kernel time is
+    not tensor-core time, and the recorded plain runs agree: --tf32 made gpu_compute_bound 3.9x faster
+    (48.3 -> 190 TFLOP/s, plain_timings.txt)."""
+    r = report("gpu_h100", name)
+    names = [k.name for k in r.kernels.top if "gemm" in k.name]
+    assert names and all(("ffma" in n or "simt_sgemm" in n) for n in names)
+    assert r.kernels.tensor_core_share == pytest.approx(0.0, abs=0.01)
