@@ -96,3 +96,14 @@ def test_fp32_matmuls_with_tf32_off_use_no_tensor_cores(name: str) -> None:
     names = [k.name for k in r.kernels.top if "gemm" in k.name]
     assert names and all(("ffma" in n or "simt_sgemm" in n) for n in names)
     assert r.kernels.tensor_core_share == pytest.approx(0.0, abs=0.01)
+
+
+def test_cudnn_fused_attention_kernels_count_as_half_precision_matmuls() -> None:
+    """The transformer block's attention ran in cuDNN's fused SDPA kernels (`..._sdpa_sm90_flash_fprop_wgmma_f16_...`
+    and `..._flash_bprop_...`): matrix products on tensor cores in fp16, under bf16 autocast."""
+    from stepscope.analysis.precision import is_matmul_kernel, precision
+
+    names = {e["name"] for e in raw_events("gpu_h200", "transformer_block") if e.get("cat") == "kernel"
+             and "_sdpa_" in e["name"]}
+    assert len(names) == 2
+    assert all(is_matmul_kernel(n) and precision(n) == "half" for n in names)
