@@ -15,7 +15,7 @@ PACKAGE = Path(__file__).resolve().parents[1] / "src" / "stepscope"
 # For each layer, the other stepscope layers it may import. Anything not listed is forbidden.
 ALLOWED: dict[str, set[str]] = {
     "model": set(),
-    "hardware": {"errors"},
+    "hardware": {"errors", "atomic"},
     "trace": {"errors"},
     "analysis": {"trace", "errors"},
     "attribution": {"trace"},
@@ -23,6 +23,8 @@ ALLOWED: dict[str, set[str]] = {
     # Renderers format what they are handed; the Perfetto renderer is handed the trace and its annotations.
     "report": {"model", "trace.model", "analysis.annotations", "errors", "version"},
     "capture": {"attribution", "trace", "errors", "version", "atomic"},
+    # Predict reads the facts (and the pattern classifier, to name a replayed step's bottleneck) and the hardware.
+    "predict": {"analysis", "advice", "trace", "hardware", "model", "errors"},
 }
 # What a layer must not have loaded at run time after importing it (the static check misses imports made by
 # the package's __init__ or inside functions).

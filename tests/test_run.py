@@ -101,7 +101,7 @@ def test_run_writes_the_run_folder(tmp_path: Path, capfd: pytest.CaptureFixture[
     telemetry = json.loads((out_dir / "telemetry.json").read_text())
     assert telemetry["schema"] == "stepscope.telemetry/1" and telemetry["samples"]
     page = (out_dir / "report.html").read_text()
-    assert page.lower().startswith("<!doctype html>") and "fig-telemetry" in page and "Step-time breakdown" in page
+    assert page.lower().startswith("<!doctype html>") and "fig-run" in page and "Step-time breakdown" in page
     assert telemetry["window"]["cpu_util_per_core"] and telemetry["gpus"] == []
 
 

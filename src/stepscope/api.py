@@ -19,7 +19,7 @@ import sys
 import tempfile
 from pathlib import Path
 from types import TracebackType
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import msgspec
 
@@ -30,6 +30,9 @@ from stepscope.capture.telemetry import Telemetry, TelemetryReport
 from stepscope.capture.window import WindowSpec
 from stepscope.errors import StepscopeError
 from stepscope.model import report as s
+
+if TYPE_CHECKING:
+    from stepscope.predict import PredictRequest
 
 
 def step() -> None:
@@ -184,15 +187,23 @@ def live_report(
     telemetry: TelemetryReport | None = None,
     folder: Path | None = None,
     files: list[str] | None = None,
+    predict: PredictRequest | None = None,
 ) -> s.Report:
-    """Analyse the captured trace with the one pipeline, and add how the capture went."""
+    """Analyse the captured trace with the one pipeline, and add how the capture went (and, with `predict`,
+    the job on other GPUs)."""
     from stepscope.pipeline import analyze_traces
     from stepscope.trace.kineto import read_kineto
 
     if result.trace_path is None:
         raise StepscopeError(nothing_recorded(result, spec),
                              hint="mark steps with stepscope.step(), or lower the skip and warm-up")
-    report = analyze_traces([read_kineto(result.trace_path)], batch_size=result.batch_size)
+    power = None
+    if predict is not None and telemetry is not None and telemetry.window is not None:
+        from stepscope.predict.energy import window_power
+
+        power = window_power(msgspec.to_builtins(telemetry.window))
+    report = analyze_traces([read_kineto(result.trace_path)], batch_size=result.batch_size, predict=predict,
+                            power_w=power)
     report.run = run_section(result, spec, command=command, exit_code=exit_code, program_status=program_status,
                              telemetry=telemetry, folder=folder, files=files)
     report.notes.extend(result.notes)

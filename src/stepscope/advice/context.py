@@ -1,14 +1,13 @@
-"""What every pattern and rule reads: the facts, the step-time attribution and the signals, computed once."""
+"""What every pattern and rule reads: a view of the Facts (the attribution and the signals are computed with
+them) under the names the rules use."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 from functools import cached_property
 
-import numpy as np
-
 from stepscope.analysis import signals
-from stepscope.analysis.costs import StepCosts, step_costs
+from stepscope.analysis.costs import StepCosts
 from stepscope.analysis.facts import Facts
 from stepscope.trace.model import DeviceInfo
 
@@ -21,20 +20,13 @@ class Context:
     @property
     def accelerator(self) -> str:
         """'gpu' (CUDA or ROCm events), 'cpu' (no device events) or 'other' (a non-GPU accelerator)."""
-        meta = self.facts.trace.meta
-        if meta.accelerator == "other":
-            return "other"
-        return "gpu" if self.facts.trace.has_device_events and meta.accelerator != "none" else "cpu"
+        return self.facts.trace.platform
 
     @property
     def step_ns(self) -> float:
         """Mean step time."""
         d = self.facts.steps.duration
         return float(d.mean()) if len(d) else 0.0
-
-    @property
-    def step_ids(self) -> tuple[str, ...]:
-        return self.facts.steps.ids
 
     @cached_property
     def device(self) -> DeviceInfo | None:
@@ -64,11 +56,9 @@ class Context:
         return peak / d.total_memory_bytes
 
     # -- the attribution -----------------------------------------------------------------------
-    @cached_property
+    @property
     def costs(self) -> StepCosts | None:
-        if self.accelerator != "gpu":
-            return None
-        return step_costs(self.facts.trace, self.facts.steps)
+        return self.facts.costs
 
     def part_ns(self, *parts: str) -> float:
         """Mean ns per step of the named attribution parts."""
@@ -79,11 +69,6 @@ class Context:
     def share(self, *parts: str) -> float:
         return self.part_ns(*parts) / self.step_ns if self.step_ns else 0.0
 
-    def step_shares(self, *parts: str) -> np.ndarray:
-        if self.costs is None:
-            return np.zeros(len(self.facts.steps))
-        return sum(self.costs.step_shares(p) for p in parts)  # type: ignore[return-value]
-
     @property
     def host_wait_share(self) -> float:
         """The part of the step the GPU waits for the host, whatever the host does."""
@@ -93,39 +78,39 @@ class Context:
     def compute_share(self) -> float:
         return self.share("compute")
 
-    # -- signals -------------------------------------------------------------------------------
-    @cached_property
+    # -- signals (computed with the facts; named here as the rules know them) -----------------------
+    @property
     def zeroing(self) -> signals.LaunchGroup:
-        return signals.zeroing(self.facts.trace, self.facts.steps)
+        return self.facts.signals.zeroing
 
-    @cached_property
+    @property
     def optimizer(self) -> signals.LaunchGroup:
-        return signals.optimizer(self.facts.trace, self.facts.steps)
+        return self.facts.signals.optimizer
 
-    @cached_property
+    @property
     def matmul(self) -> signals.MatmulTime:
-        return signals.matmul_time(self.facts.trace, self.facts.steps)
+        return self.facts.signals.matmul
 
-    @cached_property
+    @property
     def elementwise(self) -> signals.Elementwise:
-        return signals.elementwise(self.facts.trace, self.facts.steps)
+        return self.facts.signals.elementwise
 
-    @cached_property
+    @property
     def dataloader(self) -> signals.DataLoaderUse:
-        return signals.dataloader(self.facts.trace, self.facts.steps)
+        return self.facts.signals.dataloader
 
-    @cached_property
+    @property
     def host_to_device(self) -> signals.HostToDevice:
-        return signals.host_to_device(self.facts.trace, self.facts.steps)
+        return self.facts.signals.host_to_device
 
-    @cached_property
+    @property
     def collectives(self) -> signals.Collectives:
-        return signals.collectives(self.facts.trace, self.facts.steps)
+        return self.facts.signals.collectives
 
-    @cached_property
+    @property
     def launches(self) -> float:
-        return signals.launch_calls(self.facts.trace, self.facts.steps)
+        return self.facts.signals.launches
 
-    @cached_property
+    @property
     def slowest_call(self) -> tuple[str, int]:
-        return signals.slowest_runtime_call(self.facts.trace, self.facts.steps)
+        return self.facts.signals.slowest_call

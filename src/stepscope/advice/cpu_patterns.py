@@ -83,16 +83,11 @@ def _substantial_op_time(ctx: Context) -> np.ndarray:
     ops = np.flatnonzero(ev.kind == Kind.CPU_OP)
     own = self_time(trace, ops)
     keep = (own >= TINY_OP_NS) & ~excluded[ops] & ~inside_any(trace, np.flatnonzero(excluded), ops)
-    step = np.searchsorted(steps.start, ev.start[ops[keep]], side="right") - 1
-    inside = (step >= 0) & (ev.start[ops[keep]] < steps.end[np.maximum(step, 0)])
-    work = np.bincount(step[inside], weights=own[keep][inside], minlength=len(steps))
+    work = steps.per_step(ev.start[ops[keep]], own[keep])
     room = steps.duration - _column(ctx, "dataloader") - _column(ctx, "communication")
     return np.minimum(work, np.maximum(room, 0)).astype(np.float64)
 
 
 def _per_step_count(ctx: Context, mask: np.ndarray) -> float:
     steps = ctx.facts.steps
-    starts = ctx.facts.trace.events.start[mask]
-    k = np.searchsorted(steps.start, starts, side="right") - 1
-    inside = (k >= 0) & (starts < steps.end[np.maximum(k, 0)])
-    return float(inside.sum()) / max(len(steps), 1)
+    return float(steps.per_step(ctx.facts.trace.events.start[mask]).sum()) / max(len(steps), 1)

@@ -10,13 +10,14 @@ from typing import TYPE_CHECKING
 
 import msgspec
 
+from stepscope.commands.predict import add_predict_option, request_from_args
 from stepscope.errors import StepscopeError
 
 if TYPE_CHECKING:
     from stepscope.capture.program import Program
     from stepscope.capture.runner import Captured
     from stepscope.capture.window import WindowSpec
-    from stepscope.model.report import Report
+    from stepscope.predict import PredictRequest
 
 def add_parser(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser(
@@ -46,6 +47,7 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--telemetry-interval", type=float, default=0.2, metavar="S",
                    help="seconds between CPU/GPU telemetry readings (0 turns telemetry off)")
     p.add_argument("--width", type=int, default=None, help="terminal width for the report")
+    add_predict_option(p)
     p.add_argument("-m", dest="module", nargs=argparse.REMAINDER, metavar="MODULE ...",
                    help="run a library module as a script, like python -m")
     p.add_argument("program", nargs=argparse.REMAINDER, metavar="script.py [args ...]", help=argparse.SUPPRESS)
@@ -88,6 +90,7 @@ def main(args: argparse.Namespace) -> int:
     from stepscope.capture.window import WindowSpec
 
     program = program_from_args(args)
+    request = request_from_args(args, args.predict)
     check(program)
     require_torch()
     spec = WindowSpec(skip=args.skip, warmup=args.warmup, steps=args.steps, record_shapes=args.record_shapes,
@@ -102,7 +105,7 @@ def main(args: argparse.Namespace) -> int:
                                    telemetry_interval=args.telemetry_interval or None, attribution=args.attribution,
                                    sigterm=sigterm)
         sys.stdout.flush()
-        code = _finish(program, spec, folder, captured, width=args.width)
+        code = _finish(program, spec, folder, captured, width=args.width, predict=request)
     return EXIT_CODE if sigterm.received else code
 
 
@@ -112,7 +115,8 @@ def _run_name(name: str) -> str:
     return f"{name}-rank{rank}" if rank is not None and world.isdigit() and int(world) > 1 else name
 
 
-def _finish(program: Program, spec: WindowSpec, folder: Path, captured: Captured, *, width: int | None) -> int:
+def _finish(program: Program, spec: WindowSpec, folder: Path, captured: Captured, *, width: int | None,
+            predict: PredictRequest | None = None) -> int:
     from stepscope.api import WRITE_HINT, live_report, nothing_recorded, write_report_files
     from stepscope.atomic import write_atomic
     from stepscope.capture import runfolder
@@ -134,7 +138,7 @@ def _finish(program: Program, spec: WindowSpec, folder: Path, captured: Captured
         try:
             report = live_report(result, spec, command=program.command, exit_code=outcome.exit_code,
                                  program_status=outcome.status, telemetry=telemetry, folder=folder,
-                                 files=sorted(planned))
+                                 files=sorted(planned), predict=predict)
         except StepscopeError as exc:
             problem = f"the trace could not be analysed: {exc.message}"
         except Exception as exc:  # a bug in the analysis must not cost the run its files
@@ -145,10 +149,8 @@ def _finish(program: Program, spec: WindowSpec, folder: Path, captured: Captured
     console = make_console(width=width)
     if report is not None:
         telemetry_doc = msgspec.json.decode(telemetry_json(telemetry)) if telemetry is not None else None
-        files += write_report_files(report, folder, run_lines(report), telemetry=telemetry_doc)
-        console.print(render("terminal", report))
-        for line in run_lines(report):
-            console.print(line, highlight=False, markup=False)
+        files += write_report_files(report, folder, telemetry=telemetry_doc)
+        console.print(render("terminal", report, telemetry=telemetry_doc))
     if outcome.failed:
         print(f"stepscope: the program {outcome.detail or 'failed'}; kept what was captured before it ended",
               file=sys.stderr)
@@ -159,32 +161,3 @@ def _finish(program: Program, spec: WindowSpec, folder: Path, captured: Captured
     if outcome.failed:
         return outcome.exit_code
     return 0 if report is not None else 2
-
-
-def run_lines(report: Report) -> list[str]:
-    """How the capture went, in a few lines: what was recorded, on what, at what cost."""
-    run = report.run
-    if run is None:
-        return []
-    first = run.first_recorded_step
-    span = f"steps {first}-{first + run.steps_recorded - 1}" if first is not None and run.steps_recorded else "no steps"
-    lines = [f"run: {run.status}: {span} ({run.step_source or 'no'} steps, {run.steps_recorded} of "
-             f"{run.steps_requested} recorded after {run.skip} skipped and {run.warmup} warm-up)"]
-    if run.batch_size:
-        lines.append(f"batch size: {run.batch_size} (from the {run.batch_size_source})")
-    t = run.telemetry or {}
-    if t.get("cpu_util_mean") is not None:
-        lines.append(f"CPU busy during the window: {t['cpu_util_mean']:.0f}% mean over "
-                     f"{len(t.get('cpu_util_per_core') or [])} cores")
-    for g in t.get("gpu") or []:
-        parts = [f"GPU {g['index']} ({g['name']})"]
-        if g.get("util_mean") is not None:
-            parts.append(f"utilisation {g['util_mean']:.0f}%")
-        if g.get("power_mean_w") is not None:
-            parts.append(f"{g['power_mean_w']:.0f} W")
-        if g.get("energy_j") is not None:
-            parts.append(f"{g['energy_j']:.1f} J over the window")
-        lines.append(", ".join(parts))
-    if run.profiled_device == "cpu":
-        lines.append("device: no GPU found: profiled the CPU only")
-    return lines

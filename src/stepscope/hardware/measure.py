@@ -1,7 +1,8 @@
 """Measure what this GPU achieves: one large GEMM per dtype and one device-to-device copy (seconds).
 
 The datasheet gives peaks; what a real kernel reaches is lower. These figures are the "achievable" column
-of the hardware table for the device they ran on. Run: `python -m stepscope.hardware.measure [--json F]`.
+of the hardware table for the device they ran on, kept per device in the user's cache directory (see
+stepscope.hardware.achievable). Run: `python -m stepscope.hardware.measure [--json F] [--no-save]`.
 """
 
 from __future__ import annotations
@@ -76,6 +77,7 @@ def measure() -> dict[str, Any]:
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--json", metavar="FILE", help="also write the figures as JSON")
+    p.add_argument("--no-save", action="store_true", help="do not keep the figures in the cache directory")
     args = p.parse_args(argv)
     try:
         result = measure()
@@ -85,9 +87,18 @@ def main(argv: list[str] | None = None) -> int:
     for dtype, value in result["flops_per_s"].items():
         print(f"{result['device']}: {dtype:9s} GEMM {GEMM_SIZE}^3: {value / 1e12:7.1f} TFLOP/s")
     print(f"{result['device']}: device copy: {result['memory_bytes_per_s'] / 1e9:7.1f} GB/s (read + write)")
-    if args.json:
-        with open(args.json, "w") as f:
-            json.dump(result, f, indent=1)
+    from stepscope.atomic import write_atomic
+    from stepscope.errors import StepscopeError
+    from stepscope.hardware.achievable import save_achievable
+
+    try:
+        if args.json:
+            write_atomic(args.json, json.dumps(result, indent=1), what="measurement")
+        if not args.no_save:
+            print(f"kept as the achievable figures of {result['device']} in {save_achievable(result)}")
+    except StepscopeError as exc:
+        print(f"stepscope: error: {exc.message}", file=sys.stderr)
+        return 2
     return 0
 
 

@@ -6,12 +6,15 @@ read-only numpy array, so analyses are vectorised and nothing mutates shared tab
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Hashable
 from dataclasses import dataclass, field
 from enum import IntEnum
 from functools import cached_property
+from typing import TypeVar
 
 import numpy as np
+
+T = TypeVar("T")
 
 NONE = -1  # the "absent" value of every integer id column
 
@@ -225,6 +228,24 @@ class Trace:
     def is_gpu_activity(self) -> np.ndarray:
         return self.events.of_kind(*GPU_ACTIVITY_KINDS)
 
+    def derived(self, key: Hashable, compute: Callable[[], T]) -> T:
+        """An index computed from this trace once and kept with it (host thread numbers, launch links,
+        category masks, the source map): analyses ask through here, so nothing outlives the trace and
+        no module keeps a cache of traces."""
+        memo = self.__dict__.setdefault("_derived", {})  # frozen dataclass: write past __setattr__
+        if key not in memo:
+            memo[key] = compute()
+        return memo[key]
+
     @property
     def has_device_events(self) -> bool:
         return bool(self.is_gpu_activity.any())
+
+    @property
+    def platform(self) -> str:
+        """What ran the steps, as the analyses read them: "gpu" (a CUDA or ROCm device timeline is in the
+        trace), "other" (a non-GPU accelerator: only its host side is read) or "cpu" (no device timeline).
+        The one "is this a GPU run" test: advice, the report's device list and the timeline all ask it."""
+        if self.meta.accelerator == "other":
+            return "other"
+        return "gpu" if self.has_device_events and self.meta.accelerator != "none" else "cpu"
