@@ -161,6 +161,8 @@ def find_steps(trace: Trace, step_range: str | None = None) -> Steps:
         candidates = _candidates(trace)
     notes: list[str] = []
     for ids, cpu_start, cpu_end, source, found_notes in candidates:
+        if not len(ids):
+            continue
         order = np.argsort(cpu_start, kind="stable")
         ids = [ids[i] for i in order]
         cpu_start = np.asarray(cpu_start, dtype=np.int64)[order]
