@@ -15,6 +15,8 @@ from stepscope.analysis.lines import Cost, line_summary, location_for_sync
 from stepscope.analysis.modules import module_summary
 from stepscope.analysis.timeline import step_timeline
 from stepscope.model import report as s
+from stepscope.pipeline_usage import memory_section, utilization_section
+from stepscope.trace.census import read_census
 from stepscope.trace.load import load_traces
 from stepscope.trace.model import Trace
 from stepscope.version import __version__
@@ -41,7 +43,7 @@ def analyze_traces(
 
 
 def analyze_trace(trace: Trace, *, step_range: str | None = None, batch_size: int | None = None) -> s.Report:
-    facts = compute_facts(trace, step_range)
+    facts = compute_facts(trace, step_range, census=read_census(trace.meta.path))
     return build_report(facts, batch_size=batch_size)
 
 
@@ -103,6 +105,8 @@ def build_report(facts: Facts, *, batch_size: int | None = None) -> s.Report:
         lines=_lines(facts),
         modules=_modules(facts),
         timeline=_timeline(facts),
+        utilization=utilization_section(facts),
+        memory_usage=memory_section(facts, batch_size),
     )
 
 

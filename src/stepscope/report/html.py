@@ -16,6 +16,7 @@ from stepscope.model.report import Report
 from stepscope.report import figures
 from stepscope.report import tables as t
 from stepscope.report.format import count, ms, pct, size
+from stepscope.report.usage_html import usage_context, usage_figures
 
 
 def _template_source(name: str) -> str:
@@ -66,7 +67,7 @@ class HtmlRenderer:
     def render(self, report: Report) -> bytes:
         figs = {"fig-breakdown": figures.breakdown_figure(report), "fig-gpu": figures.gpu_figure(report),
                 "fig-timeline": figures.timeline_figure(report.timeline),
-                "fig-telemetry": figures.telemetry_figure(self.telemetry)}
+                "fig-telemetry": figures.telemetry_figure(self.telemetry), **usage_figures(report)}
         return page(
             "report.html.j2",
             title=self.title or f"stepscope: {', '.join(report.source.paths[:2])}",
@@ -80,4 +81,5 @@ class HtmlRenderer:
                     "syncs": t.sync_tables(report), "copies": t.copies_table(report),
                     "memory": t.memory_table(report), "ranks": t.ranks_table(report),
                     "lines": t.lines_tables(report), "modules": t.modules_table(report)},
+            usage=usage_context(report),
         )

@@ -10,12 +10,14 @@ from rich.text import Text
 
 from stepscope.model.report import Report
 from stepscope.report.format import count, ms, pct, size
+from stepscope.report.usage_terminal import memory_usage, utilization
 
 BREAKDOWN_LABELS = {
     "kernel": "kernel", "memcpy": "memcpy", "memset": "memset", "communication": "comm",
     "runtime": "runtime", "dataloader": "dataloader", "cpu_exec": "cpu exec", "other": "other",
 }
 MAX_STEP_ROWS = 12
+
 
 
 def make_console(width: int | None = None, stderr: bool = False) -> Console:
@@ -292,7 +294,7 @@ def source_modules(report: Report) -> RenderableType | None:
 
 
 SECTIONS = (verdict, header, summary, ranks, breakdown, gpu_idle, kernels, syncs, copies, memory, source_lines,
-            source_modules, recommendations)
+            source_modules, recommendations, utilization, memory_usage)
 
 
 class TerminalRenderer:
