@@ -121,3 +121,36 @@ def test_report_sections_render() -> None:
     render_terminal(report, Console(file=buffer, width=140, color_system=None))
     text = buffer.getvalue()
     assert f"MFU {100 * u.mfu:.1f}%" in text and "989.5 TFLOP/s [nv-h200-ds" in text
+
+
+UTILIZATION_FIELDS = {
+    "device", "hardware_row", "hardware_name", "match_note", "devices", "model_flops_per_step",
+    "forward_flops_per_step", "backward_flops_per_step", "recompute_flops_per_step", "flops_by_dtype",
+    "achieved_tflops", "mfu", "hfu", "mfu_of_achievable", "why_no_mfu", "peaks", "cpu_peak_gflops", "cpu_peak_how",
+    "shapes_recorded", "covered_share", "uncovered", "roofline",
+}
+ROOFLINE_FIELDS = {"peak_tflops", "bandwidth_gb_s", "achievable_tflops", "achievable_gb_s", "kernel_us_per_step",
+                   "covered_share", "classes", "points", "left_out"}
+POINT_FIELDS = {"kernel", "op", "kind", "dtype", "count_per_step", "time_us_per_step", "share", "tflops", "gb_s",
+                "intensity", "roof", "roof_share"}
+MEMORY_FIELDS = {"device", "peak_allocated_bytes", "peak_reserved_bytes", "reserved_gap_bytes", "phase",
+                 "peak_step", "categories", "outside_count", "counts_from_profiler_start", "nvml_used_max_bytes",
+                 "non_pytorch_bytes", "activation_lines", "headroom", "timeline_ms", "timeline_allocated",
+                 "timeline_reserved"}
+
+
+def test_section_field_names_are_stable() -> None:
+    """The new sections' JSON fields (stepscope.report/1): added to, never renamed."""
+    import json
+
+    from stepscope.model.report import to_json
+
+    doc = json.loads(to_json(analyze(DATA / "gpu_h200" / "transformer_block" / "trace.json.gz", batch_size=16)))
+    u = doc["utilization"]
+    assert set(u) >= UTILIZATION_FIELDS and set(u["roofline"]) >= ROOFLINE_FIELDS
+    assert set(u["roofline"]["points"][0]) >= POINT_FIELDS
+    assert set(u["peaks"][0]) >= {"dtype", "tflops", "source", "document", "url", "achievable_tflops"}
+    device = doc["memory_usage"]["devices"][0]
+    assert set(device) >= MEMORY_FIELDS
+    assert set(device["headroom"]) >= {"batch_size", "max_batch", "fixed_bytes", "per_sample_bytes",
+                                       "capacity_bytes", "fragmentation", "margin"}

@@ -134,8 +134,9 @@ def _kernel_ops(trace: Trace, counted: np.ndarray, priced: np.ndarray,
     ops = np.flatnonzero(trace.events.kind == Kind.CPU_OP)
     found[0][linked] = _enclosing(trace, counted, calls)
     found[1][linked] = _innermost_of(trace, priced, calls)
-    inner = _innermost_of(trace, ops, calls)
-    found[2][linked] = np.where(inner >= 0, ops[np.maximum(inner, 0)], NONE)
+    if len(ops):
+        inner = _innermost_of(trace, ops, calls)
+        found[2][linked] = np.where(inner >= 0, ops[np.maximum(inner, 0)], NONE)
     return found[0], found[1], found[2]
 
 
