@@ -71,19 +71,19 @@ def host_step(times: np.ndarray, steps: Steps) -> np.ndarray:
 
 
 def _costs(trace: Trace, rows: np.ndarray) -> tuple[np.ndarray, list[OpCost | None], int]:
-    """Each candidate's cost: from its recorded shapes, else from a 'flops' argument the trace gives."""
+    """Each candidate's cost: from its recorded shapes, else from a 'flops' argument the trace gives. Priced
+    once per distinct (name, inputs): a step repeats the same few signatures."""
     ev = trace.events
-    costs: list[OpCost | None] = []
-    cache: dict[tuple[int, int], OpCost | None] = {}
+    width = len(trace.op_inputs) + 1
+    keys = ev.name[rows].astype(np.int64) * width + (ev.inputs[rows].astype(np.int64) + 1)
+    unique, inverse = np.unique(keys, return_inverse=True)
+    priced = [op_cost(trace.strings[k // width], trace.op_inputs[k % width - 1] if k % width else None)
+              for k in unique.tolist()]
+    costs: list[OpCost | None] = [priced[k] for k in inverse.reshape(-1).tolist()]
     from_trace = 0
-    for row in rows.tolist():
-        key = (int(ev.name[row]), int(ev.inputs[row]))
-        if key not in cache:
-            cache[key] = op_cost(trace.strings[key[0]], trace.op_inputs[key[1]] if key[1] >= 0 else None)
-        cost = cache[key]
-        if cost is None and ev.flops[row] == ev.flops[row] and ev.flops[row] > 0:
-            cost, from_trace = OpCost(float(ev.flops[row]), float("nan"), "other", "matmul"), from_trace + 1
-        costs.append(cost)
+    given = ev.flops[rows]
+    for j in np.flatnonzero((given > 0) & np.array([c is None for c in costs], dtype=bool)).tolist():
+        costs[j], from_trace = OpCost(float(given[j]), float("nan"), "other", "matmul"), from_trace + 1
     known = np.array([c is not None for c in costs], dtype=bool)
     return known, costs, from_trace
 
@@ -131,13 +131,26 @@ def _kernel_ops(trace: Trace, counted: np.ndarray, priced: np.ndarray,
     if len(linked) == 0:
         return found[0], found[1], found[2]
     calls = launcher[linked]
-    ops = np.flatnonzero(trace.events.kind == Kind.CPU_OP)
     found[0][linked] = _enclosing(trace, counted, calls)
     found[1][linked] = _innermost_of(trace, priced, calls)
-    if len(ops):
-        inner = _innermost_of(trace, ops, calls)
-        found[2][linked] = np.where(inner >= 0, ops[np.maximum(inner, 0)], NONE)
+    # The innermost CPU op is only needed to name what launched the uncovered kernels.
+    uncovered = found[1][linked] < 0
+    ops = np.flatnonzero(trace.events.kind == Kind.CPU_OP)
+    if len(ops) and uncovered.any() and len(priced):  # nothing priced (no shapes): nothing to say per op
+        ops = ops[np.isin(ops, _around(trace, ops, calls[uncovered]))]
+        inner = _innermost_of(trace, ops, calls[uncovered])
+        found[2][linked[uncovered]] = np.where(inner >= 0, ops[np.maximum(inner, 0)], NONE)
     return found[0], found[1], found[2]
+
+
+def _around(trace: Trace, ops: np.ndarray, calls: np.ndarray) -> np.ndarray:
+    """The ops that hold at least one of the calls: the few the innermost search needs on a big trace."""
+    ev = trace.events
+    threads = host_threads(trace)
+    points = np.sort(threads.shift(calls, ev.start[calls]))
+    lo = np.searchsorted(points, threads.shift(ops, ev.start[ops]), side="left")
+    hi = np.searchsorted(points, threads.shift(ops, ev.end[ops]), side="right")
+    return ops[hi > lo]
 
 
 def _inner_dtypes(trace: Trace, rows: np.ndarray, costs: list[OpCost], nested: np.ndarray,

@@ -92,8 +92,12 @@ def _timeline(trace: Trace, device: int) -> tuple[np.ndarray, np.ndarray, np.nda
     mem = trace.memory
     rows = np.flatnonzero((mem.device == device) & (mem.total_allocated >= 0))
     if len(rows) > TIMELINE_POINTS:  # keep each bin's highest point: a peak is never smoothed away
-        bins = np.array_split(rows, TIMELINE_POINTS)
-        rows = np.array([b[np.argmax(mem.total_allocated[b])] for b in bins])
+        starts = np.linspace(0, len(rows), TIMELINE_POINTS, endpoint=False).astype(np.int64)
+        values = mem.total_allocated[rows]
+        highest = np.maximum.reduceat(values, starts)
+        counts = np.diff(np.append(starts, len(rows)))
+        hits = np.flatnonzero(values == np.repeat(highest, counts))
+        rows = rows[hits[np.searchsorted(hits, starts)]]  # the first highest sample of each bin
     return mem.time[rows], mem.total_allocated[rows], mem.total_reserved[rows]
 
 

@@ -128,13 +128,19 @@ def roofline(trace: Trace, counted: FlopCount, roofs: Roofs | None) -> Roofline 
 
 
 def _uncovered(trace: Trace, counted: FlopCount, dur: np.ndarray) -> tuple[tuple[str, int], ...]:
-    totals: dict[str, float] = {}
-    for i in np.flatnonzero(counted.kernel_priced < 0).tolist():
-        launcher = counted.kernel_launcher[i]
-        name = trace.name_of(launcher) if launcher >= 0 else "(no op recorded around the launch)"
-        totals[name] = totals.get(name, 0.0) + dur[i]
-    ranked = sorted(totals.items(), key=lambda kv: -kv[1])[:TOP_UNCOVERED]
-    return tuple((name, int(ns)) for name, ns in ranked)
+    """Uncovered kernel time by the op around the launch (by name), most first."""
+    mask = counted.kernel_priced < 0
+    launcher = counted.kernel_launcher[mask]
+    named = launcher >= 0
+    per_name = np.bincount(trace.events.name[launcher[named]], weights=dur[mask][named],
+                           minlength=len(trace.strings)) if named.any() else np.zeros(0)
+    ranked = [(trace.strings[i], float(per_name[i])) for i in np.argsort(-per_name)[:TOP_UNCOVERED]
+              if per_name[i] > 0]
+    unnamed = float(dur[mask][~named].sum())
+    if unnamed > 0:
+        ranked.append(("(no op recorded around the launch)", unnamed))
+    ranked.sort(key=lambda kv: -kv[1])
+    return tuple((name, int(ns)) for name, ns in ranked[:TOP_UNCOVERED])
 
 
 def _classes(points: list[KernelPoint]) -> tuple[RoofShare, ...]:
