@@ -26,6 +26,8 @@ def rate(tflops: float | None) -> str:
 
 
 def flop_line(u: Utilization) -> str:
+    if not u.shapes_recorded:
+        return "FLOPs: not counted: the trace has no op input shapes (record_shapes=True; stepscope run records them)"
     text = (f"model FLOPs per step: {flops(u.model_flops_per_step)} (forward {flops(u.forward_flops_per_step)}, "
             f"backward {flops(u.backward_flops_per_step)})")
     if u.recompute_flops_per_step:
@@ -35,6 +37,8 @@ def flop_line(u: Utilization) -> str:
 
 def mfu_lines(u: Utilization) -> list[str]:
     """The MFU with the peak and its source beside it; HFU, the achievable ratio, or why there is none."""
+    if not u.shapes_recorded:
+        return []
     if u.mfu is None:
         return [f"MFU: not computed: {u.why_no_mfu}" if u.why_no_mfu else "MFU: not computed"]
     if u.cpu_peak_gflops is not None and not u.peaks:
@@ -71,7 +75,7 @@ def class_line(c: RoofClass) -> str:
 
 
 def coverage_line(u: Utilization) -> str | None:
-    if u.covered_share is None:
+    if u.covered_share is None or not u.shapes_recorded:
         return None
     what = "kernel time" if u.roofline is not None else "op time"
     text = f"the FLOP formulas cover {pct(u.covered_share, 1)} of {what}"
@@ -84,7 +88,8 @@ def coverage_line(u: Utilization) -> str | None:
 def peak_title(m: DeviceMemoryUsage) -> str:
     where = "host memory" if m.device < 0 else f"device {m.device}"
     step = f" of step {m.peak_step}" if m.peak_step is not None else ""
-    text = f"Memory at the peak ({where}): {size(m.peak_allocated_bytes)} allocated in the {m.phase}{step}"
+    phase = {"optimizer": "optimizer step and after"}.get(m.phase, m.phase)
+    text = f"Memory at the peak ({where}): {size(m.peak_allocated_bytes)} allocated in the {phase}{step}"
     if m.peak_reserved_bytes is not None:
         text += f"; {size(m.peak_reserved_bytes)} reserved ({size(m.reserved_gap_bytes)} cached by the allocator)"
     return text
