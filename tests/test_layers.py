@@ -17,7 +17,7 @@ ALLOWED: dict[str, set[str]] = {
     "model": set(),
     "hardware": {"errors", "atomic"},
     "trace": {"errors"},
-    "analysis": {"trace", "errors"},
+    "analysis": {"trace", "errors", "hardware"},  # the hardware table: peaks for MFU and the roofline
     "attribution": {"trace"},
     "advice": {"analysis", "trace", "model", "errors"},
     # Renderers format what they are handed; the Perfetto renderer is handed the trace and its annotations.

@@ -101,6 +101,9 @@ class Profile:
             from stepscope.capture.attribution import AttributionWindow
 
             listeners.append(AttributionWindow())
+        from stepscope.capture.census import MemoryCensus
+
+        listeners.append(MemoryCensus(folder))  # what the model and optimizer hold: the memory categories
         self._session = CaptureSession(self.spec, folder, listeners=listeners)
         self._session.set_batch_size(self._batch_size, "user")
         self._previous = activate(self._session)

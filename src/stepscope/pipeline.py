@@ -15,6 +15,8 @@ from stepscope.analysis.kernels import SHORT_KERNEL_NS
 from stepscope.analysis.lines import Cost, location_for_sync
 from stepscope.errors import StepscopeError
 from stepscope.model import report as s
+from stepscope.pipeline_usage import memory_section, utilization_section
+from stepscope.trace.census import read_census
 from stepscope.trace.load import load_traces
 from stepscope.trace.model import Trace
 from stepscope.version import __version__
@@ -59,7 +61,7 @@ def facts_and_report(trace: Trace, *, step_range: str | None = None, batch_size:
                      predict: PredictRequest | None = None,
                      power_w: float | None = None) -> tuple[Facts, s.Report]:
     """The report with the facts it was made from, for outputs that read the trace again (--perfetto)."""
-    facts = compute_facts(trace, step_range)
+    facts = compute_facts(trace, step_range, census=read_census(trace.meta.path))
     report = build_report(facts, batch_size=batch_size)
     if predict is not None:
         from stepscope.predict import predict as predict_section
@@ -130,6 +132,8 @@ def build_report(facts: Facts, *, batch_size: int | None = None) -> s.Report:
         lines=_lines(facts),
         modules=_modules(facts),
         timeline=_timeline(facts),
+        utilization=utilization_section(facts),
+        memory_usage=memory_section(facts, batch_size),
     )
 
 

@@ -9,15 +9,19 @@ from stepscope.analysis.annotations import Annotations, annotations
 from stepscope.analysis.breakdown import Breakdown, step_breakdown
 from stepscope.analysis.copies import CopySummary, copy_summary
 from stepscope.analysis.costs import StepCosts, step_costs
+from stepscope.analysis.flops import FlopCount, count_flops
 from stepscope.analysis.gpu import GpuUsage, gpu_usage
 from stepscope.analysis.kernels import KernelSummary, kernel_summary
 from stepscope.analysis.lines import LineSummary, line_summary
 from stepscope.analysis.memory import DeviceMemory, memory_summary
+from stepscope.analysis.memory_usage import DevicePeak, device_peaks
 from stepscope.analysis.modules import ModuleSummary, module_summary
 from stepscope.analysis.signals import Signals, compute_signals
 from stepscope.analysis.steps import Steps, find_steps
 from stepscope.analysis.syncs import SyncSummary, sync_summary
 from stepscope.analysis.timeline import StepTimeline, step_timeline
+from stepscope.analysis.utilization import Utilization, utilization
+from stepscope.trace.census import RunCensus
 from stepscope.trace.model import Trace
 
 
@@ -37,12 +41,17 @@ class Facts:
     modules: ModuleSummary | None
     annotations: Annotations  # idle gaps, sync points and DataLoader waits, for annotated traces
     timeline: StepTimeline | None  # the median step, drawn in the HTML report
+    flops: FlopCount | None  # FLOPs and bytes per op, when shapes were recorded
+    utilization: Utilization | None  # MFU, roofline per kernel
+    memory_peaks: tuple[DevicePeak, ...]  # the peak by category, memory over time, batch headroom
+    census: RunCensus | None  # parameters, gradients, optimizer state as capture saw them
 
 
-def compute_facts(trace: Trace, step_range: str | None = None) -> Facts:
+def compute_facts(trace: Trace, step_range: str | None = None, census: RunCensus | None = None) -> Facts:
     steps = find_steps(trace, step_range)
     gpu = gpu_usage(trace, steps)
     syncs = sync_summary(trace, steps)
+    flops = count_flops(trace, steps)
     return Facts(
         trace=trace,
         steps=steps,
@@ -58,4 +67,8 @@ def compute_facts(trace: Trace, step_range: str | None = None) -> Facts:
         modules=module_summary(trace, steps),
         annotations=annotations(trace, steps, syncs, gpu),
         timeline=step_timeline(trace, steps, gpu, syncs),
+        flops=flops,
+        utilization=utilization(trace, steps, flops, census),
+        memory_peaks=device_peaks(trace, steps, census),
+        census=census,
     )

@@ -6,6 +6,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from stepscope.capture.attribution import AttributionWindow
+from stepscope.capture.census import MemoryCensus
 from stepscope.capture.hooks import StepHooks
 from stepscope.capture.program import Outcome, Program, run_program
 from stepscope.capture.session import CaptureResult, CaptureSession, activate
@@ -45,6 +46,7 @@ def capture_program(
     require_torch()
     telemetry = Telemetry(telemetry_interval).start() if telemetry_interval else None
     listeners = [x for x in (telemetry, AttributionWindow() if attribution else None) if x is not None]
+    listeners.append(MemoryCensus(folder))  # what the model and optimizer hold: the memory categories
     session = CaptureSession(spec, folder, stop_when_done=not full, listeners=listeners)
     session.set_batch_size(batch_size, "user")
     hooks = StepHooks(session)

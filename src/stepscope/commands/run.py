@@ -37,7 +37,8 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--out", metavar="DIR", help="the run folder (new or empty; default stepscope-runs/NAME-TIME)")
     p.add_argument("--batch-size", type=_positive, metavar="N",
                    help="samples per step (default: the first dimension of the DataLoader's first batch)")
-    p.add_argument("--record-shapes", action="store_true", help="record operator input shapes")
+    p.add_argument("--record-shapes", action=argparse.BooleanOptionalAction, default=True,
+                   help="record operator input shapes, which the FLOP count (MFU, roofline) needs (default: on)")
     p.add_argument("--profile-memory", action=argparse.BooleanOptionalAction, default=None,
                    help="record allocator events (default: on when a GPU is profiled)")
     p.add_argument("--with-stack", action="store_true",
@@ -123,6 +124,7 @@ def _finish(program: Program, spec: WindowSpec, folder: Path, captured: Captured
     from stepscope.capture.telemetry import to_json as telemetry_json
     from stepscope.report import render
     from stepscope.report.terminal import make_console
+    from stepscope.trace.census import CENSUS_FILE
 
     outcome, result, telemetry = captured.outcome, captured.result, captured.telemetry
     files = [p for p in (result.trace_path and runfolder.TRACE,) if p]
@@ -132,6 +134,8 @@ def _finish(program: Program, spec: WindowSpec, folder: Path, captured: Captured
             files.append(runfolder.TELEMETRY)
         except StepscopeError as exc:
             print(f"stepscope: {exc.message}\n  hint: {exc.hint}", file=sys.stderr)
+    if (folder / CENSUS_FILE).exists():
+        files.append(CENSUS_FILE)
     report, problem = None, None
     if result.trace_path is not None:
         planned = [*files, runfolder.REPORT_JSON, runfolder.REPORT_TEXT, runfolder.REPORT_HTML]

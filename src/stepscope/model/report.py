@@ -7,6 +7,8 @@ from typing import Any
 
 import msgspec
 
+from stepscope.model.usage import MemoryUsage, Utilization
+
 SCHEMA = "stepscope.report/1"
 
 
@@ -229,6 +231,8 @@ class Report(Struct, kw_only=True):
     lines: Lines | None = None  # time by user source line, when the trace carries source information
     modules: Modules | None = None  # time by module path, when the trace carries module ranges
     prediction: Prediction | None = None  # this job on other GPUs (`--predict GPUS`, `stepscope predict`)
+    utilization: Utilization | None = None  # FLOPs, MFU, roofline (model/usage.py)
+    memory_usage: MemoryUsage | None = None  # the peak by category, memory over time, batch headroom
 
 
 class Run(Struct, kw_only=True):

@@ -9,13 +9,14 @@ figure. A new report section is one function here (plus, for a chart, a figure i
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from stepscope.model.report import Report
-from stepscope.report import figures
+from stepscope.report import figures, usage_figures
 from stepscope.report import prediction as pred
 from stepscope.report import tables as t
+from stepscope.report import usage_tables as ut
 from stepscope.report.format import count, ms, pct
 
 
@@ -26,13 +27,14 @@ class Section:
     intro: str = ""  # how to read it, one or two sentences
     tables: tuple[t.Table, ...] = ()
     items: tuple[tuple[str, str], ...] = ()  # (label, text) pairs, e.g. a run's settings
+    lead: tuple[str, ...] = ()  # the statements that come before the tables (the headline figures)
     figure: dict[str, Any] | None = None  # a plotly figure (HTML only)
     lines: tuple[str, ...] = ()  # short statements, each on its own line
     figure_only: bool = False  # nothing to print without the chart (the terminal skips it)
     extra: dict[str, Any] = field(default_factory=dict)  # what a renderer's special layout needs
 
 
-SectionFn = Callable[[Report, "dict[str, Any] | None"], "Section | None"]
+SectionFn = Callable[[Report, "dict[str, Any] | None"], "Section | list[Section] | None"]
 
 
 def recommendations(report: Report, telemetry: dict[str, Any] | None = None) -> Section | None:
@@ -137,20 +139,53 @@ def prediction(report: Report, telemetry: dict[str, Any] | None = None) -> Secti
                    lines=tuple(pred.prediction_lines(report, detail=True)))
 
 
+def utilization(report: Report, telemetry: dict[str, Any] | None = None) -> Section | None:
+    if report.utilization is None:
+        return None
+    tables = [ut.peaks_table(report), ut.roofline_table(report), ut.uncovered_table(report)]
+    if tables[1] is not None:
+        tables[1] = replace(tables[1], terminal_rows=8)
+    return Section("utilization", "Utilization: FLOPs, MFU and the roofline",
+                   "The roofline chart: kernels as points sized by time; solid roofs are the datasheet's, faint ones "
+                   "the measured achievable ones.", lead=tuple(ut.utilization_items(report)),
+                   tables=tuple(x for x in tables if x is not None), figure=usage_figures.roofline_figure(report))
+
+
+def memory_usage(report: Report, telemetry: dict[str, Any] | None = None) -> list[Section] | None:
+    mu = report.memory_usage
+    if mu is None:
+        return None
+    result = []
+    for m in mu.devices:
+        tables = [replace(x, terminal_rows=5) if x.id.startswith("activation-lines") else x
+                  for x in ut.memory_device_tables(m)]
+        lines = ut.memory_items(m)
+        if mu.census is None and any(c.name == "persistent" for c in m.categories):
+            lines.append("persistent memory is not split: the trace comes without a run census (stepscope run)")
+        where = "host" if m.device < 0 else f"device {m.device}"
+        result.append(Section(f"memory-usage-{'host' if m.device < 0 else m.device}", f"Memory at the peak ({where})",
+                              tables=tuple(tables), lines=tuple(lines), figure=usage_figures.memory_figure(m)))
+    return result
+
+
 def notes(report: Report, telemetry: dict[str, Any] | None = None) -> Section | None:
     all_notes = [*report.summary.dropped_steps, *report.notes]
     return Section("notes", "Notes", lines=tuple(all_notes)) if all_notes else None
 
 
 SECTIONS: tuple[SectionFn, ...] = (
-    recommendations, notes, ranks, breakdown, gpu, timeline, prediction, lines, modules, syncs, kernels, copies, memory,
-    run)
+    recommendations, notes, ranks, breakdown, gpu, timeline, utilization, prediction, lines, modules, syncs, kernels,
+    copies, memory, memory_usage, run)
 
 
 def build(report: Report, telemetry: dict[str, Any] | None = None,
           sections: tuple[SectionFn, ...] = SECTIONS) -> list[Section]:
     """The report's sections, in order, leaving out those it has nothing for."""
-    return [s for fn in sections if (s := fn(report, telemetry)) is not None]
+    built: list[Section] = []
+    for fn in sections:
+        found = fn(report, telemetry)
+        built += found if isinstance(found, list) else [found] if found is not None else []
+    return built
 
 
 def headline(report: Report) -> list[tuple[str, str]]:

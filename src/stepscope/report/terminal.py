@@ -90,6 +90,7 @@ def render_section(section: sec.Section) -> RenderableType:
     parts: list[RenderableType] = [Text(f"\n{section.title}", style="bold")]
     if section.intro:
         parts.append(Text(section.intro, style="dim"))
+    parts += [Text(line) for line in section.lead]
     parts += [table(x) for x in section.tables]
     parts += [Text(line) for line in section.lines]
     if section.items:

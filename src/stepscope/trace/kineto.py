@@ -21,9 +21,9 @@ from stepscope.trace.kineto_columns import ColumnBuilder
 from stepscope.trace.kineto_repair import repair, replace_invalid_utf8, strip_bom, where
 from stepscope.trace.kineto_schema import (
     BATCH_DECODER,
+    EVENT_DECODER,
     FILE_DECODER,
     LIST_DECODER,
-    AnyEvent,
     DeviceProperties,
     TraceFile,
 )
@@ -149,7 +149,7 @@ def _decode_batch(raws: list[msgspec.Raw], builder: ColumnBuilder) -> list:
 
 def _decode_event(raw: msgspec.Raw | bytes, builder: ColumnBuilder) -> object | None:
     try:
-        return msgspec.convert(msgspec.json.decode(raw), AnyEvent, strict=False)
+        return EVENT_DECODER.decode(raw)
     except UnicodeDecodeError:
         fixed, count = replace_invalid_utf8(bytes(raw))
         builder.replaced_bytes += count

@@ -17,6 +17,7 @@ from stepscope.trace.kineto_dialect import (
     SKIPPED_CATEGORIES,
     parse_memcpy_name,
 )
+from stepscope.trace.kineto_inputs import InputsInterner
 from stepscope.trace.kineto_meta import trace_meta
 from stepscope.trace.kineto_schema import Args, Instant, InstantUpper, Metadata, Scalar, Span, TraceFile
 from stepscope.trace.kineto_values import as_int, float_column, int_column
@@ -42,6 +43,7 @@ class ColumnBuilder:
     memory: dict[str, list[np.ndarray]] = field(default_factory=dict)
     process_names: dict[int, str] = field(default_factory=dict)
     thread_names: dict[tuple[int, int], str] = field(default_factory=dict)
+    inputs: InputsInterner = field(default_factory=InputsInterner)
     strings: list[str] = field(default_factory=list)  # by name id, long names shortened
     notes: list[str] = field(default_factory=list)  # what the reader repaired or left out
     replaced_bytes: int = 0  # bytes that were not UTF-8, replaced
@@ -108,7 +110,15 @@ class ColumnBuilder:
             fwd_tid=int_column(list(map(_FWD_TID, args))),
             bytes=int_column(list(map(_BYTES, args))),
             flops=float_column(list(map(_FLOPS, args))),
+            inputs=self._inputs(args),
         )
+
+    def _inputs(self, args: list[Args]) -> np.ndarray:
+        """Each span's recorded inputs (record_shapes) as an index into the interned table, else -1."""
+        if not any(a.input_dims for a in args):
+            return np.full(len(args), NONE, dtype=np.int32)
+        intern = self.inputs.intern
+        return np.fromiter((intern(a.input_dims, a.input_type, a.concrete) for a in args), np.int32, len(args))
 
     def _add_string(self, name: str) -> None:
         shortened = bounded_name(name)
@@ -126,6 +136,9 @@ class ColumnBuilder:
             "bytes": int_column([a.mem_bytes for a in args], 0),  # type: ignore[union-attr]
             "total_allocated": int_column([a.total_allocated for a in args]),  # type: ignore[union-attr]
             "total_reserved": int_column([a.total_reserved for a in args]),  # type: ignore[union-attr]
+            "addr": int_column([a.addr for a in args]),  # type: ignore[union-attr]
+            "pid": int_column([ev.pid for ev in events]),
+            "tid": int_column([ev.tid for ev in events]),
         }
         for key, array in columns.items():
             self.memory.setdefault(key, []).append(array)
@@ -167,11 +180,12 @@ class ColumnBuilder:
             time=np.rint((mem_ts - t0) * 1000.0).astype(np.int64),
             device=mem.get("device", empty), bytes=mem.get("bytes", empty),
             total_allocated=mem.get("total_allocated", empty), total_reserved=mem.get("total_reserved", empty),
+            addr=mem.get("addr"), pid=mem.get("pid"), tid=mem.get("tid"),
         )
         meta = trace_meta(parsed, path, table, strings, t0, categories={c for c in self.categories if c},
                           process_names=self.process_names, thread_names=self.thread_names,
                           notes=self._reader_notes(table, strings))
-        return Trace(meta=meta, events=table, strings=strings, memory=memory)
+        return Trace(meta=meta, events=table, strings=strings, memory=memory, op_inputs=self.inputs.table())
 
     def _in_range(self, cols: dict[str, np.ndarray], mem: dict[str, np.ndarray],
                   ) -> tuple[dict[str, np.ndarray], dict[str, np.ndarray]]:

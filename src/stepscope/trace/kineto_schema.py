@@ -24,6 +24,10 @@ class Args(msgspec.Struct, gc=False):
     stream: Scalar = None
     bytes: Scalar = None
     flops: Scalar = None
+    # record_shapes: kept raw and interned (kineto_inputs), decoded once per distinct signature
+    input_dims: msgspec.Raw = msgspec.field(default=msgspec.Raw(), name="Input Dims")  # empty when absent
+    input_type: msgspec.Raw = msgspec.field(default=msgspec.Raw(), name="Input type")
+    concrete: msgspec.Raw = msgspec.field(default=msgspec.Raw(), name="Concrete Inputs")
 
 
 class MemoryArgs(msgspec.Struct, gc=False):
@@ -32,6 +36,7 @@ class MemoryArgs(msgspec.Struct, gc=False):
     total_reserved: Scalar = msgspec.field(default=None, name="Total Reserved")
     device_type: Scalar = msgspec.field(default=None, name="Device Type")
     device_id: Scalar = msgspec.field(default=None, name="Device Id")
+    addr: Scalar = msgspec.field(default=None, name="Addr")
 
 
 class NameArgs(msgspec.Struct, gc=False):
@@ -52,6 +57,8 @@ class Span(msgspec.Struct, tag_field="ph", tag="X", gc=False):
 class Instant(msgspec.Struct, tag_field="ph", tag="i", gc=False):
     name: Scalar = None
     ts: float | None = None
+    pid: Scalar = None
+    tid: Scalar = None
     args: MemoryArgs | None = None
 
 
@@ -94,3 +101,5 @@ class TraceFile(msgspec.Struct, gc=False):
 FILE_DECODER = msgspec.json.Decoder(TraceFile)
 LIST_DECODER = msgspec.json.Decoder(list[msgspec.Raw])
 BATCH_DECODER = msgspec.json.Decoder(list[AnyEvent])  # type: ignore[valid-type]
+# One event at a time, for a batch with a type surprise: numbers written as strings ("12") are converted.
+EVENT_DECODER = msgspec.json.Decoder(AnyEvent, strict=False)  # type: ignore[var-annotated]

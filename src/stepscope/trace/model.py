@@ -105,6 +105,7 @@ _EVENT_COLUMNS: dict[str, np.dtype] = {
     "host_memory": np.dtype(np.int8),
     "flops": np.dtype(np.float64),  # NaN when unknown
     "stack": np.dtype(np.int32),  # python-stack id (index into Trace.stacks) or -1
+    "inputs": np.dtype(np.int32),  # recorded input shapes (index into Trace.op_inputs) or -1
 }
 
 _DEFAULTS: dict[str, float | int] = {
@@ -119,7 +120,22 @@ _DEFAULTS: dict[str, float | int] = {
     "host_memory": HostMemory.UNKNOWN,
     "flops": np.nan,
     "stack": NONE,
+    "inputs": NONE,
 }
+
+
+@dataclass(frozen=True)
+class OpInputs:
+    """An op's inputs as the profiler records them with record_shapes: one entry per argument.
+
+    dims: a tensor's sizes as a tuple of ints (() for a 0-d tensor and for non-tensors), a tensor list's as a
+    tuple of such tuples; types: 'float', 'c10::BFloat16', 'Scalar', 'ScalarList', '' ...; concrete: the
+    values of scalar and int-list arguments as strings ('[2, 2]', 'False', '1'), '' for tensors.
+    """
+
+    dims: tuple
+    types: tuple[str, ...]
+    concrete: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True, eq=False)
@@ -143,6 +159,7 @@ class Events:
     host_memory: np.ndarray
     flops: np.ndarray
     stack: np.ndarray
+    inputs: np.ndarray
 
     @classmethod
     def from_columns(cls, **columns: np.ndarray) -> Events:
@@ -187,6 +204,9 @@ class MemoryEvents:
     bytes: np.ndarray  # int64, negative for a free
     total_allocated: np.ndarray  # int64, -1 when unknown
     total_reserved: np.ndarray  # int64, -1 when unknown
+    addr: np.ndarray  # int64 block address (pairs an allocation with its free), -1 when unknown
+    pid: np.ndarray  # int64 process and thread that allocated, -1 when unknown
+    tid: np.ndarray
 
     @classmethod
     def empty(cls) -> MemoryEvents:
@@ -198,7 +218,12 @@ class MemoryEvents:
         order = np.argsort(time, kind="stable")
         dtypes = {"time": np.int64, "device": np.int32, "bytes": np.int64,
                   "total_allocated": np.int64, "total_reserved": np.int64}
-        return cls(**{k: _frozen(np.asarray(columns[k], dtype=dt)[order]) for k, dt in dtypes.items()})
+        arrays = {k: _frozen(np.asarray(columns[k], dtype=dt)[order]) for k, dt in dtypes.items()}
+        for optional in ("addr", "pid", "tid"):  # older readers and formats do not give them
+            given = columns.get(optional)
+            values = np.full(len(time), NONE, np.int64) if given is None else np.asarray(given, dtype=np.int64)
+            arrays[optional] = _frozen(values[order])
+        return cls(**arrays)
 
     def __len__(self) -> int:
         return len(self.time)
@@ -213,6 +238,12 @@ class Trace:
     strings: tuple[str, ...]
     memory: MemoryEvents = field(default_factory=MemoryEvents.empty)
     stacks: tuple[tuple[int, ...], ...] = ()  # python stacks as tuples of string ids, innermost last
+    op_inputs: tuple[OpInputs, ...] = ()  # distinct recorded input shapes, indexed by the events' `inputs`
+
+    def inputs_of(self, row: int) -> OpInputs | None:
+        """The recorded inputs of an op (record_shapes), or None."""
+        index = int(self.events.inputs[row])
+        return self.op_inputs[index] if index >= 0 else None
 
     def name_of(self, row: int) -> str:
         return self.strings[int(self.events.name[row])]
