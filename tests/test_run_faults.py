@@ -140,8 +140,9 @@ def small_disk(path: Path, size: str, *, read_only: bool = False) -> Iterator[Pa
 
 
 def test_run_on_a_disk_without_room_for_the_page(tmp_path: Path) -> None:
-    # Room for the trace (~20 KB), report.json, report.txt and telemetry.json, not for report.html (~5 MB).
-    with small_disk(tmp_path / "disk", "256k") as disk:
+    # Room for the profiler's raw export (~300 KB, removed once compressed), the trace (~25 KB), report.json,
+    # report.txt, census.json and telemetry.json; not for report.html (~5 MB, plotly inlined).
+    with small_disk(tmp_path / "disk", "1m") as disk:
         out = disk / "run"
         done = run_with(tmp_path, ["--out", str(out), "--skip", "1", "--warmup", "1", "--steps", "3"], [])
         assert done.returncode == 0, done.stderr  # the program succeeded, and the report was printed
