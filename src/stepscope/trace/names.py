@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import hashlib
-
 MAX_NAME_CHARS = 4096  # the longest real kernel names (templated C++) run to about 2,000 characters
 
 
@@ -12,5 +10,7 @@ def bounded_name(name: str) -> str:
     so that two long names that differ late stay two names."""
     if len(name) <= MAX_NAME_CHARS:
         return name
+    import hashlib  # here: it loads OpenSSL (~3 MB), which only a long name needs
+
     digest = hashlib.blake2b(name.encode("utf-8", "surrogatepass"), digest_size=6).hexdigest()
     return f"{name[:MAX_NAME_CHARS]}... [{len(name):,} characters, #{digest}]"
