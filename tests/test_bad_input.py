@@ -24,6 +24,8 @@ CASES = {
     "no_events.json": b'{"traceEvents": []}',
     "text.json": b"hello, world",
     "object.json": b'{"foo": 1}',
+    "nested.json": b'{"traceEvents": [{"ph": "X", "args": ' + b"[" * 100_000 + b"]" * 100_000 + b"}]}",
+    "random.sqlite": bytes(range(256)) * 8,
 }
 
 
@@ -36,6 +38,18 @@ def test_cli_bad_file(name: str, tmp_path: Path) -> None:
     lines = done.stderr.strip().splitlines()
     assert lines[0].startswith(f"stepscope: error: {path}: ")
     assert "Traceback" not in done.stderr and len(lines) <= 2
+
+
+def test_perfetto_of_a_bare_event_list(tmp_path: Path) -> None:
+    """A trace whose top level is the event list (which analyze accepts) is annotated like any other."""
+    events = _base_events()
+    (tmp_path / "t.json").write_text(json.dumps(events))
+    out = tmp_path / "annotated.json"
+    done = subprocess.run([sys.executable, "-m", "stepscope", "analyze", "-q", str(tmp_path / "t.json"),
+                           "--perfetto", str(out)], capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr
+    written = json.loads(out.read_bytes())["traceEvents"]
+    assert written[: len(events)] == events and len(written) > len(events)
 
 
 def test_cli_missing_path_and_empty_folder(tmp_path: Path) -> None:
@@ -94,3 +108,78 @@ def test_mangled_traces_analyse_or_fail_cleanly(data: st.DataObject, tmp_path: P
         assert str(exc).startswith(str(path))
     else:
         assert report.summary.step_count >= 1
+
+
+# -- messages that say what is wrong -------------------------------------------------------------------------
+
+
+def test_report_on_a_run_folder_with_a_truncated_report(tmp_path: Path) -> None:
+    folder = tmp_path / "run"
+    folder.mkdir()
+    (folder / "report.json").write_bytes(b'{"schema": "stepscope.report/1", "steps": [{"id"')
+    done = subprocess.run([sys.executable, "-m", "stepscope", "report", str(folder)], capture_output=True, text=True)
+    assert done.returncode == 2 and "Traceback" not in done.stderr
+    assert done.stderr.startswith(f"stepscope: error: {folder / 'report.json'}: not a readable stepscope report "
+                                  "(not valid JSON: it ends early")
+
+
+def test_fail_if_slower_refuses_nan(tmp_path: Path) -> None:
+    for value in ("nan", "inf", "-1"):
+        done = subprocess.run([sys.executable, "-m", "stepscope", "diff", "a", "b", "--fail-if-slower", value],
+                              capture_output=True, text=True)
+        assert done.returncode == 2 and "not a percentage of 0 or more" in done.stderr, value
+
+
+def test_out_naming_a_file_says_so(tmp_path: Path) -> None:
+    from stepscope.capture.runfolder import new_run_folder
+
+    (tmp_path / "notes.txt").write_text("mine")
+    with pytest.raises(StepscopeError, match="is a file; --out names the folder"):
+        new_run_folder("train", tmp_path / "notes.txt")
+    assert (tmp_path / "notes.txt").read_text() == "mine"
+
+
+def test_unwritable_working_folder_hints_at_out(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    import errno
+
+    from stepscope.capture import runfolder
+
+    def refuse(self: Path, *args: object, **kwargs: object) -> None:
+        raise PermissionError(errno.EACCES, "Permission denied", str(self))
+
+    monkeypatch.setattr(Path, "mkdir", refuse)
+    with pytest.raises(StepscopeError) as caught:
+        runfolder.new_run_folder("train", base=tmp_path / "stepscope-runs")
+    assert "cannot create the run folder (Permission denied)" in caught.value.message
+    assert caught.value.hint is not None and "--out" in caught.value.hint
+
+
+# -- the CLI never hides a verb ----------------------------------------------------------------------------
+
+
+def test_every_verb_imports() -> None:
+    import importlib
+
+    from stepscope.cli import VERBS
+
+    for verb in VERBS:
+        assert callable(importlib.import_module(f"stepscope.commands.{verb}").add_parser)
+
+
+def test_a_broken_verb_is_listed_and_says_why(monkeypatch: pytest.MonkeyPatch,
+                                              capsys: pytest.CaptureFixture[str]) -> None:
+    from stepscope import cli
+
+    real = cli._verb_module
+
+    def broken_diff(name: str):
+        if name == "diff":
+            raise ImportError("cannot import name 'compare' from 'stepscope.compare'")
+        return real(name)
+
+    monkeypatch.setattr(cli, "_verb_module", broken_diff)
+    assert "diff" in cli.build_parser().format_help() and "cannot load" in cli.build_parser().format_help()
+    assert cli.main(["diff", "a.json", "b.json"]) == 1
+    err = capsys.readouterr().err
+    assert err.startswith("stepscope: error: the diff command cannot load (ImportError: cannot import name")
+    assert "Traceback" not in err

@@ -15,14 +15,14 @@ PACKAGE = Path(__file__).resolve().parents[1] / "src" / "stepscope"
 # For each layer, the other stepscope layers it may import. Anything not listed is forbidden.
 ALLOWED: dict[str, set[str]] = {
     "model": set(),
-    "hardware": {"errors"},
+    "hardware": {"errors", "atomic"},
     "trace": {"errors"},
     "analysis": {"trace", "errors", "hardware"},  # the hardware table: peaks for MFU and the roofline
     "attribution": {"trace"},
     "advice": {"analysis", "trace", "model", "errors"},
     # Renderers format what they are handed; the Perfetto renderer is handed the trace and its annotations.
     "report": {"model", "trace.model", "analysis.annotations", "errors", "version"},
-    "capture": {"attribution", "trace", "errors", "version"},
+    "capture": {"attribution", "trace", "errors", "version", "atomic"},
     # Predict reads the facts (and the pattern classifier, to name a replayed step's bottleneck) and the hardware.
     "predict": {"analysis", "advice", "trace", "hardware", "model", "errors"},
 }

@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import os
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -31,6 +34,19 @@ def run_example(tmp_path: Path, name: str, *args: str) -> Report:
     return from_json((out / "report.json").read_bytes())
 
 
+def run_example_alone(tmp_path: Path, name: str, *args: str) -> Report:
+    """`run_example` in a fresh process: no torch state (compiled graphs, threads) left by earlier tests."""
+    script = EXAMPLES / name
+    if not script.is_file():
+        pytest.skip(f"{script} is not there")
+    out = tmp_path / "run"
+    env = {**os.environ, "OMP_NUM_THREADS": "1"}  # as the one_thread fixture does in this process
+    done = subprocess.run([sys.executable, "-m", "stepscope", "run", "--out", str(out), str(script), *args],
+                          capture_output=True, text=True, env=env, timeout=600)
+    assert done.returncode == 0, done.stderr[-2000:]
+    return from_json((out / "report.json").read_bytes())
+
+
 def dataloader_share(report: Report) -> float:
     return report.summary.breakdown_us["dataloader"] / report.summary.step_time_us
 
@@ -38,9 +54,11 @@ def dataloader_share(report: Report) -> float:
 def test_input_bound_example_and_its_fix(tmp_path: Path) -> None:
     # 0.5 ms of storage latency per sample: loading a batch waits longer than the step computes. Latency,
     # unlike CPU-bound loading, is hidden by workers whatever the core count, so the test holds on 2 cores.
-    slow = run_example(tmp_path / "w0", "pattern_input_bound.py", "--work", "0", "--io-ms", "0.5", "--workers", "0")
+    slow = run_example_alone(tmp_path / "w0", "pattern_input_bound.py", "--work", "0", "--io-ms", "0.5",
+                             "--workers", "0")
     # Four workers deliver a batch every ~4 ms, faster than the step computes here (5-20 ms, with load).
-    fixed = run_example(tmp_path / "w4", "pattern_input_bound.py", "--work", "0", "--io-ms", "0.5", "--workers", "4")
+    fixed = run_example_alone(tmp_path / "w4", "pattern_input_bound.py", "--work", "0", "--io-ms", "0.5",
+                              "--workers", "4")
     assert slow.run is not None and slow.run.batch_size == 32 and slow.run.step_source == "optimizer"
     # Measured here: ~60-75% of the step -> ~10-20% (what remains is receiving each batch from a worker).
     assert dataloader_share(slow) > 0.45, dataloader_share(slow)

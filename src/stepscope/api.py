@@ -13,6 +13,8 @@ does nothing when none is, so a program can keep the call and still run under pl
 
 from __future__ import annotations
 
+import atexit
+import contextlib
 import sys
 import tempfile
 from pathlib import Path
@@ -22,6 +24,8 @@ from typing import TYPE_CHECKING, Any
 import msgspec
 
 from stepscope.capture.session import TRACE_NAME, CaptureResult, CaptureSession, activate, active
+from stepscope.capture.signals import EXIT_CODE as SIGTERM_EXIT_CODE
+from stepscope.capture.signals import SigtermHandler
 from stepscope.capture.telemetry import Telemetry, TelemetryReport
 from stepscope.capture.window import WindowSpec
 from stepscope.errors import StepscopeError
@@ -67,6 +71,7 @@ class Profile:
         self._telemetry: Telemetry | None = None
         self._session: CaptureSession | None = None
         self._previous: CaptureSession | None = None
+        self._sigterm: SigtermHandler | None = None
         self.result: CaptureResult | None = None
         self.telemetry: TelemetryReport | None = None
         self._report: s.Report | None = None
@@ -102,6 +107,11 @@ class Profile:
         self._session = CaptureSession(self.spec, folder, listeners=listeners)
         self._session.set_batch_size(self._batch_size, "user")
         self._previous = activate(self._session)
+        # SIGTERM ends the program as it would have, but through its `with` blocks and its exit handlers (which
+        # stop a capture nobody stopped, as a trainer callback without an exception hook leaves it): the window
+        # is kept.
+        self._sigterm = SigtermHandler(exit_code=SIGTERM_EXIT_CODE).__enter__()
+        atexit.register(self._stop_at_exit)
         self._session.begin()
 
     def step(self) -> None:
@@ -120,10 +130,17 @@ class Profile:
                 raise StepscopeError("this profile was never started")
             if active() is self._session:
                 activate(self._previous)
+            if self._sigterm is not None:
+                self._sigterm.uninstall()
+            atexit.unregister(self._stop_at_exit)
             self.result = self._session.close()
             if self._telemetry is not None:
                 self.telemetry = self._telemetry.stop()
         return self.result
+
+    def _stop_at_exit(self) -> None:
+        with contextlib.suppress(Exception):  # at interpreter exit there is no one left to tell
+            self.stop()
 
     @property
     def done(self) -> bool:
@@ -156,6 +173,8 @@ def capture_status(result: CaptureResult, program_status: str = "finished") -> s
         return "failed"
     if program_status == "interrupted":
         return "interrupted"
+    if program_status == "terminated":
+        return "terminated"
     if result.trace_path is None or result.steps_recorded == 0:
         return "nothing recorded"
     return "window recorded" if result.window_complete else "ended early"
@@ -260,15 +279,23 @@ def text_report(report: s.Report, extra_lines: list[str] | None = None, width: i
 
 def write_report_files(report: s.Report, folder: Path, extra_lines: list[str] | None = None,
                        telemetry: dict[str, Any] | None = None) -> list[str]:
-    """report.json, report.txt and report.html beside the trace; returns the names written."""
+    """report.json, report.txt and report.html beside the trace, each written whole or not at all; returns the
+    names written. A file that cannot be written is said on stderr and the others are still tried."""
+    from stepscope.atomic import write_atomic
     from stepscope.report import render
 
-    (folder / "report.json").write_bytes(render("json", report))
-    (folder / "report.txt").write_text(text_report(report, extra_lines), encoding="utf-8")
-    written = ["report.json", "report.txt"]
-    try:
-        (folder / "report.html").write_bytes(render("html", report, telemetry=telemetry))
-        written.append("report.html")
-    except Exception as exc:  # the page is a convenience: never let it cost the run its other files
-        print(f"stepscope: report.html was not written ({type(exc).__name__}: {exc})", file=sys.stderr)
+    pages = {"report.json": lambda: render("json", report), "report.txt": lambda: text_report(report, extra_lines),
+             "report.html": lambda: render("html", report, telemetry=telemetry)}
+    written = []
+    for name, make in pages.items():
+        try:
+            write_atomic(folder / name, make(), what="report", hint=WRITE_HINT)
+            written.append(name)
+        except StepscopeError as exc:
+            print(f"stepscope: {exc.message}" + (f"\n  hint: {exc.hint}" if exc.hint else ""), file=sys.stderr)
+        except Exception as exc:  # the page is a convenience: never let it cost the run its other files
+            print(f"stepscope: {name} was not written ({type(exc).__name__}: {exc})", file=sys.stderr)
     return written
+
+
+WRITE_HINT = "give a folder you can write to, on a disk with room (stepscope run --out DIR, or out= in the API)"

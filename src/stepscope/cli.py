@@ -28,10 +28,24 @@ def build_parser() -> argparse.ArgumentParser:
     for verb in VERBS:
         try:
             module = _verb_module(verb)
-        except ModuleNotFoundError:
-            continue  # a verb whose module is not installed in this build
+        except Exception as exc:  # a broken verb stays listed, and says why when it is run
+            _add_broken_verb(sub, verb, exc)
+            continue
         module.add_parser(sub)
     return parser
+
+
+def _add_broken_verb(sub: argparse._SubParsersAction, verb: str, error: Exception) -> None:
+    why = f"{type(error).__name__}: {error}"
+
+    def fail(args: argparse.Namespace) -> int:
+        raise StepscopeError(f"the {verb} command cannot load ({why})",
+                             hint="this is a bug in stepscope or its installation; reinstall it or report it",
+                             exit_code=1)
+
+    p = sub.add_parser(verb, help=f"(cannot load: {why})")
+    p.add_argument("rest", nargs=argparse.REMAINDER, help=argparse.SUPPRESS)
+    p.set_defaults(handler=fail)
 
 
 def main(argv: Sequence[str] | None = None) -> int:

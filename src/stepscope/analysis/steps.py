@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import re
 from collections import Counter
+from collections.abc import Iterator
 from dataclasses import dataclass
 
 import numpy as np
@@ -18,6 +19,7 @@ PHASE_ANNOTATION = re.compile(r"^## .* ##$")
 # A cut-off last step: fewer GPU activities than this fraction of its predecessor's.
 TRUNCATED_STEP_RATIO = 0.8
 MIN_REPEATS_FOR_STEP_RANGE = 3
+MAX_LISTED = 5  # left-out steps named one by one in the notes, then counted
 
 
 @dataclass(frozen=True)
@@ -65,17 +67,25 @@ def _host_ranges(trace: Trace) -> np.ndarray:
     return trace.events.of_kind(Kind.CPU_OP, Kind.USER_ANNOTATION)
 
 
-def _profiler_steps(trace: Trace) -> tuple[list[str], np.ndarray] | None:
+def _profiler_steps(trace: Trace) -> tuple[list[str], np.ndarray, list[str]] | None:
+    """ProfilerStep#N ranges, one per id, and why others were left out."""
     mask = _host_ranges(trace) & trace.names_where(lambda s: PROFILER_STEP.match(s) is not None)
     rows = np.flatnonzero(mask)
     if len(rows) == 0:
         return None
-    # A step recorded on several threads appears once per thread: keep the first of each id.
+    # A step recorded on several threads appears once per thread, overlapping: keep the first of each id.
+    # The same id again at another time is a second step under one name: left out, and said so.
+    ev = trace.events
     ids = [PROFILER_STEP.match(trace.name_of(r)).group(1) for r in rows]  # type: ignore[union-attr]
     first: dict[str, int] = {}
-    for step_id, row in zip(ids, rows, strict=True):
-        first.setdefault(step_id, int(row))
-    return list(first), np.array(list(first.values()), dtype=np.int64)
+    repeated: Counter[str] = Counter()
+    for step_id, row in zip(ids, rows.tolist(), strict=True):
+        kept = first.setdefault(step_id, row)
+        if kept != row and ev.start[row] >= ev.end[kept]:
+            repeated[step_id] += 1
+    notes = [f"step {i}: recorded {n + 1} times at different times under one name; only the first is kept"
+             for i, n in repeated.items()]
+    return list(first), np.array(list(first.values()), dtype=np.int64), notes
 
 
 def _optimizer_steps(trace: Trace) -> tuple[list[str], np.ndarray, np.ndarray] | None:
@@ -139,41 +149,68 @@ def _repeated_top_level_name(trace: Trace, annotations: np.ndarray) -> str | Non
 
 
 def find_steps(trace: Trace, step_range: str | None = None) -> Steps:
-    """The steps of a trace, per DESIGN.md's definition."""
-    ev = trace.events
+    """The steps of a trace, per DESIGN.md's definition; ranges no step can be are left out, with the reason."""
     if step_range is not None:
         named = _named_range_steps(trace, step_range)
         if named is None:
             from stepscope.errors import StepscopeError
 
             raise StepscopeError(f"{trace.meta.path}: no range named {step_range!r} to take as the step")
-        ids, cpu_start, cpu_end, _ = named
-        source = f"range {step_range}"
-    elif (found := _profiler_steps(trace)) is not None:
-        ids, rows = found
-        cpu_start, cpu_end, source = ev.start[rows], ev.end[rows], "ProfilerStep"
-    elif (opt := _optimizer_steps(trace)) is not None:
-        ids, cpu_start, cpu_end = opt
-        source = "optimizer step"
-    elif (phases := _phase_steps(trace)) is not None:
-        ids, cpu_start, cpu_end = phases
-        source = "## annotations ##"
-    elif (named := _named_range_steps(trace, None)) is not None:
-        ids, cpu_start, cpu_end, name = named
-        source = f"range {name}"
+        candidates = iter([(*named[:3], f"range {step_range}", [])])
     else:
-        ids = ["all"]
-        cpu_start = np.array([ev.start.min() if len(ev) else 0], dtype=np.int64)
-        cpu_end = np.array([ev.end.max() if len(ev) else 0], dtype=np.int64)
-        source = "whole trace"
-    order = np.argsort(cpu_start, kind="stable")
-    ids = [ids[i] for i in order]
-    cpu_start = np.asarray(cpu_start, dtype=np.int64)[order]
-    cpu_end = np.asarray(cpu_end, dtype=np.int64)[order]
-    return _stretch_to_gpu(trace, ids, cpu_start, cpu_end, source)
+        candidates = _candidates(trace)
+    notes: list[str] = []
+    for ids, cpu_start, cpu_end, source, found_notes in candidates:
+        if not len(ids):
+            continue
+        order = np.argsort(cpu_start, kind="stable")
+        ids = [ids[i] for i in order]
+        cpu_start = np.asarray(cpu_start, dtype=np.int64)[order]
+        cpu_end = np.asarray(cpu_end, dtype=np.int64)[order]
+        keep = _valid_ranges(ids, cpu_start, cpu_end, notes)
+        notes += found_notes
+        if keep.any():
+            ids = [i for i, k in zip(ids, keep, strict=True) if k]
+            return _stretch_to_gpu(trace, ids, cpu_start[keep], cpu_end[keep], source, notes)
+        notes.append(f"no step from {source}: every range has zero length or lies inside another")
+    ev = trace.events
+    start = np.array([ev.start.min() if len(ev) else 0], dtype=np.int64)
+    end = np.array([ev.end.max() if len(ev) else 0], dtype=np.int64)
+    return _stretch_to_gpu(trace, ["all"], start, end, "whole trace", notes)
 
 
-def _stretch_to_gpu(trace: Trace, ids: list[str], cpu_start: np.ndarray, cpu_end: np.ndarray, source: str) -> Steps:
+def _candidates(trace: Trace) -> Iterator[tuple[list[str], np.ndarray, np.ndarray, str, list[str]]]:
+    """Step ranges from each source in order of preference, lazily: the first that holds a step wins."""
+    ev = trace.events
+    if (found := _profiler_steps(trace)) is not None:
+        ids, rows, notes = found
+        yield ids, ev.start[rows], ev.end[rows], "ProfilerStep", notes
+    if (opt := _optimizer_steps(trace)) is not None:
+        yield *opt, "optimizer step", []
+    if (phases := _phase_steps(trace)) is not None:
+        yield *phases, "## annotations ##", []
+    if (named := _named_range_steps(trace, None)) is not None:
+        ids, cpu_start, cpu_end, name = named
+        yield ids, cpu_start, cpu_end, f"range {name}", []
+
+
+def _valid_ranges(ids: list[str], start: np.ndarray, end: np.ndarray, notes: list[str]) -> np.ndarray:
+    """Mask of the ranges (sorted by start) that can be steps: not zero-length, not inside an earlier one."""
+    keep = end > start
+    for i in np.flatnonzero(~keep)[:MAX_LISTED].tolist():
+        notes.append(f"step {ids[i]}: zero length: left out")
+    if (~keep).sum() > MAX_LISTED:
+        notes.append(f"... and {int((~keep).sum()) - MAX_LISTED} more steps of zero length")
+    reach = np.maximum.accumulate(np.where(keep, end, np.iinfo(np.int64).min))
+    nested = keep[1:] & (end[1:] <= reach[:-1])
+    for i in (np.flatnonzero(nested)[:MAX_LISTED] + 1).tolist():
+        notes.append(f"step {ids[i]}: lies inside another step's range: left out")
+    keep[1:] &= ~nested
+    return keep
+
+
+def _stretch_to_gpu(trace: Trace, ids: list[str], cpu_start: np.ndarray, cpu_end: np.ndarray, source: str,
+                    notes: list[str]) -> Steps:
     """Move each end to the end of the GPU work launched inside the step; drop cut-off trailing steps.
 
     Matches the TensorBoard plugin: a launch counts for a step when the runtime call lies wholly inside the
@@ -222,7 +259,7 @@ def _stretch_to_gpu(trace: Trace, ids: list[str], cpu_start: np.ndarray, cpu_end
     return Steps(
         ids=tuple(i for i, k in zip(ids, keep, strict=True) if k),
         start=start[keep], end=end[keep], cpu_start=cpu_start[keep], cpu_end=cpu_end[keep],
-        gpu_activity_count=counts[keep], source=source, dropped=tuple(reversed(dropped)),
+        gpu_activity_count=counts[keep], source=source, dropped=(*notes, *reversed(dropped)),
     )
 
 

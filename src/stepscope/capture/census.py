@@ -17,6 +17,8 @@ import weakref
 from pathlib import Path
 from typing import Any
 
+from stepscope.atomic import write_atomic
+from stepscope.errors import StepscopeError
 from stepscope.trace.census import CENSUS_FILE, CENSUS_SCHEMA
 
 
@@ -139,6 +141,6 @@ class MemoryCensus:
         doc = {"schema": CENSUS_SCHEMA, "memory": {"taken": self._taken, "devices": self._devices or []},
                "cpu": self._cpu}
         try:
-            (self.folder / CENSUS_FILE).write_text(json.dumps(doc, indent=1))
-        except OSError as exc:
-            self.notes.append(f"the memory census could not be written ({exc})")
+            write_atomic(self.folder / CENSUS_FILE, json.dumps(doc, indent=1), what="memory census")
+        except StepscopeError as exc:
+            self.notes.append(f"the memory census could not be written ({exc.message})")

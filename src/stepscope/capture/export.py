@@ -12,9 +12,13 @@ from __future__ import annotations
 
 import codecs
 import gzip
+import os
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
+
+from stepscope.atomic import atomic_file
+from stepscope.errors import StepscopeError
 
 
 @dataclass(frozen=True)
@@ -36,9 +40,12 @@ def export_trace(prof: Any, dest: Path, cut_step: int | None = None) -> Exported
         prof.export_chrome_trace(str(raw))
     except Exception as exc:  # the profiler's own failure must not lose the run
         error = f"{type(exc).__name__}: {exc}"
+    finally:
+        # Kineto writes through `<name>.tmp` and renames it; on a full disk that file stays behind.
+        raw.with_name(raw.name + ".tmp").unlink(missing_ok=True)
     if not raw.is_file() or raw.stat().st_size == 0:
         raw.unlink(missing_ok=True)
-        return Exported(None, error=error or "the profiler wrote no trace")
+        return Exported(None, error=error or f"nothing was written to {raw}{_room_left(dest.parent)}")
     notes = []
     if error:
         notes.append(f"the profiler's trace export failed ({error}); kept the file it had written")
@@ -48,40 +55,49 @@ def export_trace(prof: Any, dest: Path, cut_step: int | None = None) -> Exported
     try:
         if gzip_utf8(raw, dest, rename=rename):
             notes.append("replaced bytes that were not UTF-8 in the trace (a known profiler bug with with_stack)")
+    except StepscopeError as exc:
+        return Exported(None, error=exc.message)
     except OSError as exc:
-        return Exported(None, error=f"cannot write {dest}: {exc.strerror or exc}")
+        return Exported(None, error=f"cannot read {raw}: {exc.strerror or exc}")
     finally:
         raw.unlink(missing_ok=True)
     return Exported(dest, tuple(notes))
 
 
+def _room_left(folder: Path) -> str:
+    """Why a write may have failed, when the disk is (nearly) full; empty otherwise."""
+    try:
+        stats = os.statvfs(folder)
+    except (OSError, AttributeError):  # no statvfs on Windows
+        return ""
+    free = stats.f_bavail * stats.f_frsize
+    return f": the disk holding it has {free:,} bytes free" if free < 1 << 20 else ""
+
+
 def gzip_utf8(src: Path, dest: Path, compresslevel: int = 3, rename: tuple[bytes, bytes] | None = None) -> bool:
-    """Compress `src` into `dest`, replacing `rename[0]` by `rename[1]` (whole lines of Kineto's JSON);
-    returns True when bytes that were not UTF-8 had to be replaced."""
-    if _copy(src, dest, compresslevel, "strict", rename):
+    """Compress `src` into `dest` (written whole or not at all), replacing `rename[0]` by `rename[1]` (whole
+    lines of Kineto's JSON); returns True when bytes that were not UTF-8 had to be replaced."""
+    try:
+        _copy(src, dest, compresslevel, "strict", rename)
         return False
+    except UnicodeDecodeError:
+        pass  # nothing was written: the strict pass is abandoned, its temporary file removed
     _copy(src, dest, compresslevel, "replace", rename)
     return True
 
 
-def _copy(src: Path, dest: Path, compresslevel: int, errors: str, rename: tuple[bytes, bytes] | None) -> bool:
-    """Stream `src` through a UTF-8 decoder into gzip; False if a strict pass met a bad byte."""
+def _copy(src: Path, dest: Path, compresslevel: int, errors: str, rename: tuple[bytes, bytes] | None) -> None:
+    """Stream `src` through a UTF-8 decoder into gzip; a strict pass raises UnicodeDecodeError at a bad byte."""
     decoder = codecs.getincrementaldecoder("utf-8")(errors)
-    with src.open("rb") as fin, gzip.open(dest, "wb", compresslevel=compresslevel) as fout:
+    with src.open("rb") as fin, atomic_file(dest, what="trace") as out, \
+            gzip.GzipFile(fileobj=out, mode="wb", compresslevel=compresslevel) as fout:
         # Kineto writes one short line per field, so lines are a safe unit for the rename and the repair.
         for chunk in fin:
-            try:
-                text = decoder.decode(chunk)
-            except UnicodeDecodeError:
-                return False
+            text = decoder.decode(chunk)
             data = chunk if errors == "strict" else text.encode("utf-8")  # valid: keep the original bytes
             if rename and rename[0] in data:
                 data = data.replace(*rename)
             fout.write(data)
-        try:
-            tail = decoder.decode(b"", final=True)  # a sequence cut off by the end of the file
-        except UnicodeDecodeError:
-            return False
+        tail = decoder.decode(b"", final=True)  # a sequence cut off by the end of the file
         if errors != "strict":
             fout.write(tail.encode("utf-8"))
-    return True

@@ -21,6 +21,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from stepscope.capture.session import StopProgram
+from stepscope.capture.signals import EXIT_CODE as TERMINATED_EXIT_CODE
+from stepscope.capture.signals import SigtermHandler, Terminated
 from stepscope.errors import StepscopeError
 
 
@@ -46,12 +48,12 @@ class Program:
 @dataclass(frozen=True)
 class Outcome:
     exit_code: int
-    status: str  # "finished" | "stopped" | "exit" | "exception" | "interrupted"
+    status: str  # "finished" | "stopped" | "exit" | "exception" | "interrupted" | "terminated"
     detail: str = ""  # one line, for the failures
 
     @property
     def failed(self) -> bool:
-        return self.status in ("exit", "exception", "interrupted")
+        return self.status in ("exit", "exception", "interrupted", "terminated")
 
 
 def check(program: Program) -> None:
@@ -71,11 +73,15 @@ def check(program: Program) -> None:
         raise StepscopeError(f"can't open file {program.target!r}: no such file", exit_code=2)
 
 
-def run_program(program: Program, stopping: Callable[[], bool] = lambda: False) -> Outcome:
-    """Run to the end, a stop (StopProgram, or Ctrl-C while `stopping()`), or a failure; never raises."""
+def run_program(program: Program, stopping: Callable[[], bool] = lambda: False,
+                sigterm: SigtermHandler | None = None) -> Outcome:
+    """Run to the end, a stop (StopProgram, or Ctrl-C while `stopping()`), a SIGTERM (raised in the program
+    by `sigterm` while it runs) or a failure; never raises."""
     saved_argv, saved_path = sys.argv[:], sys.path[:]
     sys.argv = [program.target, *program.args]
     _set_path0(program)
+    if sigterm is not None:
+        sigterm.raising = True
     try:
         if program.module:
             runpy.run_module(program.target, run_name="__main__", alter_sys=True)
@@ -83,6 +89,8 @@ def run_program(program: Program, stopping: Callable[[], bool] = lambda: False) 
             _run_script(program.target)
     except StopProgram:
         return Outcome(0, "stopped")
+    except Terminated:
+        return Outcome(TERMINATED_EXIT_CODE, "terminated", "was terminated (SIGTERM)")
     except SystemExit as exc:
         if stopping():
             return Outcome(0, "stopped")
@@ -98,6 +106,8 @@ def run_program(program: Program, stopping: Callable[[], bool] = lambda: False) 
         _print_user_traceback(exc)
         return Outcome(1, "exception", f"raised {type(exc).__name__}: {_first_line(exc)}")
     finally:
+        if sigterm is not None:
+            sigterm.raising = False  # from here on stepscope exports and writes: a SIGTERM is only remembered
         sys.argv = saved_argv
         sys.path[:] = saved_path  # the same list object: importers may hold it
     return Outcome(0, "finished")

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import errno
 import re
 import time
 from pathlib import Path
@@ -25,7 +26,10 @@ def new_run_folder(name: str, out: str | Path | None = None, *, base: Path = DEF
     """Create and return the folder; an existing `out` must be empty, a derived name gets a suffix."""
     if out is not None:
         path = Path(out)
-        if path.exists() and (not path.is_dir() or any(path.iterdir())):
+        if path.exists() and not path.is_dir():
+            raise StepscopeError(f"{path}: is a file; --out names the folder to write the run into",
+                                 hint="give a new or empty folder, or leave --out out for one under stepscope-runs/")
+        if path.exists() and any(path.iterdir()):
             raise StepscopeError(f"{path}: already exists and is not an empty folder",
                                  hint="choose another --out, or leave it out for a new folder under stepscope-runs/")
         return _mkdir(path, exist_ok=True)
@@ -47,5 +51,7 @@ def _mkdir(path: Path, exist_ok: bool) -> Path:
     except FileExistsError:
         raise
     except OSError as exc:
-        raise StepscopeError(f"{path}: cannot create the run folder ({exc.strerror or exc})") from None
+        hint = ("give --out a folder you can write to (e.g. --out /tmp/run)"
+                if exc.errno in (errno.EACCES, errno.EPERM, errno.EROFS) else None)
+        raise StepscopeError(f"{path}: cannot create the run folder ({exc.strerror or exc})", hint=hint) from None
     return path

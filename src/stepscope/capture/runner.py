@@ -10,6 +10,7 @@ from stepscope.capture.census import MemoryCensus
 from stepscope.capture.hooks import StepHooks
 from stepscope.capture.program import Outcome, Program, run_program
 from stepscope.capture.session import CaptureResult, CaptureSession, activate
+from stepscope.capture.signals import SigtermHandler
 from stepscope.capture.telemetry import Telemetry, TelemetryReport
 from stepscope.capture.window import WindowSpec
 from stepscope.errors import StepscopeError
@@ -39,6 +40,7 @@ def capture_program(
     batch_size: int | None = None,
     telemetry_interval: float | None = 0.2,
     attribution: bool = True,
+    sigterm: SigtermHandler | None = None,
 ) -> Captured:
     """Run `program` under the step hooks; stop it once the window is recorded unless `full`."""
     require_torch()
@@ -53,7 +55,7 @@ def capture_program(
     try:
         hooks.install()
         session.begin()
-        outcome = run_program(program, stopping=lambda: session.stop_requested)
+        outcome = run_program(program, stopping=lambda: session.stop_requested, sigterm=sigterm)
     finally:
         hooks.remove()
         activate(previous)

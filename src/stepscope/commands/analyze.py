@@ -79,9 +79,9 @@ def run(args: argparse.Namespace) -> int:
 def _annotated_trace(facts: Facts, report: Report, compress: bool) -> bytes:
     """The trace's own events (copied from its file when that is Chrome JSON) plus stepscope's tracks."""
     from stepscope.report import render
-    from stepscope.trace.files import read_bytes
+    from stepscope.trace.kineto import document
 
     trace = facts.trace
-    original = read_bytes(Path(trace.meta.path)) if trace.meta.format == "kineto" else None
+    original = document(Path(trace.meta.path))[0] if trace.meta.format == "kineto" else None
     return render("perfetto", report, trace=trace, annotations=facts.annotations, original=original,
                   compress=compress)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import math
 import sys
 
 from stepscope.commands.output import write_output
@@ -19,13 +20,24 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     p.add_argument("after", metavar="AFTER", help="trace, rank folder, run folder or report.json")
     p.add_argument("--json", metavar="FILE", help="write the diff as stepscope.diff/1 JSON ('-' for stdout)")
     p.add_argument("--html", metavar="FILE", help="write the diff as one self-contained HTML page")
-    p.add_argument("--fail-if-slower", type=float, metavar="PCT",
+    p.add_argument("--fail-if-slower", type=_percentage, metavar="PCT",
                    help="exit with status 1 if AFTER's step time is more than PCT%% slower than BEFORE's")
     p.add_argument("--step-range", metavar="NAME", help="for traces: the range that marks one step")
     p.add_argument("--batch-size", type=int, metavar="N", help="for traces: samples per step, to compare samples/s")
     p.add_argument("--width", type=int, default=None, help="terminal width")
     p.add_argument("--quiet", "-q", action="store_true", help="print nothing but errors and the gate's verdict")
     p.set_defaults(handler=run)
+
+
+def _percentage(text: str) -> float:
+    """A finite percentage of 0 or more: NaN would make a gate that can never fail."""
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a number") from None
+    if not math.isfinite(value) or value < 0:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a percentage of 0 or more (e.g. 5)")
+    return value
 
 
 def run(args: argparse.Namespace) -> int:
@@ -35,8 +47,6 @@ def run(args: argparse.Namespace) -> int:
     from stepscope.report.diff import DiffHtmlRenderer, DiffTerminalRenderer
     from stepscope.report.terminal import make_console
 
-    if args.fail_if_slower is not None and args.fail_if_slower < 0:
-        raise StepscopeError("--fail-if-slower takes a percentage of 0 or more", hint="e.g. --fail-if-slower 5")
     before, after = (load_report(p, step_range=args.step_range, batch_size=args.batch_size)
                      for p in (args.before, args.after))
     diff = compare(before, after)

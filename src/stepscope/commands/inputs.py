@@ -21,12 +21,27 @@ class _Probe(msgspec.Struct):
 
 def is_report_file(path: Path) -> bool:
     """A JSON file whose top-level `schema` names a stepscope report (gzipped files are traces)."""
+    return _probe(path) is True
+
+
+def _probe(path: Path) -> bool | str:
+    """True for a stepscope report, False for other JSON or no JSON file, else why it cannot be read."""
     if not path.is_file() or path.suffix != ".json":
         return False
     try:
         probe = msgspec.json.decode(path.read_bytes(), type=_Probe)
-    except (msgspec.DecodeError, OSError):
+    except msgspec.ValidationError:
         return False
+    except msgspec.DecodeError as exc:
+        if "truncated" in str(exc):
+            return "not valid JSON: it ends early, as a file cut short does"
+        return f"not valid JSON: {str(exc).removeprefix('JSON is malformed: ')}"
+    except OSError as exc:
+        return f"cannot read it: {exc.strerror or exc}"
+    except RecursionError:
+        return "JSON nested too deeply"
+    except UnicodeDecodeError:
+        return "bytes that are not UTF-8"
     return (probe.schema or "").startswith("stepscope.report/")
 
 
@@ -37,10 +52,15 @@ def load_report(path: str | Path, *, traces_allowed: bool = True, step_range: st
     if not path.exists():
         raise StepscopeError(f"{path}: no such file or folder")
     source = path / REPORT_JSON if path.is_dir() and (path / REPORT_JSON).is_file() else path
-    if is_report_file(source):
+    found = _probe(source)
+    if isinstance(found, str) and (source.name == REPORT_JSON or not traces_allowed):
+        trace = source.parent / "trace.json.gz"
+        hint = f"analyse the run's trace again: stepscope analyze {trace}" if trace.is_file() else None
+        raise StepscopeError(f"{source}: not a readable stepscope report ({found})", hint=hint)
+    if found is True:
         try:
             return from_json(source.read_bytes())
-        except (msgspec.DecodeError, msgspec.ValidationError, ValueError) as exc:
+        except (msgspec.DecodeError, msgspec.ValidationError, ValueError, RecursionError) as exc:
             raise StepscopeError(f"{source}: not a readable stepscope report ({exc})") from None
     if not traces_allowed:
         raise StepscopeError(f"{path}: neither a stepscope report (.json) nor a run folder holding {REPORT_JSON}",

@@ -5,6 +5,7 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
+from stepscope.atomic import write_atomic
 from stepscope.errors import StepscopeError
 
 
@@ -21,7 +22,8 @@ def write_output(target: str, data: bytes, what: str) -> str | None:
         raise StepscopeError(f"{path}: is a folder; give a file name for the {what}")
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
-        path.write_bytes(data)
     except OSError as exc:
-        raise StepscopeError(f"{path}: cannot write the {what} ({exc.strerror or exc})") from None
+        raise StepscopeError(f"{path.parent}: cannot create the folder for the {what} ({exc.strerror or exc})",
+                             hint="give a file name in a folder you can write to") from None
+    write_atomic(path, data, what=what)
     return str(path)

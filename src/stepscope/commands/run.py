@@ -87,6 +87,7 @@ def main(args: argparse.Namespace) -> int:
     from stepscope.capture import runfolder
     from stepscope.capture.program import check
     from stepscope.capture.runner import capture_program, require_torch
+    from stepscope.capture.signals import EXIT_CODE, SigtermHandler
     from stepscope.capture.window import WindowSpec
 
     program = program_from_args(args)
@@ -98,10 +99,15 @@ def main(args: argparse.Namespace) -> int:
     folder = runfolder.new_run_folder(_run_name(program.name), args.out)
     print(f"stepscope: running {' '.join(program.command)}: skip {spec.skip}, warm up {spec.warmup}, "
           f"record {spec.steps} steps{'' if args.full else ', then stop'}", file=sys.stderr, flush=True)
-    captured = capture_program(program, spec, folder, full=args.full, batch_size=args.batch_size,
-                               telemetry_interval=args.telemetry_interval or None, attribution=args.attribution)
-    sys.stdout.flush()
-    return _finish(program, spec, folder, captured, width=args.width, predict=request)
+    # SIGTERM (timeout, SLURM, Kubernetes) as SIGINT: raised in the program, then only remembered while the
+    # capture is exported and the reports written; the run then ends with 143.
+    with SigtermHandler(raising=False) as sigterm:
+        captured = capture_program(program, spec, folder, full=args.full, batch_size=args.batch_size,
+                                   telemetry_interval=args.telemetry_interval or None, attribution=args.attribution,
+                                   sigterm=sigterm)
+        sys.stdout.flush()
+        code = _finish(program, spec, folder, captured, width=args.width, predict=request)
+    return EXIT_CODE if sigterm.received else code
 
 
 def _run_name(name: str) -> str:
@@ -112,7 +118,8 @@ def _run_name(name: str) -> str:
 
 def _finish(program: Program, spec: WindowSpec, folder: Path, captured: Captured, *, width: int | None,
             predict: PredictRequest | None = None) -> int:
-    from stepscope.api import live_report, nothing_recorded, write_report_files
+    from stepscope.api import WRITE_HINT, live_report, nothing_recorded, write_report_files
+    from stepscope.atomic import write_atomic
     from stepscope.capture import runfolder
     from stepscope.capture.telemetry import to_json as telemetry_json
     from stepscope.report import render
@@ -122,8 +129,11 @@ def _finish(program: Program, spec: WindowSpec, folder: Path, captured: Captured
     outcome, result, telemetry = captured.outcome, captured.result, captured.telemetry
     files = [p for p in (result.trace_path and runfolder.TRACE,) if p]
     if telemetry is not None:
-        (folder / runfolder.TELEMETRY).write_bytes(telemetry_json(telemetry))
-        files.append(runfolder.TELEMETRY)
+        try:
+            write_atomic(folder / runfolder.TELEMETRY, telemetry_json(telemetry), what="telemetry", hint=WRITE_HINT)
+            files.append(runfolder.TELEMETRY)
+        except StepscopeError as exc:
+            print(f"stepscope: {exc.message}\n  hint: {exc.hint}", file=sys.stderr)
     if (folder / CENSUS_FILE).exists():
         files.append(CENSUS_FILE)
     report, problem = None, None

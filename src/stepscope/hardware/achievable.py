@@ -16,6 +16,7 @@ from importlib import resources
 from pathlib import Path
 from typing import Any
 
+from stepscope.atomic import write_atomic
 from stepscope.hardware.rows import dtype_key
 from stepscope.hardware.table import normalize_name
 
@@ -72,8 +73,7 @@ def save_achievable(measurement: dict[str, Any], directory: Path | None = None) 
     the newest measurement of a device is the one that counts)."""
     path = cache_file(str(measurement["device"]), directory)
     path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(json.dumps(measurement, indent=1))
-    return path
+    return write_atomic(path, json.dumps(measurement, indent=1), what="measurement")
 
 
 def _shipped() -> list[Achievable]:

@@ -87,13 +87,18 @@ def main(argv: list[str] | None = None) -> int:
     for dtype, value in result["flops_per_s"].items():
         print(f"{result['device']}: {dtype:9s} GEMM {GEMM_SIZE}^3: {value / 1e12:7.1f} TFLOP/s")
     print(f"{result['device']}: device copy: {result['memory_bytes_per_s'] / 1e9:7.1f} GB/s (read + write)")
-    if args.json:
-        with open(args.json, "w") as f:
-            json.dump(result, f, indent=1)
-    if not args.no_save:
-        from stepscope.hardware.achievable import save_achievable
+    from stepscope.atomic import write_atomic
+    from stepscope.errors import StepscopeError
+    from stepscope.hardware.achievable import save_achievable
 
-        print(f"kept as the achievable figures of {result['device']} in {save_achievable(result)}")
+    try:
+        if args.json:
+            write_atomic(args.json, json.dumps(result, indent=1), what="measurement")
+        if not args.no_save:
+            print(f"kept as the achievable figures of {result['device']} in {save_achievable(result)}")
+    except StepscopeError as exc:
+        print(f"stepscope: error: {exc.message}", file=sys.stderr)
+        return 2
     return 0
 
 

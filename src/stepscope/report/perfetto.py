@@ -24,7 +24,7 @@ class PerfettoRenderer:
     the source file's JSON (its events are copied byte for byte); without it (nsys) the trace's own table
     is written instead."""
 
-    def __init__(self, trace: Trace, annotations: Annotations, original: bytes | bytearray | None = None,
+    def __init__(self, trace: Trace, annotations: Annotations, original: bytes | bytearray | memoryview | None = None,
                  compress: bool = True) -> None:
         self.trace = trace
         self.annotations = annotations
@@ -34,8 +34,10 @@ class PerfettoRenderer:
     def render(self, report: Report) -> bytes:
         doc: dict[str, Any]
         if self.original is not None:
-            doc = msgspec.json.decode(self.original, type=dict[str, msgspec.Raw])
-            events: list[Any] = msgspec.json.decode(doc.get("traceEvents", b"[]"), type=list[msgspec.Raw])
+            top = msgspec.json.decode(self.original, type=dict[str, msgspec.Raw] | list[msgspec.Raw])
+            doc = top if isinstance(top, dict) else {}  # a bare list of events, which Chrome accepts too
+            events: list[Any] = top if isinstance(top, list) else msgspec.json.decode(
+                doc.get("traceEvents", b"[]"), type=list[msgspec.Raw])
         else:
             doc, events = {"displayTimeUnit": "ms"}, _events_of(self.trace)
         doc["traceEvents"] = events + self.own_events(report)

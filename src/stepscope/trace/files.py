@@ -1,36 +1,46 @@
-"""Reading trace files from disk: gzip handling and the one-line errors for files that are not there."""
+"""Reading trace files from disk: gzip handling and the one-line errors for files that are not there.
+
+Decompression streams: memory follows the data actually decompressed, never a size read from the file
+(a truncated .gz ends in arbitrary bytes where gzip keeps the length of the original).
+"""
 
 from __future__ import annotations
 
-import gzip
-import io
 import zlib
 from pathlib import Path
 
 from stepscope.errors import StepscopeError
 
-_CHUNK = 1 << 20
-_GZIP_ERRORS = (EOFError, OSError, zlib.error, gzip.BadGzipFile)
+_IN_CHUNK = 1 << 16  # compressed bytes per step: at most ~64 MiB come out of one (deflate tops out at 1032x)
+# A profiler trace compresses 5-30x; past this ratio (and this size) the file is not a trace but a bomb.
+MAX_GZIP_RATIO = 256
+MIN_GZIP_LIMIT = 64 << 20
+_GZIP_MAGIC = b"\x1f\x8b"
 
 
-def _gunzip(data: bytes) -> bytes | bytearray:
-    """Decompress into a buffer sized from the gzip trailer, so the output is never copied while it grows."""
-    size = int.from_bytes(data[-4:], "little")  # ISIZE: the size mod 2**32 of the last member
-    out = bytearray(size)
-    view = memoryview(out)
-    filled = 0
-    with gzip.GzipFile(fileobj=io.BytesIO(data)) as f:
-        while filled < size:
-            n = f.readinto(view[filled : filled + _CHUNK])  # readinto decompresses via a temporary
-            if not n:
-                break
-            filled += n
-        complete = filled == size and not f.read(1)
-    view.release()
-    if complete:
-        return out
-    del out
-    return gzip.decompress(data)  # over 4 GiB or several members: let gzip size it
+def gunzip(data: bytes, path: Path) -> bytearray:
+    """Decompress every gzip member, step by step, into one growing buffer (glibc grows big ones in place)."""
+    limit = max(MIN_GZIP_LIMIT, MAX_GZIP_RATIO * len(data))
+    out = bytearray()
+    view, pos = memoryview(data), 0
+    inflater = zlib.decompressobj(wbits=31)  # 31: a gzip header and trailer, both checked
+    while pos < len(view):
+        piece = view[pos : pos + _IN_CHUNK]
+        pos += len(piece)
+        out += inflater.decompress(piece)
+        if len(out) > limit:
+            raise StepscopeError(f"{path}: decompresses to over {MAX_GZIP_RATIO}x its size, more than any "
+                                 f"profiler trace does (stopped at {len(out) >> 20} MiB)")
+        if inflater.eof:
+            rest = inflater.unused_data + bytes(view[pos:])
+            if rest[:2] != _GZIP_MAGIC:
+                return out  # the last member; trailing padding is ignored, as gzip does
+            view, pos = memoryview(rest), 0
+            inflater = zlib.decompressobj(wbits=31)
+    if not inflater.eof:
+        raise StepscopeError(f"{path}: truncated gzip (the file ends inside the compressed data, "
+                             f"after {len(out):,} bytes of it)")
+    return out
 
 
 def read_bytes(path: Path) -> bytes | bytearray:
@@ -45,11 +55,11 @@ def read_bytes(path: Path) -> bytes | bytearray:
         raise StepscopeError(f"{path}: cannot read ({exc.strerror or exc})") from None
     if not data:
         raise StepscopeError(f"{path}: file is empty")
-    if data[:2] == b"\x1f\x8b":
+    if data[:2] == _GZIP_MAGIC:
         try:
-            data = _gunzip(data)
-        except _GZIP_ERRORS as exc:
-            raise StepscopeError(f"{path}: truncated or corrupt gzip ({exc})") from None
+            data = gunzip(data, path)
+        except zlib.error as exc:
+            raise StepscopeError(f"{path}: corrupt gzip ({exc})") from None
         if not data:
             raise StepscopeError(f"{path}: gzip holds an empty file")
     return data

@@ -56,6 +56,9 @@ def read_trace(path: str | Path) -> Trace:
         from stepscope.trace.nsys import read_nsys
 
         return read_nsys(path)
+    if path.suffix == ".sqlite" and path.is_file():
+        raise StepscopeError(f"{path}: not an SQLite database (it does not start with {SQLITE_MAGIC[:15].decode()!r})",
+                             hint="export a Nsight Systems report with: nsys export --type sqlite report.nsys-rep")
     return read_kineto(path)
 
 
