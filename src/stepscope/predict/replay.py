@@ -206,13 +206,12 @@ def replay(trace: Trace, device: int, rows: np.ndarray, new_dur: np.ndarray, hos
     columns["dur"] = np.maximum(np.rint(end[keep]).astype(np.int64) - columns["start"], 0)
     memory = trace.memory
     if len(memory):
-        memory = type(memory).from_columns(
-            time=np.rint(_host_map(state, memory.time.astype(np.float64))).astype(np.int64),
-            device=memory.device, bytes=memory.bytes, total_allocated=memory.total_allocated,
-            total_reserved=memory.total_reserved)
+        memory = type(memory).from_columns(**{
+            **{name: getattr(memory, name) for name in memory.__dataclass_fields__},
+            "time": np.rint(_host_map(state, memory.time.astype(np.float64))).astype(np.int64)})
     meta = trace.meta
     if device_info is not None:
         meta = replace(meta, devices=tuple(device_info if d.id == device else d for d in meta.devices)
                        or (device_info,))
-    return Trace(meta=meta, events=Events.from_columns(**columns), strings=trace.strings, memory=memory,
-                 stacks=trace.stacks)
+    # Every other part of the trace (strings, stacks, recorded op inputs) carries over as it is.
+    return replace(trace, meta=meta, events=Events.from_columns(**columns), memory=memory)
