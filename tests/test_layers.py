@@ -23,6 +23,9 @@ ALLOWED: dict[str, set[str]] = {
     # Renderers format what they are handed; the Perfetto renderer is handed the trace and its annotations.
     "report": {"model", "trace.model", "analysis.annotations", "errors", "version"},
     "capture": {"attribution", "trace", "errors", "version"},
+    # Tune runs programs through capture in child processes and reads the reports they write; the profiled child
+    # writes them through the API, as `stepscope run` does.
+    "tune": {"capture", "model", "errors", "version", "api"},
 }
 # What a layer must not have loaded at run time after importing it (the static check misses imports made by
 # the package's __init__ or inside functions).
@@ -33,6 +36,10 @@ NOT_LOADED_BY: dict[str, tuple[str, ...]] = {
                                   "stepscope.model"),
     "stepscope.model": ("stepscope.analysis", "stepscope.advice", "stepscope.report", "stepscope.trace"),
     "stepscope.analysis.facts": ("stepscope.advice", "stepscope.report", "stepscope.model"),
+    # A measured trial runs the user's program with nothing of the analysis loaded.
+    "stepscope.tune.child": ("stepscope.analysis", "stepscope.advice", "stepscope.report", "stepscope.pipeline",
+                             "stepscope.api"),
+    "stepscope.tune.ladder": ("stepscope.analysis", "stepscope.advice", "stepscope.report", "stepscope.pipeline"),
 }
 NOBODY_IMPORTS = {"cli"}
 

@@ -20,10 +20,13 @@ from typing import Any
 from stepscope.capture.arbiter import Mark, StepArbiter
 from stepscope.capture.session import BATCH_SIZE_SOURCES, StopProgram
 
+ABORT_MIN_NS = 2e9  # a trial is stopped for slowness only after this much time in its slow steps
+
 
 class StepClock:
     def __init__(self, *, warmup: int, steps: int, min_seconds: float, abort_step_ns: float | None = None) -> None:
-        self.warmup = max(warmup, 1)  # the first boundary is needed to start a step
+        # The first boundary starts a step; a second lets the optimizer take the lead from a first forward.
+        self.warmup = max(warmup, 2)
         self.steps = steps
         self.min_ns = min_seconds * 1e9
         self.abort_step_ns = abort_step_ns
@@ -117,7 +120,7 @@ class StepClock:
         if self.abort_step_ns is None or len(stamps) < 3:
             return False
         later = [b - a for a, b in itertools.pairwise(stamps[1:])]
-        if statistics.median(later) > self.abort_step_ns and sum(later) > max(2e9, 3 * self.abort_step_ns):
+        if statistics.median(later) > self.abort_step_ns and sum(later) > max(ABORT_MIN_NS, 3 * self.abort_step_ns):
             self.aborted = True
             self._end_slice()
             return True

@@ -265,8 +265,7 @@ class Tuner:
         if not applied or self.current is None:
             return
         header = [f"stepscope tune: kept {', '.join(applied)}, measured "
-                  f"{self.tune.speedup or 0:.2f}x on {device.name if device else 'this machine'}",
-                  "apply with: git apply suggested.patch (or: patch -p1 < suggested.patch)"]
+                  f"{self.tune.speedup or 0:.2f}x on {device.name if device else 'this machine'}"]
         params = {f: self.tune.applied_params.get(f, {}) for f in applied}
         text, unplaced = suggest(params, applied, self.current.settings, device.kind if device else "cpu", header)
         if text:

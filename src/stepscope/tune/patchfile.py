@@ -66,7 +66,10 @@ def suggest(applied_params: dict[str, dict[str, Any]], applied: list[str], setti
     body = "".join(d for d in diffs if d)
     if not body:
         return None, work.unplaced
-    notes = [*header, *(f"not placed automatically: {f}" for f in work.unplaced)]
+    inside = all(not os.path.isabs(display_path(p)) for p in work.files)
+    how = ("apply with: git apply suggested.patch (or: patch -p1 < suggested.patch)" if inside
+           else "apply with: patch -p0 < suggested.patch (paths are absolute: the files are outside this folder)")
+    notes = [*header, how, *(f"not placed automatically: {f}" for f in work.unplaced)]
     return "".join(f"# {line}\n" for line in notes) + body, work.unplaced
 
 
@@ -228,9 +231,9 @@ def _diff(edits: FileEdits) -> str:
         source = source[:start] + text + source[end:]
     lines = source.splitlines(keepends=True)
     # Line edits from the bottom up, so the line numbers above each one stay true.
-    ops = [(last, 1, first, header) for first, (last, header) in edits.wraps.items()]
-    ops += [(after, 2, indent, code) for after, indent, code in edits.inserts]
-    for line, kind, a, b in sorted(ops, key=lambda op: (op[0], op[1]), reverse=True):
+    ops = [(last, 1, 0, first, header) for first, (last, header) in edits.wraps.items()]
+    ops += [(after, 2, i, indent, code) for i, (after, indent, code) in enumerate(edits.inserts)]
+    for line, kind, _, a, b in sorted(ops, key=lambda op: op[:3], reverse=True):  # inserts keep their order
         if kind == 1:
             first, last = a, line
             body = ["    " + x if x.strip() else x for x in lines[first - 1:last]]
@@ -241,7 +244,8 @@ def _diff(edits: FileEdits) -> str:
     if lines == original:
         return ""
     name = display_path(edits.path)
-    return "".join(difflib.unified_diff(original, lines, fromfile=f"a/{name}", tofile=f"b/{name}"))
+    old, new = (name, name) if os.path.isabs(name) else (f"a/{name}", f"b/{name}")
+    return "".join(difflib.unified_diff(original, lines, fromfile=old, tofile=new))
 
 
 def _indent(line: str) -> str:

@@ -99,7 +99,7 @@ def _options(fixes: tuple[str, ...], report: Report | None, settings: Settings, 
     for fix_id in fixes:
         reason = _why_not(fix_id, settings, device, options)
         if reason:
-            return f"{fix_id}: {reason}"
+            return f"{fix_id}: {reason}" if len(fixes) > 1 else reason
     head = fixes[0]
     if head == "dataloader_workers":
         counts = worker_counts(report, settings, device.cpu_cores)

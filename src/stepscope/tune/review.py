@@ -67,6 +67,17 @@ def _reread(trials: list[Trial], baseline: Any, batch: int | None, moved: float)
             t.accepted = False
             t.reason = (f"within noise: {t.gain:.2f}x, and the baseline itself moved {moved:.0%} between its "
                         "first and last run")
+            _reinstate(trials, t, moved)
+
+
+def _reinstate(trials: list[Trial], dropped: Trial, moved: float) -> None:
+    """A setting superseded by one now dropped (2 workers, then 4 within the noise) is kept again if it holds."""
+    before = next((t for t in trials if t.rung == dropped.builds_on), None)
+    if before is None or before.tried != dropped.tried or "; superseded by" not in before.reason:
+        return
+    if before.gain is not None and before.gain > 1 + moved:
+        before.accepted = True
+        before.reason = before.reason.split("; superseded by")[0]
 
 
 def _settle(tuner: Tuner) -> None:
@@ -82,7 +93,7 @@ def _settle(tuner: Tuner) -> None:
         tune.speedup = 1.0
         return
     last = kept[-1]
-    if set(last.fixes) == set(tune.applied):
+    if set(last.fixes) == set(tune.applied) and all(last.params.get(f, {}) == p for f, p in params.items()):
         tune.speedup = last.speedup
         return
     tune.speedup = None
