@@ -165,7 +165,8 @@ def ladder_figure(tune: Tune, unit: str) -> Figure | None:
     if tune.baseline is None:
         return None
     per_s = "samples_per_s" if unit == "samples/s" else "steps_per_s"
-    labels = ["0 baseline"] + [plain(f"{t.rung} {'+'.join(t.tried)}") for t in tune.trials]
+    labels = ["0 baseline"] + [plain(f"{t.rung} {'+'.join(t.tried)}" + "".join(
+        f" {k}={v}" for f in t.tried for k, v in t.params.get(f, {}).items())) for t in tune.trials]
     measured = [getattr(tune.baseline, per_s)] + [getattr(t, per_s) for t in tune.trials]
     estimated = [None] + [getattr(t, f"estimated_{per_s}") for t in tune.trials]
     colors = ["#5b6475"] + ["#2e7d32" if t.accepted else "#c62828" if t.status != "measured" else "#9aa3b5"

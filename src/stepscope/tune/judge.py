@@ -61,8 +61,10 @@ class Verdict:
 
 
 def judge(run: ChildRun, *, rung: int, tried: tuple[str, ...], fixes: dict[str, dict[str, Any]],
-          base: Rung, baseline: Rung, estimate: float | None, drift: float = 0.0) -> Verdict:
-    """The trial row for `run`, which added `tried` to `base`."""
+          base: Rung, baseline: Rung, estimate: float | None, estimate_from: Rung | None = None,
+          drift: float = 0.0) -> Verdict:
+    """The trial row for `run`, which added `tried` to `base`. The estimate is about the fix added to
+    `estimate_from` (the rung before the fix's first setting; `base` unless a setting is tried after another)."""
     result = run.result
     stats = slow_stats(run) if run.status == "slower" else (summarize(result.step_ns) if result else None)
     batch = result.batch_size if result is not None else None
@@ -75,9 +77,10 @@ def judge(run: ChildRun, *, rung: int, tried: tuple[str, ...], fixes: dict[str, 
         "gain": None, "accepted": False,
     }
     if estimate:
-        base_per_s = 1e9 / base.stats.median_ns
-        row["estimated_steps_per_s"] = round(base_per_s * estimate, 4)
-        row["estimated_samples_per_s"] = round(base_per_s * base.batch_size * estimate, 2) if base.batch_size else None
+        start = estimate_from or base
+        per_s = 1e9 / start.stats.median_ns
+        row["estimated_steps_per_s"] = round(per_s * estimate, 4)
+        row["estimated_samples_per_s"] = round(per_s * start.batch_size * estimate, 2) if start.batch_size else None
     not_applied = [f for f in tried if result is not None and not result.applied.get(f)]
     if run.problem or stats is None:
         row["reason"] = run.problem or "nothing was timed"
@@ -93,7 +96,7 @@ def judge(run: ChildRun, *, rung: int, tried: tuple[str, ...], fixes: dict[str, 
         row["reason"] = (f"slower: {gain:.2f}x, steps of {stats.median_ns / 1e6:,.1f} ms against "
                          f"{base.stats.median_ns / 1e6:,.1f} ms; stopped early")
         return Verdict(Trial(**row), stats)
-    if not_applied:
+    if not_applied and len(not_applied) == len(tried):
         row["status"] = "not applied"
         row["reason"] = f"{', '.join(not_applied)} found nothing to change in this program"
         return Verdict(Trial(**row), stats)
@@ -101,6 +104,8 @@ def judge(run: ChildRun, *, rung: int, tried: tuple[str, ...], fixes: dict[str, 
     row["numerics"] = numerics
     band = noise_band(base.stats, stats, drift)
     accepted, reason = decide(gain, band, numerics)
+    if not_applied:
+        reason += f" ({', '.join(not_applied)} found nothing to change)"
     row["accepted"], row["reason"] = accepted, reason
     return Verdict(Trial(**row), stats)
 

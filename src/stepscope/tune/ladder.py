@@ -205,10 +205,11 @@ class Tuner:
             self._skip([candidate], "needs worker processes, and dataloader_workers was not kept")
             return
         kept: Trial | None = None
+        start = self.current
         for option in candidate.options:
             if kept is not None and self._stop_reason():
                 return
-            trial = self._run_trial(candidate, {**self.current.fixes, **option}, self.current)
+            trial = self._run_trial(candidate, {**self.current.fixes, **option}, self.current, start)
             if not trial.accepted:
                 return
             if kept is not None:
@@ -216,7 +217,7 @@ class Tuner:
                 kept.reason += f"; superseded by {_params_text(option)}"
             kept = trial
 
-    def _run_trial(self, candidate: Candidate, fixes: dict[str, dict[str, Any]], on: Rung) -> Trial:
+    def _run_trial(self, candidate: Candidate, fixes: dict[str, dict[str, Any]], on: Rung, start: Rung) -> Trial:
         assert self.baseline is not None
         self._trials_run += 1
         rung = len(self.tune.trials) + 1
@@ -226,7 +227,7 @@ class Tuner:
         spec = self._spec(fixes, abort_ns=ABORT_RATIO * on.stats.median_ns * factor)
         run = self._child(f"{rung:02d}-{label}", spec, reserve=self._reserve())
         verdict = judge(run, rung=rung, tried=candidate.fixes, fixes=fixes, base=on, baseline=self.baseline,
-                        estimate=candidate.estimate)
+                        estimate=candidate.estimate, estimate_from=start)
         self.tune.trials.append(verdict.trial)
         if verdict.trial.accepted and verdict.stats is not None and run.result is not None:
             self.current = Rung(rung, fixes, verdict.stats, run.result.batch_size, run.result.losses,

@@ -37,7 +37,11 @@ class LoaderPatch:
             if os.getpid() != patch.pid:
                 original(loader, *args, **kwargs)
                 return
-            bound = signature.bind(loader, *args, **kwargs)
+            try:
+                bound = signature.bind(loader, *args, **kwargs)
+            except TypeError:  # arguments DataLoader does not take: let it say so itself
+                original(loader, *args, **kwargs)
+                return
             patch._override(bound.arguments)
             original(*bound.args, **bound.kwargs)
             patch._record(loader)
@@ -82,14 +86,16 @@ def _cuda_available() -> bool:
 
 
 def install_non_blocking(patcher: Patcher, settings: Settings, applied: Counter[str]) -> None:
-    """`non_blocking_copy`: a copy from pinned host memory that does not say non_blocking is made non-blocking."""
+    """`non_blocking_copy`: a copy from pinned host memory is made non-blocking."""
     import torch
 
     sites: set[tuple[str | None, int | None]] = set()
 
     def wrap(original: Any) -> Any:
         def copy(tensor: Any, *args: Any, **kwargs: Any) -> Any:
-            if ("non_blocking" not in kwargs and not any(isinstance(a, bool) for a in args)
+            # An explicit non_blocking=False is overridden too (scripts often pass a flag tied to pin_memory);
+            # only copies from pinned memory are touched, which is what makes non_blocking safe and useful.
+            if (not kwargs.get("non_blocking", False) and not any(isinstance(a, bool) for a in args)
                     and not torch.compiler.is_compiling() and tensor.device.type == "cpu" and tensor.is_pinned()):
                 kwargs["non_blocking"] = True
                 applied["non_blocking_copy"] += 1

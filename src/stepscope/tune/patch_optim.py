@@ -132,7 +132,9 @@ class LossCapture:
 
         def backward(tensor: Any, *args: Any, **kwargs: Any) -> Any:
             if os.getpid() == capture.pid and tensor.numel() == 1 and tensor.is_floating_point():
-                capture.losses.setdefault(capture.step_index(), tensor.detach())
+                step = capture.step_index()
+                if step not in capture.losses:  # a copy: a CUDA-graph output is overwritten by the next replay
+                    capture.losses[step] = tensor.detach().clone()
                 if capture.scaler is not None:
                     tensor = capture.scaler.scale(tensor)
             return original(tensor, *args, **kwargs)
