@@ -54,12 +54,30 @@ def test_drift_is_relative_to_the_mean() -> None:
 
 # -- numerics ------------------------------------------------------------------------------------------
 
-def test_losses_compared_step_by_step() -> None:
+def test_losses_agree_in_the_first_steps_and_keep_their_level_after() -> None:
     n = compare_losses([2.0, 1.0, None, 0.5], [2.0, 1.01, 0.7, 0.52], tolerance=0.05, reference_rung=3)
-    # Steps 1, 2 and 4 are in both: |1.01 - 1| / 1 = 1%, |0.52 - 0.5| / 0.5 = 4%.
-    assert n.ok and n.steps_compared == 3 and n.max_rel_loss_diff == pytest.approx(0.04) and n.reference == 3
-    bad = compare_losses([2.0, 1.0, 0.5], [2.0, 1.0, 0.56], tolerance=0.05)
-    assert not bad.ok and "12.0% at step 3" in bad.detail
+    # Steps 1, 2 and 4 are in both: 0%, 1% and 4% apart; the early steps (1 and 2) are within 5%.
+    assert n.ok and n.steps_compared == 3 and n.reference == 3
+    assert n.max_rel_loss_diff == pytest.approx(0.04) and n.early_rel_diff == pytest.approx(0.01)
+    # Means 3.5/3 and 3.53/3: 0.857% apart.
+    assert n.mean_rel_diff == pytest.approx(0.03 / 3.5, rel=1e-3)
+    early = compare_losses([2.0, 1.0, 0.5], [2.0, 1.2, 0.5], tolerance=0.05)
+    assert not early.ok and early.detail.startswith("the loss differs by 20.00% at step 2 (tolerance 5%)")
+
+
+def test_later_steps_may_wander_but_not_the_mean() -> None:
+    flat = [2.0, 2.0] + [1.0 + 0.02 * (i % 2) for i in range(20)]
+    chaotic = [2.0, 2.0] + [1.01 - 0.02 * (i % 2) for i in range(20)]  # 1-2% off at every later step
+    wander = compare_losses(flat, chaotic, tolerance=0.01)
+    assert wander.ok and wander.max_rel_loss_diff > 0.01 and wander.mean_rel_diff < 0.02
+    drifted = compare_losses(flat, [2.0, 2.0] + [1.5] * 20, tolerance=0.01)
+    # Means 24.2 / 22 = 1.1 and 34 / 22 = 1.5455: 40.5% apart. Population variances 1.784 / 22 and
+    # 0.4545 / 22; the standard error of the difference sqrt((0.08109 + 0.02066) / 22) = 0.06801, three of
+    # them 0.2040, 18.5% of 1.1.
+    assert not drifted.ok and drifted.mean_limit == pytest.approx(0.1855, abs=1e-4)
+    assert drifted.detail.startswith("the mean loss over 22 steps moved 40.5% (limit 18.5%")
+    level = compare_losses([1.0, 1.0] + [1.0] * 20, [1.0, 1.0] + [1.03] * 20, tolerance=0.01)
+    assert not level.ok and level.mean_limit == 0.02  # no variance at all: the 2% floor
 
 
 def test_a_non_finite_loss_fails_whatever_the_tolerance() -> None:

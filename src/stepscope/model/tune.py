@@ -56,11 +56,14 @@ class Baseline(Struct, kw_only=True):
 
 class Numerics(Struct, kw_only=True):
     ok: bool
-    max_rel_loss_diff: float | None
+    max_rel_loss_diff: float | None  # over every step compared (training amplifies differences: information)
     steps_compared: int = 0
-    tolerance: float | None = None
+    tolerance: float | None = None  # for the first steps, step by step
     reference: int = 0  # the rung whose losses were compared (0: the baseline)
     detail: str = ""
+    early_rel_diff: float | None = None  # the largest relative difference in the first steps: checked
+    mean_rel_diff: float | None = None  # how far the mean loss over the steps moved: checked ...
+    mean_limit: float | None = None  # ... against this (3 standard errors, at least 2%)
 
 
 class Trial(Struct, kw_only=True):

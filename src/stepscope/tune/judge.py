@@ -69,7 +69,7 @@ def judge(run: ChildRun, *, rung: int, tried: tuple[str, ...], fixes: dict[str, 
     stats = slow_stats(run) if run.status == "slower" else (summarize(result.step_ns) if result else None)
     batch = result.batch_size if result is not None else None
     row: dict[str, Any] = {
-        "rung": rung, "fixes": sorted(fixes), "tried": list(tried), "params": {k: v for k, v in fixes.items() if v},
+        "rung": rung, "fixes": list(fixes), "tried": list(tried), "params": {k: v for k, v in fixes.items() if v},
         "builds_on": base.index, "estimated_speedup": estimate, "exit_code": run.returncode, "status": run.status,
         "steps": stats.n if stats else 0, "batch_size": batch, "wall_s": round(run.wall_s, 2),
         "log": f"{run.log.parent.name}/{run.log.name}", "numerics": None, "compile_s": None,

@@ -29,6 +29,7 @@ ABORT_RATIO = 3.0  # a trial whose steps take 3x the rung it builds on is stoppe
 MIN_TRIAL_TIMEOUT_S = 120.0
 TRIAL_TIMEOUT_FACTOR = 5.0  # x the baseline's own run time
 PATCH = "suggested.patch"
+COMPILE_WARMUP = 2
 
 
 @dataclass(frozen=True)
@@ -111,8 +112,11 @@ class Tuner:
     def _spec(self, fixes: dict[str, dict[str, Any]], mode: str = "measure", abort_ns: float | None = None,
               profile_folder: Path | None = None) -> TrialSpec:
         o = self.options
+        # Compiled models compile at their second call (the first finds them) and CUDA graphs record at the next
+        # ones: two more steps of warm-up.
+        warmup = o.warmup_steps + (COMPILE_WARMUP if any(f in fixes for f in ("torch_compile", "cuda_graphs")) else 0)
         return TrialSpec(target=self.program.target, args=list(self.program.args), module=self.program.module,
-                         fixes=fixes, seed=o.seed, mode=mode, warmup=o.warmup_steps, steps=o.trial_steps,
+                         fixes=fixes, seed=o.seed, mode=mode, warmup=warmup, steps=o.trial_steps,
                          min_seconds=o.min_seconds, abort_step_ns=abort_ns, batch_size=o.batch_size,
                          profile_folder=str(profile_folder) if profile_folder else None)
 
