@@ -127,11 +127,12 @@ def ids(plan) -> list[tuple[str, ...]]:
 
 
 def test_recommended_fixes_first_by_estimate_then_the_applicable_ones_in_walkthrough_order() -> None:
-    rep = report(("torch_compile", 1.3), ("dataloader_workers", 2.0), ("remove_sync", 1.2))
+    rep = report(("set_to_none", 1.3), ("dataloader_workers", 2.0), ("torch_compile", 1.2), ("remove_sync", 1.2))
     plan = make_plan(rep, settings(), CPU, PlanOptions())
-    # The report's order is by estimate (rules.recommend sorts it): torch_compile first as given here.
-    assert ids(plan) == [("torch_compile",), ("dataloader_workers",), ("set_to_none",), ("amp",), ("channels_last",)]
-    assert [c.estimate for c in plan.candidates[:2]] == [1.3, 2.0]
+    # The report's order (rules.recommend sorts it by estimate), then the others in the walk-through's order;
+    # compilation last whatever its estimate: every trial after it would compile again.
+    assert ids(plan) == [("set_to_none",), ("dataloader_workers",), ("amp",), ("channels_last",), ("torch_compile",)]
+    assert [c.estimate for c in plan.candidates[:2]] == [1.3, 2.0] and plan.candidates[-1].estimate == 1.2
     assert plan.candidates[2].estimate is None and plan.candidates[2].source == "applicable"
     # remove_sync cannot be applied from outside: listed with the edit, not tried.
     assert [(n.id, n.reason) for n in plan.not_tried] == [("remove_sync", "needs a code change")]
@@ -208,3 +209,34 @@ def test_persistent_workers_only_where_a_trial_would_restart_workers() -> None:
                                          persistent_workers=False, batch_size=8, batches=10)])
     plan = make_plan(report(), short, CPU, PlanOptions(only=("persistent_workers",), timed_steps=23))
     assert ids(plan) == [("persistent_workers",)]
+
+
+def test_the_walkthrough_ladder_planned_from_a_real_h100_diagnosis() -> None:
+    """examples/cifar_resnet.py as written (workers 0), profiled on an H100 (tests/data/gpu_h100/cifar_rung1):
+    the plan `stepscope tune` makes there for the walk-through's fixes."""
+    from pathlib import Path
+
+    from stepscope import analyze
+
+    trace = Path(__file__).parent / "data" / "gpu_h100" / "cifar_rung1" / "trace.json.gz"
+    if not trace.exists():
+        pytest.skip(f"{trace} is not there")
+    diagnosis = analyze(trace, batch_size=32)
+    cifar = settings(model=ModelInfo(cls="ResNet18", module="__main__", parameters=11_181_642, dtype="float32",
+                                     device="cuda:0", conv=True, linear=True, compiled=False, autocast=False,
+                                     channels_last=False),
+                     loaders=[LoaderSite(file="cifar_resnet.py", line=129, num_workers=0, pin_memory=False,
+                                         persistent_workers=False, batch_size=32, batches=312)],
+                     peak_memory_bytes=3 * 2**30)
+    walkthrough = ("dataloader_workers", "pin_memory", "non_blocking_copy", "set_to_none", "amp", "torch_compile",
+                   "larger_batch")
+    plan = make_plan(diagnosis, cifar, GPU, PlanOptions(only=walkthrough, allow_batch_change=True))
+    assert ids(plan) == [("dataloader_workers",), ("pin_memory", "non_blocking_copy"), ("set_to_none",), ("amp",),
+                         ("larger_batch",), ("torch_compile",)]
+    workers = plan.candidates[0]
+    assert workers.estimate == 1.7 and len(workers.options) >= 2  # several worker counts, fewest first
+    counts = [o["dataloader_workers"]["num_workers"] for o in workers.options]
+    assert counts == sorted(counts) and counts[0] >= 2
+    assert plan.candidates[3].options == ({"amp": {"dtype": "bfloat16"}},)  # an H100 has bfloat16
+    assert plan.candidates[4].options == ({"larger_batch": {"factor": 2}}, {"larger_batch": {"factor": 4}})
+    assert [n.id for n in plan.not_tried] == ["uint8_transfer"]  # a code change: the script's --uint8

@@ -13,6 +13,9 @@ from stepscope.model.tune import NotTried
 from stepscope.tune.fixes import CODE_CHANGE, FIXES, ORDER, TOGETHER
 from stepscope.tune.wire import DeviceInfo, Settings
 
+# Tried after every other fix, in this order: a bigger batch changes what the rest is measured on, and a
+# compiled model makes every trial after it pay the compilation again.
+LAST = ("larger_batch", "torch_compile", "cuda_graphs")
 MEMORY_HEADROOM = 0.9  # a bigger batch must leave a tenth of the device's memory free
 BATCH_FACTORS = (2, 4)
 MAX_WORKER_OPTIONS = 3
@@ -50,6 +53,7 @@ def make_plan(report: Report | None, settings: Settings, device: DeviceInfo, opt
                                        estimated_speedup=estimates.get(rec_id)))
     asked = set(options.only or ())
     order = [i for i in estimates if i in FIXES] + [i for i in ORDER if i not in estimates]
+    order.sort(key=lambda i: LAST.index(i) + 1 if i in LAST else 0)  # stable: the rest keep their order
     done: set[str] = set()
     for fix_id in order:
         group = tuple(f for f in TOGETHER.get(fix_id, (fix_id,)) if f not in done)
