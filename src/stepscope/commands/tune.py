@@ -39,7 +39,10 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--budget", type=_duration, default=600.0, metavar="TIME",
                    help="time for the whole tune, e.g. 90s, 15m, 1h (10m)")
     p.add_argument("--max-trials", type=_positive, metavar="N", help="at most N trials")
-    p.add_argument("--fixes", type=_ids, metavar="IDS", help="only these fixes (comma-separated ids)")
+    p.add_argument("--fixes", type=_ids, metavar="IDS",
+                   help="only these fixes (comma-separated): dataloader_workers, persistent_workers, pin_memory, "
+                        "non_blocking_copy, set_to_none, fused_optimizer, tf32, cudnn_benchmark, amp, "
+                        "channels_last, torch_compile, cuda_graphs, larger_batch")
     p.add_argument("--skip-fixes", type=_ids, default=(), metavar="IDS", help="never these fixes")
     p.add_argument("--trial-steps", type=_positive, default=20, metavar="N",
                    help="steps timed per trial, at least (20)")

@@ -44,7 +44,7 @@ class Baseline(Struct, kw_only=True):
     step_time_us: float | None  # the median over both runs' steps
     steps_per_s: float | None
     samples_per_s: float | None
-    spread: float | None
+    spread: float | None  # the relative standard error of that median (each run's step spread is in `runs`)
     runs: list[Measurement]  # first and last
     patterns: list[PatternShare]
     noise_band: float | None = None  # a gain must exceed 1 + this to be kept

@@ -26,7 +26,7 @@ def baseline_section(runs: list[ChildRun], patterns: list[PatternShare], first: 
         step_time_us=round(stats.median_ns / 1e3, 3) if stats else None,
         steps_per_s=round(per_s, 4) if per_s else None,
         samples_per_s=round(per_s * batch, 2) if per_s and batch else None,
-        spread=round(stats.spread, 4) if stats else None, runs=measured, patterns=patterns,
+        spread=round(stats.se, 4) if stats else None, runs=measured, patterns=patterns,
         step_source=first.step_source, batch_size=batch)
 
 
