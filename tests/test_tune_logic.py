@@ -202,6 +202,13 @@ def test_worker_counts_from_load_and_compute_time() -> None:
     assert worker_counts(None, settings(), 2) == [2, 4]  # no diagnosis: 2, then 4
 
 
+def test_workers_tf32_and_graphs_only_where_the_diagnosis_calls_for_them() -> None:
+    plan = make_plan(report(), settings(), GPU, PlanOptions())
+    assert not {("dataloader_workers",), ("tf32",), ("cuda_graphs",)} & set(ids(plan))
+    asked = make_plan(report(), settings(), GPU, PlanOptions(only=("dataloader_workers", "tf32")))
+    assert ids(asked) == [("dataloader_workers",), ("tf32",)]
+
+
 def test_persistent_workers_only_where_a_trial_would_restart_workers() -> None:
     long_epoch = make_plan(report(), settings(), CPU, PlanOptions(only=("persistent_workers",), timed_steps=23))
     assert long_epoch.candidates == [] and "outlasts a trial" in long_epoch.not_tried[0].reason

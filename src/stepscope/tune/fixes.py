@@ -41,6 +41,10 @@ ORDER = ("dataloader_workers", "persistent_workers", "pin_memory", "non_blocking
          "fused_optimizer", "tf32", "cudnn_benchmark", "amp", "channels_last", "torch_compile", "cuda_graphs",
          "larger_batch")
 
+# Tried only when the diagnosis recommends them (or they are asked for): each pays only for a cause the trace
+# must show (a DataLoader wait, float32 matmuls on tensor-core hardware, launch gaps), and costs otherwise.
+RECOMMENDED_ONLY = ("dataloader_workers", "tf32", "cuda_graphs")
+
 # Tried as one rung: a non-blocking copy is only asynchronous from pinned memory.
 TOGETHER = {"pin_memory": ("pin_memory", "non_blocking_copy"), "non_blocking_copy": ("pin_memory", "non_blocking_copy")}
 

@@ -10,7 +10,7 @@ from typing import Any
 
 from stepscope.model.report import Report
 from stepscope.model.tune import NotTried
-from stepscope.tune.fixes import CODE_CHANGE, FIXES, ORDER, TOGETHER
+from stepscope.tune.fixes import CODE_CHANGE, FIXES, ORDER, RECOMMENDED_ONLY, TOGETHER
 from stepscope.tune.wire import DeviceInfo, Settings
 
 # Tried after every other fix, in this order: a bigger batch changes what the rest is measured on, and a
@@ -61,7 +61,8 @@ def make_plan(report: Report | None, settings: Settings, device: DeviceInfo, opt
             continue
         done.update(group)
         source = "asked" if asked & set(group) else ("recommended" if set(group) & set(estimates) else "applicable")
-        wanted = [f for f in group if _wanted(f, options)]
+        wanted = [f for f in group if _wanted(f, options)
+                  and (source != "applicable" or f not in RECOMMENDED_ONLY)]
         if not wanted:
             continue
         estimate = max((estimates[f] for f in wanted if estimates.get(f)), default=None)
