@@ -17,7 +17,7 @@ from stepscope.tune.wire import CallSite, DeviceInfo, LoaderSite, ModelInfo, Opt
 
 CPU = DeviceInfo(kind="cpu", name="CPU", cpu_cores=2, bf16=True)
 GPU = DeviceInfo(kind="cuda", name="H100", compute_capability="9.0", total_memory_bytes=80 * 2**30, bf16=True,
-                 cpu_cores=16)
+                 bf16_native=True, cpu_cores=16)
 
 
 # -- statistics ------------------------------------------------------------------------------------------
@@ -131,14 +131,17 @@ def test_recommended_fixes_first_by_estimate_then_the_applicable_ones_in_walkthr
     plan = make_plan(rep, settings(), CPU, PlanOptions())
     # The report's order (rules.recommend sorts it by estimate), then the others in the walk-through's order;
     # compilation last whatever its estimate: every trial after it would compile again.
-    assert ids(plan) == [("set_to_none",), ("dataloader_workers",), ("amp",), ("channels_last",), ("torch_compile",)]
+    assert ids(plan) == [("set_to_none",), ("dataloader_workers",), ("channels_last",), ("torch_compile",)]
     assert [c.estimate for c in plan.candidates[:2]] == [1.3, 2.0] and plan.candidates[-1].estimate == 1.2
     assert plan.candidates[2].estimate is None and plan.candidates[2].source == "applicable"
     # remove_sync cannot be applied from outside: listed with the edit, not tried.
     assert [(n.id, n.reason) for n in plan.not_tried] == [("remove_sync", "needs a code change")]
     assert "do remove_sync" in plan.not_tried[0].suggestion and plan.not_tried[0].estimated_speedup == 1.2
-    amp = next(c for c in plan.candidates if c.fixes == ("amp",))
+    # This CPU has no bfloat16 in hardware: autocast is tried only when asked; with AVX512-BF16 or AMX, always.
+    native = DeviceInfo(kind="cpu", name="CPU", cpu_cores=2, bf16=True, bf16_native=True)
+    amp = next(c for c in make_plan(rep, settings(), native, PlanOptions()).candidates if c.fixes == ("amp",))
     assert amp.options == ({"amp": {"dtype": "bfloat16"}},)
+    assert ids(make_plan(rep, settings(), CPU, PlanOptions(only=("amp",)))) == [("amp",)]
 
 
 def test_on_cuda_pinning_and_non_blocking_copies_are_one_rung() -> None:

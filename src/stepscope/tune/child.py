@@ -102,12 +102,31 @@ def device_info(patches: Patches) -> DeviceInfo:
     if not on_cuda:
         import platform
 
-        return DeviceInfo(kind="cpu", name=platform.processor() or platform.machine() or "CPU", bf16=True,
-                          cpu_cores=cores, torch=str(torch.__version__))
+        return DeviceInfo(kind="cpu", name=_cpu_name() or platform.machine() or "CPU", bf16=True,
+                          bf16_native=_cpu_bf16(), cpu_cores=cores, torch=str(torch.__version__))
     props = torch.cuda.get_device_properties(torch.cuda.current_device())
     return DeviceInfo(kind="cuda", name=props.name, count=torch.cuda.device_count(),
                       compute_capability=f"{props.major}.{props.minor}", total_memory_bytes=int(props.total_memory),
-                      bf16=bool(torch.cuda.is_bf16_supported()), cpu_cores=cores, torch=str(torch.__version__))
+                      bf16=bool(torch.cuda.is_bf16_supported()), bf16_native=props.major >= 8, cpu_cores=cores,
+                      torch=str(torch.__version__))
+
+
+def _cpu_bf16() -> bool:
+    import torch
+
+    checks = ("_is_avx512_bf16_supported", "_is_amx_tile_supported")
+    return any(bool(getattr(torch.cpu, name, lambda: False)()) for name in checks)
+
+
+def _cpu_name() -> str:
+    try:
+        with open("/proc/cpuinfo") as f:
+            for line in f:
+                if line.startswith("model name"):
+                    return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return ""
 
 
 def run_trial(spec: TrialSpec) -> ChildResult:

@@ -202,7 +202,9 @@ class Tuner:
         self._changed()
 
     def _try(self, candidate: Candidate) -> None:
-        """Each option in turn (e.g. 2, then 5 workers), building on the last kept, while each is kept."""
+        """Each setting in turn (e.g. 2, then 4 workers), building on the last kept, until one after a kept one
+        is not kept (past the best). Settings after one not kept are still tried while none was kept: too few
+        workers for the load can lose where more win."""
         assert self.current is not None
         loaders = self.current.settings.loaders
         if "persistent_workers" in candidate.fixes and not (loaders and loaders[0].num_workers):
@@ -215,7 +217,9 @@ class Tuner:
                 return
             trial = self._run_trial(candidate, {**self.current.fixes, **option}, self.current, start)
             if not trial.accepted:
-                return
+                if kept is not None or trial.status != "measured":
+                    return
+                continue
             if kept is not None:
                 kept.accepted = False
                 kept.reason += f"; superseded by {_params_text(option)}"

@@ -167,6 +167,9 @@ def _in_effect(fix_id: str, settings: Settings, device: DeviceInfo, options: Pla
         return "already in effect (the forward runs under autocast)"
     if fix_id == "amp" and model.dtype != "float32":
         return f"the model's parameters are {model.dtype} already"
+    if fix_id == "amp" and device.kind == "cpu" and not device.bf16_native and fix_id not in (options.only or ()):
+        return ("this CPU has no bfloat16 in hardware (AVX512-BF16 or AMX): emulated, it is far slower; "
+                "--fixes amp measures it anyway")
     if fix_id in ("channels_last", "cudnn_benchmark") and not model.conv:
         return "the model has no 2-d convolution"
     if fix_id == "channels_last" and model.channels_last:

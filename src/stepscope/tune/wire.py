@@ -73,6 +73,7 @@ class DeviceInfo(Wire, kw_only=True):
     compute_capability: str | None = None
     total_memory_bytes: int | None = None
     bf16: bool = False  # bfloat16 autocast is supported
+    bf16_native: bool = False  # ... in hardware (CUDA: compute capability 8+; CPU: AVX512-BF16 or AMX)
     cpu_cores: int = 1
     torch: str = ""
 
