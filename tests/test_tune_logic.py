@@ -144,6 +144,12 @@ def test_recommended_fixes_first_by_estimate_then_the_applicable_ones_in_walkthr
     assert ids(make_plan(rep, settings(), CPU, PlanOptions(only=("amp",)))) == [("amp",)]
 
 
+def test_a_code_change_asked_for_is_listed_with_its_edit() -> None:
+    plan = make_plan(report(), settings(), CPU, PlanOptions(only=("remove_sync",)))
+    assert ids(plan) == [] and [(n.id, n.reason) for n in plan.not_tried] == [("remove_sync", "needs a code change")]
+    assert ".item()" in plan.not_tried[0].suggestion
+
+
 def test_on_cuda_pinning_and_non_blocking_copies_are_one_rung() -> None:
     plan = make_plan(report(("non_blocking_copy", 1.2)), settings(), GPU, PlanOptions())
     assert ids(plan)[0] == ("pin_memory", "non_blocking_copy") and plan.candidates[0].estimate == 1.2

@@ -22,7 +22,7 @@ from stepscope.tune.patchfile import suggest
 from stepscope.tune.plan import Candidate, PlanOptions, make_plan
 from stepscope.tune.stats import summarize
 from stepscope.tune.trial import ChildRun, run_child
-from stepscope.tune.wire import ChildResult, TrialSpec
+from stepscope.tune.wire import ChildResult, DeviceInfo, TrialSpec
 from stepscope.version import __version__
 
 ABORT_RATIO = 3.0  # a trial whose steps take 3x the rung it builds on is stopped: the answer is known
@@ -72,7 +72,6 @@ class Tuner:
         self.baseline: Rung | None = None
         self.current: Rung | None = None
         self.first_run: ChildRun | None = None
-        self.final_settings: Any = None
         self._trials_run = 0
 
     # -- the whole loop --------------------------------------------------------------------------------
@@ -268,7 +267,6 @@ class Tuner:
             self.tune.final_patterns = _patterns(report)
             self.tune.final_report = "final/report.json"
 
-
     def _write_patch(self) -> None:
         applied, device = self.tune.applied, self.tune.device
         if not applied or self.current is None:
@@ -302,7 +300,5 @@ def _device(result: ChildResult) -> TuneDevice | None:
                       total_memory_bytes=d.total_memory_bytes, cpu_cores=d.cpu_cores, torch=d.torch)
 
 
-def _cpu() -> Any:
-    from stepscope.tune.wire import DeviceInfo
-
+def _cpu() -> DeviceInfo:
     return DeviceInfo(kind="cpu", name="CPU")

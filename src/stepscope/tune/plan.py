@@ -48,10 +48,12 @@ class PlanOptions:
 def make_plan(report: Report | None, settings: Settings, device: DeviceInfo, options: PlanOptions) -> Plan:
     plan = Plan()
     estimates = _estimates(report)
-    for rec_id, suggestion in _code_changes(report):
+    asked = set(options.only or ())
+    changes = dict(_code_changes(report))
+    changes.update({i: CODE_CHANGE[i] for i in sorted(asked) if i in CODE_CHANGE and i not in changes})
+    for rec_id, suggestion in changes.items():
         plan.not_tried.append(NotTried(id=rec_id, reason="needs a code change", suggestion=suggestion,
                                        estimated_speedup=estimates.get(rec_id)))
-    asked = set(options.only or ())
     order = [i for i in estimates if i in FIXES] + [i for i in ORDER if i not in estimates]
     order.sort(key=lambda i: LAST.index(i) + 1 if i in LAST else 0)  # stable: the rest keep their order
     done: set[str] = set()
