@@ -51,7 +51,8 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--trial-seconds", type=float, default=2.0, metavar="S",
                    help="and time at least this long, if the program runs that long (2)")
     p.add_argument("--trial-timeout", type=_duration, metavar="TIME",
-                   help="longest one trial may run (default: 5x the baseline run, at least 2m)")
+                   help="longest one trial may run (default: 5x the baseline run, at least 2m; the baseline "
+                        "and profiled runs always get the default)")
     p.add_argument("--allow-batch-change", action="store_true",
                    help="also try bigger batches (larger_batch): this changes the optimisation")
     p.add_argument("--batch-size", type=_positive, metavar="N",

@@ -119,13 +119,16 @@ class Tuner:
                          min_seconds=o.min_seconds, abort_step_ns=abort_ns, batch_size=o.batch_size,
                          profile_folder=str(profile_folder) if profile_folder else None)
 
-    def _timeout(self, reserve: float = 0.0) -> float:
+    def _timeout(self, reserve: float, trial: bool) -> float:
+        """A trial's limit is --trial-timeout when given; the baseline and profiled runs always get the default."""
         base = self.first_run.wall_s if self.first_run is not None else 60.0
-        limit = self.options.trial_timeout_s or max(MIN_TRIAL_TIMEOUT_S, TRIAL_TIMEOUT_FACTOR * base)
+        limit = max(MIN_TRIAL_TIMEOUT_S, TRIAL_TIMEOUT_FACTOR * base)
+        if trial and self.options.trial_timeout_s:
+            limit = self.options.trial_timeout_s
         return max(min(limit, self.left() - reserve), 1.0)
 
-    def _child(self, name: str, spec: TrialSpec, reserve: float = 0.0) -> ChildRun:
-        return run_child(spec, self.folder / "trials", name, self._timeout(reserve))
+    def _child(self, name: str, spec: TrialSpec, reserve: float = 0.0, trial: bool = False) -> ChildRun:
+        return run_child(spec, self.folder / "trials", name, self._timeout(reserve, trial))
 
     # -- the baseline ----------------------------------------------------------------------------------
 
@@ -232,7 +235,7 @@ class Tuner:
         self.events.phase(f"trial {rung}: {label} {_params_text(fixes, candidate.fixes)}".rstrip())
         factor = max((p.get("factor", 1) for f, p in fixes.items() if f == "larger_batch"), default=1)
         spec = self._spec(fixes, abort_ns=ABORT_RATIO * on.stats.median_ns * factor)
-        run = self._child(f"{rung:02d}-{label}", spec, reserve=self._reserve())
+        run = self._child(f"{rung:02d}-{label}", spec, reserve=self._reserve(), trial=True)
         verdict = judge(run, rung=rung, tried=candidate.fixes, fixes=fixes, base=on, baseline=self.baseline,
                         estimate=candidate.estimate, estimate_from=start)
         self.tune.trials.append(verdict.trial)
