@@ -54,15 +54,14 @@ def finish(tuner: Tuner, last: ChildRun) -> None:
 
 
 def _reread(trials: list[Trial], baseline: Any, batch: int | None, moved: float) -> None:
-    """Speed-ups against the pooled baseline; a kept gain inside the drift is no longer kept."""
+    """Speed-ups against the pooled baseline (a trial's gain stays the one measured against the rung it was
+    compared with, the first baseline run for the first rungs); a kept gain inside the drift is no longer kept."""
     for t in trials:
         if t.step_time_us is None:
             continue
         ns = t.step_time_us * 1e3
         scale = (t.batch_size / batch) if t.batch_size and batch else 1.0
-        t.speedup = round(baseline.median_ns * scale / ns, 4)
-        if t.builds_on == 0:
-            t.gain = t.speedup
+        t.speedup = round(baseline.median_ns * scale / ns, 4)  # the gain stays what was decided on
         if t.accepted and t.gain is not None and moved > MIN_BAND and t.gain <= 1 + moved:
             t.accepted = False
             t.reason = (f"within noise: {t.gain:.2f}x, and the baseline itself moved {moved:.0%} between its "
