@@ -105,3 +105,19 @@ def test_html_page_escapes_what_came_from_the_program() -> None:
     bars = figures["fig-ladder"]["data"]
     assert [b["name"] for b in bars] == ["measured", "estimated"]
     assert bars[0]["y"][:2] == [640.0, 1600.0] and bars[1]["y"][:2] == [None, 1363.2]
+
+
+def test_the_live_view_shows_the_table_the_current_trial_and_the_budget(tmp_path) -> None:
+    from stepscope.commands.tune import _View
+
+    buffer = io.StringIO()
+    console = Console(file=buffer, width=160, force_terminal=True, color_system=None)
+    with _View(console, tmp_path, budget_s=600.0) as view:
+        view.phase("trial 2: amp dtype=bfloat16")
+        view.changed(sample_tune())
+        frame = io.StringIO()
+        Console(file=frame, width=160, color_system=None).print(view._render())
+    text = frame.getvalue()
+    assert "trial 2: amp dtype=bfloat16" in text and "elapsed" in text and "budget left " in text
+    assert "+ dataloader_workers (num_workers=4)" in text
+    assert json.loads((tmp_path / "tune.json").read_text())["applied"] == ["dataloader_workers"]  # saved as it goes
