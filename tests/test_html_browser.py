@@ -131,3 +131,17 @@ def test_diff_page_in_chromium(browser, tmp_path: Path) -> None:  # type: ignore
     assert browser.execute_script("return document.querySelectorAll('#fig-diff-breakdown svg.main-svg').length") > 0
     assert EVIL in browser.execute_script("return document.body.innerText")  # the kernel that disappeared
     screenshot(browser, tmp_path / "diff.png")
+
+
+def test_tune_page_in_chromium(browser, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    from stepscope.report.tune import TuneHtmlRenderer
+    from test_tune_report import sample_tune
+
+    page_path = tmp_path / "tune.html"
+    page_path.write_bytes(TuneHtmlRenderer(patch_text=f"--- a/train.py\n+{EVIL}\n").render(sample_tune()))
+    assert_clean(open_page(browser, page_path))
+    bars = browser.execute_script("return document.querySelectorAll('#fig-ladder .barlayer .trace').length")
+    assert bars == 2  # measured, and the estimate beside it
+    text = browser.execute_script("return document.body.innerText")
+    assert "2.50x faster, measured" in text and EVIL in text and "<script>alert(1)</script>" in text
+    screenshot(browser, tmp_path / "tune.png")

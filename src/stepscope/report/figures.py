@@ -7,6 +7,7 @@ from typing import Any
 import plotly.graph_objects as go
 
 from stepscope.model.report import Report, Timeline
+from stepscope.model.tune import Tune
 from stepscope.report.palette import (
     BREAKDOWN_COLORS,
     BREAKDOWN_LABELS,
@@ -181,4 +182,20 @@ def prediction_figure(report: Report) -> Figure | None:
                         marker={"symbol": "diamond", "size": 12, "color": "#f58518"}, hovertemplate="$%{y:.2f}")
         fig.update_layout(yaxis2={"title": {"text": label}, "overlaying": "y", "side": "right", "showgrid": False,
                                   "rangemode": "tozero", "tickprefix": "$", "tickformat": ",.2f"})
+def ladder_figure(tune: Tune, unit: str) -> Figure | None:
+    """Throughput per rung of a tune: the measured bar, and beside it the estimate stepscope had made."""
+    if tune.baseline is None:
+        return None
+    per_s = "samples_per_s" if unit == "samples/s" else "steps_per_s"
+    labels = ["0 baseline"] + [plain(f"{t.rung} {'+'.join(t.tried)}" + "".join(
+        f" {k}={v}" for f in t.tried for k, v in t.params.get(f, {}).items())) for t in tune.trials]
+    measured = [getattr(tune.baseline, per_s)] + [getattr(t, per_s) for t in tune.trials]
+    estimated = [None] + [getattr(t, f"estimated_{per_s}") for t in tune.trials]
+    colors = ["#5b6475"] + ["#2e7d32" if t.accepted else "#c62828" if t.status != "measured" else "#9aa3b5"
+                            for t in tune.trials]
+    fig = go.Figure(layout={**LAYOUT, "barmode": "group", "yaxis": {"title": {"text": unit}},
+                            "xaxis": {"type": "category"}})
+    fig.add_bar(x=labels, y=measured, name="measured", marker={"color": colors}, hovertemplate="%{y:,.1f}")
+    if any(e is not None for e in estimated):
+        fig.add_bar(x=labels, y=estimated, name="estimated", marker={"color": "#f2b84b"}, hovertemplate="%{y:,.1f}")
     return _spec(fig)

@@ -1,0 +1,157 @@
+"""A tune (`stepscope.tune/1`) rendered: the ladder as a neutral table (drawn by the terminal and the HTML page), the
+progress line while it runs, and the page. Every figure is the Tune's own; this module only formats."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from rich import box
+from rich.console import Group, RenderableType
+from rich.table import Table as RichTable
+from rich.text import Text
+
+from stepscope.model.tune import Trial, Tune
+from stepscope.report.format import pct
+from stepscope.report.tables import Cell, Table
+
+
+def _rate(x: float | None) -> str:
+    return "-" if x is None else f"{x:,.1f}" if x >= 10 else f"{x:,.3g}"
+
+
+def _x(x: float | None) -> str:
+    return "-" if x is None else f"{x:.2f}x"
+
+
+def unit(tune: Tune) -> str:
+    """samples/s when the batch size is known, steps/s otherwise."""
+    return "samples/s" if tune.baseline is not None and tune.baseline.samples_per_s else "steps/s"
+
+
+def _per_s(tune: Tune, trial: Trial) -> float | None:
+    return trial.samples_per_s if unit(tune) == "samples/s" else trial.steps_per_s
+
+
+def trial_label(trial: Trial) -> str:
+    params = ", ".join(f"{k}={v}" for fix in trial.tried for k, v in trial.params.get(fix, {}).items())
+    return f"+ {' + '.join(trial.tried)}" + (f" ({params})" if params else "")
+
+
+def ladder_table(tune: Tune) -> Table:
+    """Rung, fix, throughput, speed-up against the baseline with its spread, gain over the rung it builds on,
+    the estimate stepscope had made, kept or not and why."""
+    b = tune.baseline
+    rows: list[list[Cell]] = []
+    if b is not None:
+        base_rate = b.samples_per_s if unit(tune) == "samples/s" else b.steps_per_s
+        rows.append([Cell("0", 0), Cell("baseline (as written)", None, "text"), Cell(_rate(base_rate), base_rate),
+                     Cell("1.00x" + (f" ±{pct(b.spread)}" if b.spread else ""), 1.0), Cell(""), Cell(""),
+                     Cell("", None, "text"), Cell(_baseline_note(tune), None, "text")])
+    for t in tune.trials:
+        spread = f" ±{pct(t.spread)}" if t.spread is not None and t.speedup is not None else ""
+        on = "" if t.gain is None else f"{_x(t.gain)} on {t.builds_on}"
+        rows.append([Cell(str(t.rung), t.rung), Cell(trial_label(t), None, "text mono"),
+                     Cell(_rate(_per_s(tune, t)), _per_s(tune, t)), Cell(_x(t.speedup) + spread, t.speedup),
+                     Cell(on, t.gain), Cell("~" + _x(t.estimated_speedup) if t.estimated_speedup else "-",
+                                            t.estimated_speedup),
+                     Cell("kept" if t.accepted else "no", None, "text"), Cell(t.reason, None, "text")])
+    columns = [("rung", ""), ("fix", "text"), (unit(tune), ""), ("vs baseline", ""), ("gain", ""),
+               ("estimated", ""), ("kept", "text"), ("why", "text")]
+    return Table(columns, rows, id="ladder", title="Ladder",
+                 note="Each rung adds its fix to the last kept rung (the gain is over that rung, which decides); "
+                      "speed-ups are medians of unprofiled steps.")
+
+
+def _baseline_note(tune: Tune) -> str:
+    b = tune.baseline
+    if b is None:
+        return ""
+    parts = [f"{len(b.runs)} run{'s' if len(b.runs) != 1 else ''}"]
+    if b.drift is not None:
+        parts.append(f"drift {pct(b.drift, 1)}")
+    if b.noise_band is not None:
+        parts.append(f"noise band ±{pct(b.noise_band)}")
+    return ", ".join(parts)
+
+
+def not_tried_table(tune: Tune) -> Table | None:
+    if not tune.not_tried:
+        return None
+    rows = [[Cell(n.id, None, "text mono"), Cell("~" + _x(n.estimated_speedup) if n.estimated_speedup else "-",
+                                                 n.estimated_speedup),
+             Cell(n.reason + (f": {n.suggestion}" if n.suggestion else ""), None, "text")] for n in tune.not_tried]
+    return Table([("fix", "text"), ("estimated", ""), ("why not tried", "text")], rows, id="not-tried",
+                 title="Not tried")
+
+
+def headline(tune: Tune) -> list[str]:
+    lines = [f"stepscope tune: {' '.join(tune.command)}"]
+    d = tune.device
+    if d is not None:
+        extra = f", {d.cpu_cores} CPU cores" if d.cpu_cores else ""
+        lines.append(f"device: {d.name} ({d.kind}{', cc ' + d.compute_capability if d.compute_capability else ''}"
+                     f"{extra}), torch {d.torch}; seed {tune.seed} in every trial")
+    if tune.status != "finished":
+        lines.append(f"status: {tune.status}")
+    if tune.applied:
+        lines.append(f"tuned: {_x(tune.speedup)} measured, keeping {', '.join(tune.applied)}")
+    elif tune.status == "finished":
+        lines.append("tuned: no fix was faster beyond the noise; the program is kept as it is")
+    if tune.final_patterns:
+        now = ", ".join(f"{p.id} {pct(p.share)}" for p in tune.final_patterns[:3])
+        lines.append(f"{'now' if tune.applied else 'diagnosis'}: {now}")
+    return lines
+
+
+def to_rich(table: Table) -> RichTable:
+    """A neutral table drawn in the terminal."""
+    out = RichTable(title=table.title or None, title_justify="left", title_style="bold", box=box.SIMPLE_HEAD,
+                    pad_edge=False)
+    for label, cls in table.columns:
+        text = "text" in cls
+        out.add_column(label, justify="left" if text else "right", overflow="fold",
+                       max_width=48 if label == "why" else None)
+    for row in table.rows:
+        out.add_row(*(Text(c.text) for c in row))
+    return out
+
+
+def progress_line(phase: str, elapsed_s: float, budget_s: float | None) -> Text:
+    left = f", budget left {_clock(max(budget_s - elapsed_s, 0))}" if budget_s else ""
+    return Text(f"{phase}  [elapsed {_clock(elapsed_s)}{left}]", style="cyan")
+
+
+def _clock(seconds: float) -> str:
+    m, s = divmod(int(seconds), 60)
+    return f"{m}m{s:02d}s" if m else f"{s}s"
+
+
+class TuneTerminalRenderer:
+    """Tune -> a rich renderable."""
+
+    def render(self, tune: Tune) -> RenderableType:
+        parts: list[RenderableType] = [Text("\n".join(headline(tune)), style="bold"), to_rich(ladder_table(tune))]
+        if (skipped := not_tried_table(tune)) is not None:
+            parts.append(to_rich(skipped))
+        if tune.patch:
+            parts.append(Text(f"patch: {tune.patch} (the kept fixes as code; apply with `git apply` or "
+                              "`patch -p1`)"))
+        parts += [Text(f"note: {n}", style="dim") for n in tune.notes]
+        return Group(*parts)
+
+
+class TuneHtmlRenderer:
+    """Tune -> one self-contained HTML page (bytes)."""
+
+    def __init__(self, patch_text: str | None = None) -> None:
+        self.patch_text = patch_text
+
+    def render(self, tune: Tune) -> bytes:
+        from stepscope.report import figures
+        from stepscope.report.html import page
+
+        figs: dict[str, Any] = {"fig-ladder": figures.ladder_figure(tune, unit(tune))}
+        return page("tune.html.j2", title=f"stepscope tune: {' '.join(tune.command[:2])}",
+                    generator=tune.generator or "stepscope", figures={k: v for k, v in figs.items() if v},
+                    tune=tune, headline=headline(tune), ladder=ladder_table(tune), skipped=not_tried_table(tune),
+                    patch_text=self.patch_text)

@@ -1,0 +1,179 @@
+"""One trial in a fresh process: `python -m stepscope.tune.child SPEC.json`.
+
+It seeds random, numpy and torch with the spec's seed, installs the fixes' patches, then runs the user's
+unmodified program as `python` would (capture.program): in "measure" mode it times a slice of steps at the
+boundaries `stepscope run` detects, with no profiler, capturing the loss of each step; in "profile" mode it
+does what `stepscope run` does (one profiled window, the diagnosis written as report.json). The result is
+written as JSON to the spec's `result` path, atomically.
+"""
+
+from __future__ import annotations
+
+import os
+import random
+import sys
+from pathlib import Path
+
+from stepscope.capture.program import Outcome, Program, run_program
+from stepscope.tune.apply import Patches
+from stepscope.tune.clock import StepClock
+from stepscope.tune.wire import ChildResult, DeviceInfo, TrialSpec, decode_spec, encode
+
+MIN_TIMED_STEPS = 5  # fewer timed steps than this is no measurement
+
+
+def seed_everything(seed: int) -> None:
+    random.seed(seed)
+    try:
+        import numpy
+
+        numpy.random.seed(seed)
+    except ImportError:
+        pass
+    import torch
+
+    torch.manual_seed(seed)  # every device's generator
+
+
+def measure(spec: TrialSpec, program: Program, patches: Patches, clock: StepClock) -> ChildResult:
+    from stepscope.capture.hooks import StepHooks
+    from stepscope.capture.session import activate
+
+    clock.set_batch_size(spec.batch_size, "user")
+    hooks = StepHooks(clock)  # type: ignore[arg-type]  # the clock stands in for a capture session
+    clock.on_leader = hooks.drop_weaker_than
+    previous = activate(clock)  # type: ignore[arg-type]  # stepscope.step() marks it too
+    try:
+        hooks.install()
+        outcome = run_program(program, stopping=lambda: clock.stop_requested)
+    finally:
+        hooks.remove()
+        activate(previous)
+        clock.close()
+    steps = clock.step_ns()
+    status = _status(outcome, clock.stop_requested, clock.aborted, clock.arbiter.leader, len(steps))
+    return ChildResult(
+        status=status, exit_code=0 if clock.stop_requested else outcome.exit_code, program_status=outcome.status,
+        detail=outcome.detail, step_source=clock.arbiter.leader, batch_size=clock.batch_size,
+        steps_completed=clock.completed, warmup_ns=clock.warmup_ns(), step_ns=steps, slice_ns=clock.slice_ns(),
+        timing=clock.timing, losses=patches.losses.values())
+
+
+def _status(outcome: Outcome, stopped: bool, aborted: bool, leader: str | None, timed: int) -> str:
+    if aborted:
+        return "slower"
+    if outcome.failed and not stopped:
+        return "failed"
+    if leader is None:
+        return "no steps"
+    return "measured" if timed >= MIN_TIMED_STEPS else "too few steps"
+
+
+def profile(spec: TrialSpec, program: Program) -> ChildResult:
+    """What `stepscope run` does, with the fixes in place: one profiled window, then its report.json."""
+    from stepscope.api import live_report, nothing_recorded, write_report_files
+    from stepscope.capture.runner import capture_program
+    from stepscope.capture.window import WindowSpec
+
+    window = WindowSpec()
+    folder = Path(spec.profile_folder or ".")
+    folder.mkdir(parents=True, exist_ok=True)
+    captured = capture_program(program, window, folder, batch_size=spec.batch_size, telemetry_interval=None)
+    outcome, result = captured.outcome, captured.result
+    if result.trace_path is None:
+        return ChildResult(status="failed", exit_code=outcome.exit_code or 2, program_status=outcome.status,
+                           detail=outcome.detail or nothing_recorded(result, window),
+                           step_source=result.step_source)
+    report = live_report(result, window, command=program.command, exit_code=outcome.exit_code,
+                         program_status=outcome.status, folder=folder)
+    write_report_files(report, folder)
+    return ChildResult(status="profiled", exit_code=0, program_status=outcome.status, detail=outcome.detail,
+                       step_source=result.step_source, batch_size=result.batch_size,
+                       steps_completed=result.steps_completed, report=str(folder / "report.json"))
+
+
+def device_info(patches: Patches) -> DeviceInfo:
+    import torch
+
+    cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
+    model = patches.settings.model
+    on_cuda = torch.cuda.is_available() and (torch.cuda.is_initialized()
+                                             or (model is not None and model.device.startswith("cuda")))
+    if not on_cuda:
+        import platform
+
+        return DeviceInfo(kind="cpu", name=_cpu_name() or platform.machine() or "CPU", bf16=True,
+                          bf16_native=_cpu_bf16(), cpu_cores=cores, torch=str(torch.__version__))
+    props = torch.cuda.get_device_properties(torch.cuda.current_device())
+    return DeviceInfo(kind="cuda", name=props.name, count=torch.cuda.device_count(),
+                      compute_capability=f"{props.major}.{props.minor}", total_memory_bytes=int(props.total_memory),
+                      bf16=bool(torch.cuda.is_bf16_supported()), bf16_native=props.major >= 8, cpu_cores=cores,
+                      torch=str(torch.__version__))
+
+
+def _cpu_bf16() -> bool:
+    import torch
+
+    checks = ("_is_avx512_bf16_supported", "_is_amx_tile_supported")
+    return any(bool(getattr(torch.cpu, name, lambda: False)()) for name in checks)
+
+
+def _cpu_name() -> str:
+    try:
+        with open("/proc/cpuinfo") as f:
+            for line in f:
+                if line.startswith("model name"):
+                    return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return ""
+
+
+def run_trial(spec: TrialSpec) -> ChildResult:
+    program = Program(spec.target, tuple(spec.args), module=spec.module)
+    seed_everything(spec.seed)
+    import torch
+
+    clock = StepClock(warmup=spec.warmup, steps=spec.steps, min_seconds=spec.min_seconds,
+                      abort_step_ns=spec.abort_step_ns)
+    patches = Patches(lambda: clock.completed)
+    patches.install(spec.fixes)
+    try:
+        result = profile(spec, program) if spec.mode == "profile" else measure(spec, program, patches, clock)
+    finally:
+        patches.undo()
+    if torch.cuda.is_available() and torch.cuda.is_initialized():
+        patches.settings.peak_memory_bytes = int(torch.cuda.max_memory_allocated())
+    result.settings = patches.settings
+    result.applied = dict(patches.applied)
+    result.device = device_info(patches)
+    return result
+
+
+def write_result(path: str, result: ChildResult) -> None:
+    target = Path(path)
+    temp = target.with_name(target.name + ".tmp")
+    temp.write_bytes(encode(result))
+    os.replace(temp, target)
+
+
+def main(argv: list[str] | None = None) -> int:
+    argv = sys.argv[1:] if argv is None else argv
+    if len(argv) != 1:
+        print("usage: python -m stepscope.tune.child SPEC.json", file=sys.stderr)
+        return 2
+    spec = decode_spec(Path(argv[0]).read_bytes())
+    try:
+        result = run_trial(spec)
+    except Exception as exc:  # stepscope's own failure in the child: the parent reports it, without a traceback
+        result = ChildResult(status="failed", exit_code=1, program_status="exception",
+                             detail=f"stepscope could not run the trial: {type(exc).__name__}: {exc}")
+    write_result(spec.result, result)
+    return 0 if result.status in ("measured", "profiled", "slower") else (result.exit_code or 1)
+
+
+if __name__ == "__main__":
+    code = main()
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os._exit(code)  # no waiting on the program's leftover threads or workers: the result is written

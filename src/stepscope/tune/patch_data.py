@@ -1,0 +1,114 @@
+"""Patches on the input side: DataLoader constructor overrides (workers, pinned memory, persistent workers, batch
+size) and non-blocking batch copies. The DataLoader wrapper also records every loader's settings and call site."""
+
+from __future__ import annotations
+
+import inspect
+import os
+from collections import Counter
+from typing import Any
+
+from stepscope.tune.patching import Patcher, user_site
+from stepscope.tune.wire import CallSite, LoaderSite, Settings
+
+MAX_SITES = 16  # a loop that builds a loader (or copies) every epoch records its first sites, not all
+
+
+class LoaderPatch:
+    """Wraps DataLoader.__init__: applies the active fixes' overrides, then records what the loader uses."""
+
+    def __init__(self, settings: Settings, applied: Counter[str]) -> None:
+        self.settings = settings
+        self.applied = applied
+        self.num_workers: int | None = None  # dataloader_workers
+        self.pin_memory = False  # pin_memory
+        self.persistent_workers = False  # persistent_workers
+        self.batch_factor = 1  # larger_batch
+        self.pid = os.getpid()
+
+    def install(self, patcher: Patcher) -> None:
+        from torch.utils.data import DataLoader
+
+        original = DataLoader.__init__
+        signature = inspect.signature(original)
+        patch = self
+
+        def __init__(loader: Any, *args: Any, **kwargs: Any) -> None:
+            if os.getpid() != patch.pid:
+                original(loader, *args, **kwargs)
+                return
+            try:
+                bound = signature.bind(loader, *args, **kwargs)
+            except TypeError:  # arguments DataLoader does not take: let it say so itself
+                original(loader, *args, **kwargs)
+                return
+            patch._override(bound.arguments)
+            original(*bound.args, **bound.kwargs)
+            patch._record(loader)
+
+        __init__.__wrapped__ = original  # type: ignore[attr-defined]
+        patcher.replace(DataLoader, "__init__", __init__)
+
+    def _override(self, arguments: dict[str, Any]) -> None:
+        if self.num_workers is not None and arguments.get("num_workers", 0) != self.num_workers:
+            arguments["num_workers"] = self.num_workers
+            self.applied["dataloader_workers"] += 1
+        if self.pin_memory and not arguments.get("pin_memory", False) and _cuda_available():
+            arguments["pin_memory"] = True
+            self.applied["pin_memory"] += 1
+        if self.persistent_workers and arguments.get("num_workers", 0) > 0 \
+                and not arguments.get("persistent_workers", False):
+            arguments["persistent_workers"] = True
+            self.applied["persistent_workers"] += 1
+        batch = arguments.get("batch_size", 1)
+        if self.batch_factor > 1 and arguments.get("batch_sampler") is None and isinstance(batch, int):
+            arguments["batch_size"] = batch * self.batch_factor
+            self.applied["larger_batch"] += 1
+
+    def _record(self, loader: Any) -> None:
+        if len(self.settings.loaders) >= MAX_SITES:
+            return
+        file, line = user_site(3)
+        try:
+            batches: int | None = len(loader)
+        except TypeError:  # an iterable-style dataset has no length
+            batches = None
+        self.settings.loaders.append(LoaderSite(
+            file=file, line=line, num_workers=int(loader.num_workers), pin_memory=bool(loader.pin_memory),
+            persistent_workers=bool(loader.persistent_workers), batch_size=loader.batch_size, batches=batches,
+            prefetch_factor=loader.prefetch_factor))
+
+
+def _cuda_available() -> bool:
+    import torch
+
+    return bool(torch.cuda.is_available())
+
+
+def install_non_blocking(patcher: Patcher, settings: Settings, applied: Counter[str]) -> None:
+    """`non_blocking_copy`: a copy from pinned host memory is made non-blocking."""
+    import torch
+
+    sites: set[tuple[str | None, int | None]] = set()
+
+    def wrap(original: Any) -> Any:
+        def copy(tensor: Any, *args: Any, **kwargs: Any) -> Any:
+            # An explicit non_blocking=False is overridden too (scripts often pass a flag tied to pin_memory);
+            # only copies from pinned memory are touched, which is what makes non_blocking safe and useful.
+            if (not kwargs.get("non_blocking", False) and not any(isinstance(a, bool) for a in args)
+                    and not torch.compiler.is_compiling() and tensor.device.type == "cpu" and tensor.is_pinned()):
+                kwargs["non_blocking"] = True
+                applied["non_blocking_copy"] += 1
+                if len(sites) < MAX_SITES:
+                    site = user_site(2)
+                    if site not in sites:
+                        sites.add(site)
+                        settings.copies.append(CallSite(file=site[0], line=site[1], value=original.__name__))
+            return original(tensor, *args, **kwargs)
+
+        copy.__name__ = original.__name__
+        copy.__wrapped__ = original  # type: ignore[attr-defined]
+        return copy
+
+    for name in ("to", "cuda"):
+        patcher.replace(torch.Tensor, name, wrap(getattr(torch.Tensor, name)))

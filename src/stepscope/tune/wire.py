@@ -1,0 +1,122 @@
+"""What the tune parent tells a trial's child process, and what the child writes back (JSON files)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import msgspec
+
+
+class Wire(msgspec.Struct, kw_only=True, omit_defaults=False):
+    pass
+
+
+class TrialSpec(Wire, kw_only=True):
+    target: str  # a script path, or a module name when `module`
+    args: list[str]
+    module: bool = False
+    fixes: dict[str, dict[str, Any]] = msgspec.field(default_factory=dict)  # fix id -> its params
+    seed: int = 0
+    mode: str = "measure"  # "measure": time steps, no profiler; "profile": what `stepscope run` does
+    warmup: int = 3  # steps run before the timed slice
+    steps: int = 20  # at least this many timed steps ...
+    min_seconds: float = 2.0  # ... and at least this long
+    abort_step_ns: float | None = None  # steps this slow (median, after the first) end the trial: far slower
+    batch_size: int | None = None  # the user's word on samples per step
+    result: str = ""  # where the child writes its ChildResult
+    profile_folder: str | None = None  # mode "profile": the run folder
+
+
+class LoaderSite(Wire, kw_only=True):
+    file: str | None
+    line: int | None
+    num_workers: int
+    pin_memory: bool
+    persistent_workers: bool
+    batch_size: int | None
+    batches: int | None  # len(loader), when it has one
+    prefetch_factor: int | None = None
+
+
+class OptimizerSite(Wire, kw_only=True):
+    file: str | None
+    line: int | None
+    cls: str
+    foreach: bool | None
+    fused: bool | None
+    supports_fused: bool = False
+
+
+class CallSite(Wire, kw_only=True):
+    file: str | None
+    line: int | None
+    value: Any = None  # e.g. the set_to_none a zero_grad call used
+
+
+class ModelInfo(Wire, kw_only=True):
+    cls: str
+    module: str  # the class's module ("__main__" for the script's own)
+    parameters: int
+    dtype: str  # of the first floating parameter
+    device: str
+    conv: bool  # has a 2-d convolution (channels_last applies)
+    linear: bool
+    compiled: bool
+    autocast: bool  # the first forward ran under autocast already
+    channels_last: bool
+
+
+class DeviceInfo(Wire, kw_only=True):
+    kind: str  # "cuda" | "cpu"
+    name: str
+    count: int = 1
+    compute_capability: str | None = None
+    total_memory_bytes: int | None = None
+    bf16: bool = False  # bfloat16 autocast is supported
+    bf16_native: bool = False  # ... in hardware (CUDA: compute capability 8+; CPU: AVX512-BF16 or AMX)
+    cpu_cores: int = 1
+    torch: str = ""
+
+
+class Settings(Wire, kw_only=True):
+    """What the program used, seen from the patched constructors and calls."""
+
+    loaders: list[LoaderSite] = msgspec.field(default_factory=list)
+    optimizers: list[OptimizerSite] = msgspec.field(default_factory=list)
+    zero_grad: list[CallSite] = msgspec.field(default_factory=list)
+    copies: list[CallSite] = msgspec.field(default_factory=list)  # .to()/.cuda() of a batch to the device
+    model: ModelInfo | None = None
+    model_site: CallSite | None = None  # where the model's first forward was called
+    peak_memory_bytes: int | None = None
+
+
+class ChildResult(Wire, kw_only=True):
+    status: str  # measured | slower | too few steps | no steps | failed | profiled
+    exit_code: int
+    program_status: str  # capture.program.Outcome.status
+    detail: str = ""
+    step_source: str | None = None
+    batch_size: int | None = None
+    steps_completed: int = 0
+    warmup_ns: list[float] = msgspec.field(default_factory=list)  # host clock
+    step_ns: list[float] = msgspec.field(default_factory=list)  # the timed slice, per step
+    slice_ns: float | None = None  # the timed slice end to end (synchronised at both ends on CUDA)
+    timing: str = "host clock"
+    losses: list[float | None] = msgspec.field(default_factory=list)  # per step from the first
+    settings: Settings = msgspec.field(default_factory=Settings)
+    applied: dict[str, int] = msgspec.field(default_factory=dict)  # fix id -> things it changed
+    device: DeviceInfo | None = None
+    notes: list[str] = msgspec.field(default_factory=list)
+    report: str | None = None  # mode "profile": the report.json written
+
+
+def encode(obj: Wire) -> bytes:
+    return msgspec.json.encode(obj)
+
+
+def decode_spec(data: bytes) -> TrialSpec:
+    return msgspec.json.decode(data, type=TrialSpec)
+
+
+def decode_result(data: bytes) -> ChildResult:
+    return msgspec.json.decode(data, type=ChildResult)

@@ -1,0 +1,258 @@
+"""`stepscope tune`'s pure parts against hand-computed values: statistics, the noise band, the numerics guard,
+the keep/drop decision, and the plan made from a diagnosis and from what the program was seen to use."""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+
+from stepscope.model.report import Recommendation, Report, Source, Summary
+from stepscope.model.tune import Numerics
+from stepscope.tune.judge import decide
+from stepscope.tune.numerics import compare_losses, tolerance_for
+from stepscope.tune.plan import PlanOptions, make_plan, worker_counts
+from stepscope.tune.stats import MIN_BAND, drift, noise_band, summarize
+from stepscope.tune.wire import CallSite, DeviceInfo, LoaderSite, ModelInfo, OptimizerSite, Settings
+
+CPU = DeviceInfo(kind="cpu", name="CPU", cpu_cores=2, bf16=True)
+GPU = DeviceInfo(kind="cuda", name="H100", compute_capability="9.0", total_memory_bytes=80 * 2**30, bf16=True,
+                 bf16_native=True, cpu_cores=16)
+
+
+# -- statistics ------------------------------------------------------------------------------------------
+
+def test_summary_of_eight_steps_by_hand() -> None:
+    s = summarize([8, 1, 7, 2, 6, 3, 5, 4])
+    # Sorted 1..8: median 4.5; inclusive quartiles 1 + 0.25 * 7 = 2.75 and 1 + 0.75 * 7 = 6.25.
+    assert s is not None and s.n == 8 and s.median_ns == 4.5
+    assert s.spread == pytest.approx((6.25 - 2.75) / 2 / 4.5)
+    assert s.se == pytest.approx(1.2533 * (3.5 / 1.349) / math.sqrt(8) / 4.5)
+
+
+def test_summary_ignores_non_positive_and_handles_few() -> None:
+    assert summarize([]) is None and summarize([0, -1]) is None
+    s = summarize([10, 30])
+    assert s is not None and s.median_ns == 20 and s.spread == 0 and s.se == 0
+
+
+def test_noise_band_is_twice_the_standard_error_of_the_ratio_at_least_min_band_and_drift() -> None:
+    a, b = summarize([100] * 10), summarize([50] * 10)
+    assert a is not None and b is not None
+    assert noise_band(a, b) == MIN_BAND  # no dispersion at all: the floor
+    assert noise_band(a, b, drift=0.08) == 0.08
+    wide = summarize([80, 90, 100, 110, 120] * 4)
+    assert wide is not None
+    expected = 2 * math.hypot(wide.se, wide.se)
+    assert expected > MIN_BAND and noise_band(wide, wide) == pytest.approx(expected)
+
+
+def test_drift_is_relative_to_the_mean() -> None:
+    a, b = summarize([90] * 5), summarize([110] * 5)
+    assert a is not None and b is not None and drift(a, b) == pytest.approx(0.2)
+
+
+# -- numerics ------------------------------------------------------------------------------------------
+
+def test_losses_agree_in_the_first_steps_and_keep_their_level_after() -> None:
+    n = compare_losses([2.0, 1.0, None, 0.5], [2.0, 1.01, 0.7, 0.52], tolerance=0.05, reference_rung=3)
+    # Steps 1, 2 and 4 are in both: 0%, 1% and 4% apart; the early steps (1 and 2) are within 5%.
+    assert n.ok and n.steps_compared == 3 and n.reference == 3
+    assert n.max_rel_loss_diff == pytest.approx(0.04) and n.early_rel_diff == pytest.approx(0.01)
+    # Means 3.5/3 and 3.53/3: 0.857% apart.
+    assert n.mean_rel_diff == pytest.approx(0.03 / 3.5, rel=1e-3)
+    early = compare_losses([2.0, 1.0, 0.5], [2.0, 1.2, 0.5], tolerance=0.05)
+    assert not early.ok and early.detail.startswith("the loss differs by 20.00% at step 2 (tolerance 5%)")
+
+
+def test_later_steps_may_wander_but_not_the_mean() -> None:
+    flat = [2.0, 2.0] + [1.0 + 0.02 * (i % 2) for i in range(20)]
+    chaotic = [2.0, 2.0] + [1.01 - 0.02 * (i % 2) for i in range(20)]  # 1-2% off at every later step
+    wander = compare_losses(flat, chaotic, tolerance=0.01)
+    assert wander.ok and wander.max_rel_loss_diff > 0.01 and wander.mean_rel_diff < 0.02
+    drifted = compare_losses(flat, [2.0, 2.0] + [1.5] * 20, tolerance=0.01)
+    # Means 24.2 / 22 = 1.1 and 34 / 22 = 1.5455: 40.5% apart. Population variances 1.784 / 22 and
+    # 0.4545 / 22; the standard error of the difference sqrt((0.08109 + 0.02066) / 22) = 0.06801, three of
+    # them 0.2040, 18.5% of 1.1.
+    assert not drifted.ok and drifted.mean_limit == pytest.approx(0.1855, abs=1e-4)
+    assert drifted.detail.startswith("the mean loss over 22 steps moved 40.5% (limit 18.5%")
+    level = compare_losses([1.0, 1.0] + [1.0] * 20, [1.0, 1.0] + [1.03] * 20, tolerance=0.01)
+    assert not level.ok and level.mean_limit == 0.02  # no variance at all: the 2% floor
+
+
+def test_a_non_finite_loss_fails_whatever_the_tolerance() -> None:
+    n = compare_losses([2.0, 1.0], [2.0, float("nan")], tolerance=1.0)
+    assert not n.ok and "step 2" in n.detail
+    assert not compare_losses([1.0], [float("inf")], tolerance=1.0).ok
+
+
+def test_tolerance_is_the_loosest_of_the_numerics_changing_fixes() -> None:
+    assert tolerance_for(["dataloader_workers"]) is None
+    assert tolerance_for(["torch_compile"]) == 0.01
+    assert tolerance_for(["channels_last", "amp"]) == 0.05
+
+
+def test_decide() -> None:
+    assert decide(1.5, 0.03, None) == (True, "faster: 1.50x (noise band ±3%)")
+    assert decide(1.02, 0.03, None)[0] is False and "within noise" in decide(1.02, 0.03, None)[1]
+    assert decide(0.9, 0.03, None) == (False, "slower: 0.90x")
+    broken = Numerics(ok=False, max_rel_loss_diff=0.5, detail="the loss differs by 50.0%")
+    assert decide(2.0, 0.03, broken) == (False, "numerics changed: the loss differs by 50.0%")
+
+
+# -- the plan ------------------------------------------------------------------------------------------
+
+def report(*recs: tuple[str, float], dataloader_us: float = 0.0, step_us: float = 1000.0) -> Report:
+    return Report(source=Source(paths=["t"], format="live"), device=None, steps=[],
+                  summary=Summary(step_time_us=step_us, breakdown_us={"dataloader": dataloader_us},
+                                  gpu_utilization=None),
+                  recommendations=[Recommendation(id=i, title=f"do {i}", evidence={}, location=None,
+                                                  estimated_speedup=e) for i, e in recs])
+
+
+def settings(**kw: object) -> Settings:
+    base = dict(loaders=[LoaderSite(file="t.py", line=3, num_workers=0, pin_memory=False, persistent_workers=False,
+                                    batch_size=32, batches=100)],
+                optimizers=[OptimizerSite(file="t.py", line=5, cls="SGD", foreach=None, fused=None,
+                                          supports_fused=True)],
+                zero_grad=[CallSite(file="t.py", line=9, value=False)],
+                model=ModelInfo(cls="Net", module="__main__", parameters=10, dtype="float32", device="cpu",
+                                conv=True, linear=True, compiled=False, autocast=False, channels_last=False))
+    base.update(kw)
+    return Settings(**base)  # type: ignore[arg-type]
+
+
+def ids(plan) -> list[tuple[str, ...]]:
+    return [c.fixes for c in plan.candidates]
+
+
+def test_recommended_fixes_first_by_estimate_then_the_applicable_ones_in_walkthrough_order() -> None:
+    rep = report(("set_to_none", 1.3), ("dataloader_workers", 2.0), ("torch_compile", 1.2), ("remove_sync", 1.2))
+    plan = make_plan(rep, settings(), CPU, PlanOptions())
+    # The report's order (rules.recommend sorts it by estimate), then the others in the walk-through's order;
+    # compilation last whatever its estimate: every trial after it would compile again.
+    assert ids(plan) == [("set_to_none",), ("dataloader_workers",), ("channels_last",), ("torch_compile",)]
+    assert [c.estimate for c in plan.candidates[:2]] == [1.3, 2.0] and plan.candidates[-1].estimate == 1.2
+    assert plan.candidates[2].estimate is None and plan.candidates[2].source == "applicable"
+    # remove_sync cannot be applied from outside: listed with the edit, not tried.
+    assert [(n.id, n.reason) for n in plan.not_tried] == [("remove_sync", "needs a code change")]
+    assert "do remove_sync" in plan.not_tried[0].suggestion and plan.not_tried[0].estimated_speedup == 1.2
+    # This CPU has no bfloat16 in hardware: autocast is tried only when asked; with AVX512-BF16 or AMX, always.
+    native = DeviceInfo(kind="cpu", name="CPU", cpu_cores=2, bf16=True, bf16_native=True)
+    amp = next(c for c in make_plan(rep, settings(), native, PlanOptions()).candidates if c.fixes == ("amp",))
+    assert amp.options == ({"amp": {"dtype": "bfloat16"}},)
+    assert ids(make_plan(rep, settings(), CPU, PlanOptions(only=("amp",)))) == [("amp",)]
+
+
+def test_a_code_change_asked_for_is_listed_with_its_edit() -> None:
+    plan = make_plan(report(), settings(), CPU, PlanOptions(only=("remove_sync",)))
+    assert ids(plan) == [] and [(n.id, n.reason) for n in plan.not_tried] == [("remove_sync", "needs a code change")]
+    assert ".item()" in plan.not_tried[0].suggestion
+
+
+def test_on_cuda_pinning_and_non_blocking_copies_are_one_rung() -> None:
+    plan = make_plan(report(("non_blocking_copy", 1.2)), settings(), GPU, PlanOptions())
+    assert ids(plan)[0] == ("pin_memory", "non_blocking_copy") and plan.candidates[0].estimate == 1.2
+    assert ("cudnn_benchmark",) in ids(plan) and ("fused_optimizer",) in ids(plan)
+    assert next(c for c in plan.candidates if c.fixes == ("fused_optimizer",)).options == (
+        {"fused_optimizer": {"mode": "fused"}},)
+
+
+def test_cuda_only_fixes_asked_for_on_a_cpu_say_why_not() -> None:
+    plan = make_plan(report(), settings(), CPU, PlanOptions(only=("pin_memory", "cuda_graphs", "amp")))
+    assert ids(plan) == [("amp",)]
+    reasons = {n.id: n.reason for n in plan.not_tried}
+    assert reasons == {"pin_memory": "applies to CUDA devices only", "cuda_graphs": "applies to CUDA devices only"}
+
+
+def test_fixes_already_in_effect_are_not_tried_and_say_so() -> None:
+    done = settings(zero_grad=[CallSite(file="t.py", line=9, value=True)],
+                    model=ModelInfo(cls="Net", module="__main__", parameters=10, dtype="float32", device="cpu",
+                                    conv=False, linear=True, compiled=True, autocast=True, channels_last=False))
+    plan = make_plan(report(("set_to_none", 1.1), ("torch_compile", 1.4)), done, CPU,
+                     PlanOptions(only=("set_to_none", "torch_compile", "amp", "channels_last")))
+    assert ids(plan) == []
+    reasons = {n.id: n.reason for n in plan.not_tried}
+    assert reasons["set_to_none"].startswith("already in effect (zero_grad(set_to_none=True)")
+    assert reasons["torch_compile"] == "already in effect (the model is compiled)"
+    assert reasons["amp"] == "already in effect (the forward runs under autocast)"
+    assert reasons["channels_last"] == "the model has no 2-d convolution"
+
+
+def test_a_bigger_batch_needs_the_flag_and_fits_in_memory() -> None:
+    asked = PlanOptions(only=("larger_batch",))
+    plan = make_plan(report(("larger_batch", 1.3)), settings(), GPU, asked)
+    assert plan.candidates == [] and "--allow-batch-change" in plan.not_tried[0].reason
+    allowed = PlanOptions(only=("larger_batch",), allow_batch_change=True)
+    # Peak 30 GiB of 80: 2x (60 GiB) fits under 90% of 80 (72 GiB), 4x (120 GiB) does not.
+    plan = make_plan(report(), settings(peak_memory_bytes=30 * 2**30), GPU, allowed)
+    assert plan.candidates[0].options == ({"larger_batch": {"factor": 2}},)
+    plan = make_plan(report(), settings(peak_memory_bytes=50 * 2**30), GPU, allowed)
+    assert plan.candidates == [] and plan.not_tried[0].reason == "no room in device memory for a bigger batch"
+
+
+def test_no_dataloader_no_loader_fixes() -> None:
+    plan = make_plan(report(("dataloader_workers", 3.0)), settings(loaders=[]), CPU, PlanOptions())
+    assert ("dataloader_workers",) not in ids(plan)
+    assert plan.not_tried[0].reason == "the program builds no DataLoader"
+
+
+def test_worker_counts_from_load_and_compute_time() -> None:
+    # 30 ms of loading per batch, 10 ms of compute: 3 workers keep up, plus one spare = 4; then 8;
+    # the core count (16) is also under 4 x 4 and the cap (32).
+    rep = report(dataloader_us=30_000, step_us=40_000)
+    assert worker_counts(rep, settings(), 16) == [4, 8, 16]
+    # On 2 cores the cap is 2 x cores, unless the need itself is higher.
+    assert worker_counts(rep, settings(), 2) == [2, 4]
+    # Workers already there: try twice and four times as many, within the cap.
+    four = settings(loaders=[LoaderSite(file=None, line=None, num_workers=4, pin_memory=False,
+                                        persistent_workers=False, batch_size=8, batches=None)])
+    assert worker_counts(rep, four, 16) == [8, 16]
+    assert worker_counts(None, settings(), 2) == [2, 4]  # no diagnosis: 2, then 4
+
+
+def test_workers_tf32_and_graphs_only_where_the_diagnosis_calls_for_them() -> None:
+    plan = make_plan(report(), settings(), GPU, PlanOptions())
+    assert not {("dataloader_workers",), ("tf32",), ("cuda_graphs",)} & set(ids(plan))
+    asked = make_plan(report(), settings(), GPU, PlanOptions(only=("dataloader_workers", "tf32")))
+    assert ids(asked) == [("dataloader_workers",), ("tf32",)]
+
+
+def test_persistent_workers_only_where_a_trial_would_restart_workers() -> None:
+    long_epoch = make_plan(report(), settings(), CPU, PlanOptions(only=("persistent_workers",), timed_steps=23))
+    assert long_epoch.candidates == [] and "outlasts a trial" in long_epoch.not_tried[0].reason
+    short = settings(loaders=[LoaderSite(file=None, line=None, num_workers=2, pin_memory=False,
+                                         persistent_workers=False, batch_size=8, batches=10)])
+    plan = make_plan(report(), short, CPU, PlanOptions(only=("persistent_workers",), timed_steps=23))
+    assert ids(plan) == [("persistent_workers",)]
+
+
+def test_the_walkthrough_ladder_planned_from_a_real_h100_diagnosis() -> None:
+    """examples/cifar_resnet.py as written (workers 0), profiled on an H100 (tests/data/gpu_h100/cifar_rung1):
+    the plan `stepscope tune` makes there for the walk-through's fixes."""
+    from pathlib import Path
+
+    from stepscope import analyze
+
+    trace = Path(__file__).parent / "data" / "gpu_h100" / "cifar_rung1" / "trace.json.gz"
+    if not trace.exists():
+        pytest.skip(f"{trace} is not there")
+    diagnosis = analyze(trace, batch_size=32)
+    cifar = settings(model=ModelInfo(cls="ResNet18", module="__main__", parameters=11_181_642, dtype="float32",
+                                     device="cuda:0", conv=True, linear=True, compiled=False, autocast=False,
+                                     channels_last=False),
+                     loaders=[LoaderSite(file="cifar_resnet.py", line=129, num_workers=0, pin_memory=False,
+                                         persistent_workers=False, batch_size=32, batches=312)],
+                     peak_memory_bytes=3 * 2**30)
+    walkthrough = ("dataloader_workers", "pin_memory", "non_blocking_copy", "set_to_none", "amp", "torch_compile",
+                   "larger_batch")
+    plan = make_plan(diagnosis, cifar, GPU, PlanOptions(only=walkthrough, allow_batch_change=True))
+    assert ids(plan) == [("dataloader_workers",), ("pin_memory", "non_blocking_copy"), ("set_to_none",), ("amp",),
+                         ("larger_batch",), ("torch_compile",)]
+    workers = plan.candidates[0]
+    assert workers.estimate == 1.7 and len(workers.options) >= 2  # several worker counts, fewest first
+    counts = [o["dataloader_workers"]["num_workers"] for o in workers.options]
+    assert counts == sorted(counts) and counts[0] >= 2
+    assert plan.candidates[3].options == ({"amp": {"dtype": "bfloat16"}},)  # an H100 has bfloat16
+    assert plan.candidates[4].options == ({"larger_batch": {"factor": 2}}, {"larger_batch": {"factor": 4}})
+    assert [n.id for n in plan.not_tried] == ["uint8_transfer"]  # a code change: the script's --uint8

@@ -1,0 +1,224 @@
+"""The fixes applied from outside, in this process: each patch changes what it owns, records what the program
+used and where, and `undo()` puts torch back as it was. Also the step clock the trials time steps with."""
+
+from __future__ import annotations
+
+import inspect
+import time
+
+import pytest
+
+torch = pytest.importorskip("torch")
+
+from torch import nn  # noqa: E402
+from torch.utils.data import DataLoader, TensorDataset  # noqa: E402
+
+from stepscope.capture.session import StopProgram  # noqa: E402
+from stepscope.tune import clock as clock_module  # noqa: E402
+from stepscope.tune.apply import INSTALLERS, Patches  # noqa: E402
+from stepscope.tune.clock import StepClock  # noqa: E402
+from stepscope.tune.fixes import CODE_CHANGE, FIXES  # noqa: E402
+
+
+def here() -> int:
+    return inspect.currentframe().f_back.f_lineno  # type: ignore[union-attr]
+
+
+@pytest.fixture
+def patches():
+    made: list[Patches] = []
+
+    def make(fixes: dict) -> Patches:
+        p = Patches(lambda: 0)
+        p.install(fixes)
+        made.append(p)
+        return p
+
+    yield make
+    for p in made:
+        p.undo()
+
+
+def test_every_fix_applied_from_outside_has_one_installer_and_the_rest_need_code() -> None:
+    assert set(INSTALLERS) == set(FIXES)
+    assert not set(CODE_CHANGE) & set(FIXES)
+
+
+def test_dataloader_overrides_are_recorded_at_the_users_line_and_undone(patches) -> None:
+    original = DataLoader.__init__
+    p = patches({"dataloader_workers": {"num_workers": 3}, "persistent_workers": {}})
+    data = TensorDataset(torch.zeros(10, 2))
+    line, loader = here(), DataLoader(data, batch_size=5)
+    assert (loader.num_workers, loader.persistent_workers, loader.batch_size) == (3, True, 5)
+    site = p.settings.loaders[0]
+    assert (site.file, site.line, site.num_workers, site.batches) == (__file__, line, 3, 2)
+    assert p.applied == {"dataloader_workers": 1, "persistent_workers": 1}
+    p.undo()
+    assert DataLoader.__init__ is original and DataLoader(data, batch_size=5).num_workers == 0
+
+
+def test_a_bigger_batch_multiplies_the_batch_the_program_asked_for(patches) -> None:
+    patches({"larger_batch": {"factor": 2}})
+    assert DataLoader(TensorDataset(torch.zeros(10, 2)), 4).batch_size == 8  # positional, as some scripts write it
+
+
+def test_pin_memory_is_left_alone_without_cuda(patches) -> None:
+    p = patches({"pin_memory": {}})
+    assert not DataLoader(TensorDataset(torch.zeros(4, 2))).pin_memory and not p.applied
+
+
+def test_zero_grad_set_to_none_forced_and_the_callers_value_recorded(patches) -> None:
+    p = patches({"set_to_none": {}})
+    model = nn.Linear(2, 1)
+    opt = torch.optim.SGD(model.parameters(), lr=0.1)
+    model(torch.ones(1, 2)).sum().backward()
+    line = here() + 1
+    opt.zero_grad(set_to_none=False)
+    assert all(q.grad is None for q in model.parameters())
+    assert [(s.line, s.value) for s in p.settings.zero_grad] == [(line, False)]
+    assert p.applied["set_to_none"] == 1
+
+
+def test_foreach_optimizer_and_what_the_program_built(patches) -> None:
+    p = patches({"fused_optimizer": {"mode": "foreach"}})
+    params = (q for q in nn.Linear(2, 1).parameters())  # a generator, as model.parameters() is
+    opt = torch.optim.AdamW(params, lr=0.1)
+    assert opt.defaults["foreach"] is True and len(opt.param_groups[0]["params"]) == 2
+    site = p.settings.optimizers[0]
+    assert (site.cls, site.foreach, site.supports_fused) == ("AdamW", True, True)
+    plain = torch.optim.SGD(nn.Linear(2, 1).parameters(), lr=0.1, foreach=False)  # the user's choice stands
+    assert plain.defaults["foreach"] is False and p.applied["fused_optimizer"] == 1
+
+
+class Probe(nn.Module):
+    """A conv net that notes whether its forward ran under autocast."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.conv = nn.Conv2d(3, 4, 3)
+        self.seen: list[bool] = []
+
+    def forward(self, x):
+        self.seen.append(torch.is_autocast_enabled("cpu"))
+        return self.conv(x).mean((2, 3))
+
+
+def test_model_found_at_its_first_forward_then_channels_last_and_autocast(patches) -> None:
+    p = patches({"channels_last": {}, "amp": {"dtype": "bfloat16"}})
+    model = Probe()
+    x = torch.randn(2, 3, 8, 8)
+    line, first = here(), model(x)
+    second = model(x)
+    info = p.settings.model
+    assert info is not None and (info.cls, info.conv, info.dtype, info.compiled, info.autocast) == (
+        "Probe", True, "float32", False, False)
+    assert p.settings.model_site is not None and p.settings.model_site.line == line
+    # The first call had resolved its forward before the model was found; from the second on, autocast.
+    assert model.seen == [False, True]
+    assert first.dtype == torch.float32 and second.dtype == torch.float32  # half outputs come back as float32
+    assert model.conv.weight.is_contiguous(memory_format=torch.channels_last)
+    assert p.applied == {"channels_last": 1, "amp": 1}
+    p.undo()
+    assert "forward" not in vars(model) and model.conv.weight.is_contiguous()
+
+
+def test_loss_per_step_from_backward() -> None:
+    step = [0]
+    p = Patches(lambda: step[0])
+    p.install({})
+    try:
+        w = torch.ones(2, requires_grad=True)
+        for i in range(3):
+            step[0] = i
+            (w.sum() * (i + 1)).backward()
+            (w.sum() * 10).backward()  # a second backward in the same step is not the step's loss
+        step[0] = 4
+        (w * 2).backward(torch.ones(2))  # not a scalar: not a loss
+    finally:
+        p.undo()
+    assert p.losses.values() == [2.0, 4.0, 6.0]
+
+
+def test_float16_autocast_scales_the_loss_and_skips_a_step_that_overflowed() -> None:
+    def train(fixes: dict, poison: bool = False) -> tuple[torch.Tensor, Patches]:
+        torch.manual_seed(0)
+        p = Patches(lambda: 0)
+        p.install(fixes)
+        try:
+            model = nn.Linear(4, 1)
+            opt = torch.optim.SGD(model.parameters(), lr=0.1)
+            x = 0.1 * torch.randn(8, 4)  # small outputs: the scaled float16 gradients stay finite
+            model(x)  # the first forward finds the model
+            loss = model(x).float().pow(2).mean()
+            if poison:
+                loss = loss * float("inf")
+            opt.zero_grad()
+            loss.backward()
+            opt.step()
+            return model.weight.detach().clone(), p
+        finally:
+            p.undo()
+
+    torch.manual_seed(0)
+    before = nn.Linear(4, 1).weight.detach().clone()
+    scaled, p = train({"amp": {"dtype": "float16"}})
+    plain, _ = train({})
+    assert p.losses.scaler is not None and p.losses.scaler.get_scale() == 65536.0
+    # Gradients were unscaled before the step: the update is the float32 one within float16 rounding.
+    assert torch.allclose(scaled, plain, rtol=1e-2, atol=1e-3) and not torch.equal(scaled, before)
+    skipped, p = train({"amp": {"dtype": "float16"}}, poison=True)
+    assert torch.equal(skipped, before) and p.losses.scaler.get_scale() == 32768.0
+
+
+def test_backend_flags_set_and_restored(patches) -> None:
+    before = torch.backends.cuda.matmul.allow_tf32
+    p = patches({"tf32": {}})
+    assert torch.backends.cuda.matmul.allow_tf32 is True and p.applied["tf32"] >= (0 if before else 1)
+    p.undo()
+    assert torch.backends.cuda.matmul.allow_tf32 == before
+
+
+def test_non_blocking_leaves_pageable_copies_alone_and_is_undone(patches) -> None:
+    original = torch.Tensor.to
+    p = patches({"non_blocking_copy": {}})
+    assert torch.ones(2).to("cpu", torch.float64).dtype == torch.float64 and not p.applied
+    p.undo()
+    assert torch.Tensor.to is original
+
+
+# -- the step clock ------------------------------------------------------------------------------------
+
+def test_clock_times_the_slice_after_the_warmup_then_stops_the_program() -> None:
+    clock = StepClock(warmup=2, steps=3, min_seconds=0.0)
+    marks = 0
+    with pytest.raises(StopProgram):
+        while True:
+            time.sleep(0.01)
+            marks += 1
+            clock.mark("optimizer")
+    assert marks == 5 and clock.completed == 5 and clock.stop_requested
+    steps = clock.step_ns()
+    assert len(steps) == 3 and all(s >= 0.01e9 for s in steps) and clock.timing == "host clock"
+    assert len(clock.warmup_ns()) == 1  # one step between the first two boundaries
+    assert clock.slice_ns() == pytest.approx(sum(steps), rel=0.05)
+
+
+def test_clock_follows_the_strongest_source() -> None:
+    clock = StepClock(warmup=3, steps=100, min_seconds=0.0)
+    dropped: list[str] = []
+    clock.on_leader = dropped.append
+    clock.mark("forward")
+    clock.mark("forward")
+    clock.mark("optimizer")  # stronger: it leads, its count starts over, weaker hooks are dropped
+    clock.mark("forward")
+    assert clock.arbiter.leader == "optimizer" and clock.completed == 1 and dropped == ["forward", "optimizer"]
+
+
+def test_clock_stops_a_trial_far_slower_than_its_reference(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(clock_module, "ABORT_MIN_NS", 0.0)
+    clock = StepClock(warmup=10, steps=10, min_seconds=0.0, abort_step_ns=1e6)  # 1 ms steps were expected
+    with pytest.raises(StopProgram):
+        for _ in range(10):
+            time.sleep(0.01)  # 10 ms steps
+            clock.mark("optimizer")
+    assert clock.aborted and clock.completed == 3  # the first two boundaries, then one slow step after them
