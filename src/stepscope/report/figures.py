@@ -182,6 +182,9 @@ def prediction_figure(report: Report) -> Figure | None:
                         marker={"symbol": "diamond", "size": 12, "color": "#f58518"}, hovertemplate="$%{y:.2f}")
         fig.update_layout(yaxis2={"title": {"text": label}, "overlaying": "y", "side": "right", "showgrid": False,
                                   "rangemode": "tozero", "tickprefix": "$", "tickformat": ",.2f"})
+    return _spec(fig)
+
+
 def ladder_figure(tune: Tune, unit: str) -> Figure | None:
     """Throughput per rung of a tune: the measured bar, and beside it the estimate stepscope had made."""
     if tune.baseline is None:
