@@ -38,25 +38,48 @@ def test_arbiter_keeps_the_strongest_source_until_locked() -> None:
     a = StepArbiter()
     assert a.mark("dataloader") is Mark.SWITCH and a.completed == 1
     assert a.mark("forward") is Mark.IGNORE  # weaker
-    assert a.mark("optimizer") is Mark.SWITCH and a.completed == 1  # stronger: its count starts over
-    assert a.mark("dataloader") is Mark.IGNORE
+    assert a.mark("backward") is Mark.SWITCH and a.completed == 1  # stronger: its count starts over
+    assert a.mark("optimizer") is Mark.SWITCH and a.completed == 1
+    assert a.mark("backward") is Mark.IGNORE and a.mark("dataloader") is Mark.IGNORE
     assert a.mark("optimizer") is Mark.STEP and a.completed == 2
     a.lock()
     assert a.mark("manual") is Mark.IGNORE and a.leader == "optimizer"  # too late: profiling has begun
+    a.reopen()  # after a provisional window, a stronger source may take over (its count starts over)
+    assert a.mark("manual") is Mark.SWITCH and a.completed == 1
 
 
-def test_step_times_give_the_profilers_overhead() -> None:
+def test_a_chosen_source_is_the_only_one_counted() -> None:
+    a = StepArbiter("forward")
+    assert a.mark("optimizer") is Mark.IGNORE and a.mark("backward") is Mark.IGNORE
+    assert a.mark("forward") is Mark.SWITCH and a.final()
+    marker = StepArbiter("marker")
+    assert marker.mark("optimizer") is Mark.IGNORE and marker.mark("lightning") is Mark.SWITCH
+    assert not StepArbiter().final()  # nothing leads yet: not a training step
+
+
+def test_step_times_give_the_unprofiled_reference() -> None:
     t = StepTimes()
     clock = 0
-    for phase, duration in [("unprofiled", 50), *[("unprofiled", 10)] * 3, ("warmup", 30), *[("recorded", 12)] * 3]:
+    for phase, duration in [("unprofiled", 50), *[("unprofiled", d) for d in (10, 12, 11)], ("warmup", 30),
+                            *[("recorded", 12)] * 3]:
         t.begin_step(clock)
         clock += duration
         t.end_step(clock, phase)
-    o = t.overhead()
-    assert o is not None and o.reference_steps == 3  # the first step (start-up) is left out
-    assert o.ratio == pytest.approx(0.2)
-    t.restart()
-    assert t.overhead() is None
+    ref = t.reference()  # no CUDA here: the host clock, median of the unprofiled steps
+    assert ref is not None and ref.method == "host clock" and ref.steps == 3  # the first (start-up) left out
+    assert ref.step_ns == 11 and ref.noise == pytest.approx((12 - 10) / 2 / 11)
+    assert t.recorded_ns() == 12
+    assert StepTimes().reference() is None
+
+
+def test_synchronized_slices_make_the_reference_when_there_are_any() -> None:
+    from stepscope.capture.overhead import Slice
+
+    t = StepTimes(slices=[Slice(4, 40_000, True), Slice(5, 60_000, True), Slice(3, 1, False)])
+    ref = t.reference()
+    assert ref is not None and ref.method == "synchronized slices" and ref.steps == 9
+    assert ref.step_ns == pytest.approx(100_000 / 9) and ref.values_ns == (10_000, 12_000)
+    assert ref.noise == pytest.approx(1_000 / (100_000 / 9))
 
 
 def test_export_repairs_bytes_that_are_not_utf8(tmp_path: Path) -> None:

@@ -262,7 +262,7 @@ def test_export_without_nvtx(tmp_path: Path) -> None:
         assert not db.execute("SELECT name FROM sqlite_master WHERE name = 'NVTX_EVENTS'").fetchall()
     assert not (trace.events.kind == Kind.USER_ANNOTATION).any()
     assert len(rows_of(trace, Kind.KERNEL)) == STEPS * KERNELS_PER_STEP
-    assert find_steps(trace).source == "whole trace"
+    assert find_steps(trace).source == "GPU activity span"
 
 
 def test_open_nvtx_range_ends_at_the_trace_end(tmp_path: Path) -> None:

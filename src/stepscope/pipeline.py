@@ -32,20 +32,23 @@ def analyze(
 
 
 def analyze_traces(
-    traces: Sequence[Trace], *, step_range: str | None = None, batch_size: int | None = None
+    traces: Sequence[Trace], *, step_range: str | None = None, batch_size: int | None = None,
+    run: s.Run | None = None,
 ) -> s.Report:
-    reports = [analyze_trace(t, step_range=step_range, batch_size=batch_size) for t in traces]
+    """`run`: a live capture's run section (one trace), which the report carries and the advice reads."""
+    reports = [analyze_trace(t, step_range=step_range, batch_size=batch_size, run=run) for t in traces]
     if len(reports) == 1:
         return reports[0]
     return _with_cross_rank(reports)
 
 
-def analyze_trace(trace: Trace, *, step_range: str | None = None, batch_size: int | None = None) -> s.Report:
+def analyze_trace(trace: Trace, *, step_range: str | None = None, batch_size: int | None = None,
+                  run: s.Run | None = None) -> s.Report:
     facts = compute_facts(trace, step_range)
-    return build_report(facts, batch_size=batch_size)
+    return build_report(facts, batch_size=batch_size, run=run)
 
 
-def build_report(facts: Facts, *, batch_size: int | None = None) -> s.Report:
+def build_report(facts: Facts, *, batch_size: int | None = None, run: s.Run | None = None) -> s.Report:
     trace, steps = facts.trace, facts.steps
     n = len(steps)
     per_step_util = facts.gpu.utilization(steps)
@@ -79,7 +82,9 @@ def build_report(facts: Facts, *, batch_size: int | None = None) -> s.Report:
         step_source=steps.source,
         dropped_steps=list(steps.dropped),
     )
-    patterns, recommendations = advise(facts)
+    advice = advise(facts, run)
+    if run is not None:
+        _fill_overhead(run, advice.correction)
     devices = _devices(trace)
     return s.Report(
         generator=GENERATOR,
@@ -97,13 +102,22 @@ def build_report(facts: Facts, *, batch_size: int | None = None) -> s.Report:
         copies=_copies(facts),
         memory=[s.MemoryRow(device=m.device, peak_allocated_bytes=m.peak_allocated_bytes,
                             peak_reserved_bytes=m.peak_reserved_bytes) for m in facts.memory],
-        patterns=patterns,
-        recommendations=recommendations,
-        notes=list(trace.meta.notes),
+        patterns=advice.patterns,
+        recommendations=advice.recommendations,
+        notes=[*trace.meta.notes, *advice.notes],
         lines=_lines(facts),
         modules=_modules(facts),
         timeline=_timeline(facts),
+        run=run,
     )
+
+
+def _fill_overhead(run: s.Run, correction: s.OverheadCorrection | None) -> None:
+    """The run section's overhead figures, like with like: the trace's median step over the reference."""
+    run.overhead_correction = correction
+    if correction is not None:
+        run.recorded_step_us = correction.profiled_step_us
+        run.profiler_overhead = correction.overhead
 
 
 def _timeline(facts: Facts) -> s.Timeline | None:

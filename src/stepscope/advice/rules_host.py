@@ -79,15 +79,23 @@ def cuda_graphs(ctx: Context, patterns: list[s.Pattern]) -> list[s.Recommendatio
     wait = ctx.part_ns("launch")
     est = step_without(ctx, wait, "Launch gaps removed by replaying the step as one graph", gpu_busy_ns(ctx),
                        "the step cannot be shorter than the GPU's busy time")
-    how = ("torch.compile(model, mode='reduce-overhead')" if not ctx.elementwise.compiled
+    how = ("torch.compile(model, mode='reduce-overhead')" if not compiled(ctx)
            else "mode='reduce-overhead' in the torch.compile call already used")
     title = f"Capture the step in a CUDA graph ({how}) if its shapes are static"
     return [recommendation(ctx, "cuda_graphs", title, {
         "launch_wait_us_per_step": us(wait), "launches_per_step": round(ctx.launches, 1)}, est)]
 
 
+def compiled(ctx: Context) -> bool:
+    """torch.compile is in use already: capture saw it, or the trace shows compiled regions."""
+    st = ctx.settings
+    return bool(st is not None and st.compiled) or ctx.elementwise.compiled
+
+
 def torch_compile(ctx: Context, patterns: list[s.Pattern]) -> list[s.Recommendation]:
-    """Many short elementwise kernels to fuse (GPU), or Python overhead (CPU)."""
+    """Many short elementwise kernels to fuse (GPU), or Python overhead (CPU); never when compiled already."""
+    if compiled(ctx):
+        return []
     overhead = next((p for p in patterns if p.id == "python_overhead"), None)
     if ctx.accelerator == "cpu" and overhead is not None:
         est = step_without(ctx, FUSION_TIME_KEPT * overhead.share * ctx.step_ns,
@@ -95,7 +103,7 @@ def torch_compile(ctx: Context, patterns: list[s.Pattern]) -> list[s.Recommendat
         return [recommendation(ctx, "torch_compile", "Compile the model: model = torch.compile(model)",
                                {"python_overhead_share": overhead.share}, est)]
     ew = ctx.elementwise
-    if ctx.accelerator != "gpu" or ew.compiled or ew.short_count < FUSION_MIN_KERNELS:
+    if ctx.accelerator != "gpu" or ew.short_count < FUSION_MIN_KERNELS:
         return []
     removed = ew.short_count * (1 - FUSION_LAUNCHES_KEPT)
     saved = ctx.part_ns("launch") * min(removed / max(ctx.launches, 1), 1) + \
@@ -149,15 +157,21 @@ def set_to_none(ctx: Context, patterns: list[s.Pattern]) -> list[s.Recommendatio
 def fused_optimizer(ctx: Context, patterns: list[s.Pattern]) -> list[s.Recommendation]:
     """Many small optimizer kernels per step, no foreach or fused implementation."""
     o = ctx.optimizer
+    known = ctx.settings.optimizer if ctx.settings is not None else None
     if ctx.accelerator != "gpu" or o.fused or o.launches < OPTIMIZER_MIN_LAUNCHES:
+        return []
+    if known is not None and (known.fused or known.foreach):
         return []
     saved = mixed_saving(ctx, o.host_ns * (1 - FUSED_OPTIMIZER_HOST_KEPT), o.gpu_ns * (1 - FUSED_OPTIMIZER_GPU_KEPT))
     est = step_without(ctx, saved, "A handful of fused launches instead of one loop per parameter")
     title = (f"Use a fused optimizer ({o.launches:.0f} small optimizer kernels per step): "
              "e.g. torch.optim.AdamW(..., fused=True) or foreach=True")
-    return [recommendation(ctx, "fused_optimizer", title, {
+    rec = recommendation(ctx, "fused_optimizer", title, {
         "optimizer_launches_per_step": round(o.launches, 1), "optimizer_gpu_us_per_step": us(o.gpu_ns),
-        "optimizer_host_us_per_step": us(o.host_ns)}, est, rows_named(ctx.facts.trace, OPTIMIZER_STEP))]
+        "optimizer_host_us_per_step": us(o.host_ns)}, est, rows_named(ctx.facts.trace, OPTIMIZER_STEP))
+    if known is not None and known.location is not None:
+        rec.location = known.location  # where the optimizer is built, which is where the fix goes
+    return [rec]
 
 
 def remove_sync(ctx: Context, patterns: list[s.Pattern]) -> list[s.Recommendation]:

@@ -54,9 +54,10 @@ def gpu_busy_ns(ctx: Context) -> float:
 
 
 def mixed_saving(ctx: Context, host_ns: float, gpu_ns: float) -> float:
-    """Removing work that costs host_ns on the host and gpu_ns on the GPU: host time shortens the step
-    where the GPU waits for the host, GPU time where the GPU is busy computing."""
-    return host_ns * ctx.host_wait_share + gpu_ns * ctx.compute_share
+    """Removing work that costs host_ns on the host (as recorded: corrected for the profiler's overhead here)
+    and gpu_ns on the GPU: host time shortens the step where the GPU waits for the host, GPU time where the
+    GPU is busy computing."""
+    return host_ns * ctx.host_scale * ctx.host_wait_share + gpu_ns * ctx.compute_share
 
 
 def pinned_gb_s(ctx: Context) -> tuple[float, str]:
@@ -82,8 +83,8 @@ def bigger_batch(ctx: Context, k: int) -> Estimate:
         how = (f"launch and sync time per step stays, data loading, CPU work and all GPU work grow {k}x, "
                "the step is the longer of host and GPU")
     else:
-        b = ctx.facts.breakdown.mean()
-        new = step + (k - 1) * (b["cpu_exec"] + b["dataloader"])
+        b = ctx.facts.breakdown.mean()  # as recorded: op time less the profiler's share of it
+        new = step + (k - 1) * (b["cpu_exec"] * ctx.host_scale + ctx.part_ns("dataloader"))
         how = f"op time and data loading grow {k}x, Python and dispatch overhead per step stays"
     speedup = k * step / new if new else 1.0
     return Estimate(speedup, f"Batch {k}x bigger: {how}; step {ms(step)} -> ~{ms(new)} for {k}x the "

@@ -18,6 +18,8 @@ PHASE_ANNOTATION = re.compile(r"^## .* ##$")
 # A cut-off last step: fewer GPU activities than this fraction of its predecessor's.
 TRUNCATED_STEP_RATIO = 0.8
 MIN_REPEATS_FOR_STEP_RANGE = 3
+# With no step in the trace, the window is the GPU's working span: start-up before the first launch is no step.
+GPU_SPAN = "GPU activity span"
 
 
 @dataclass(frozen=True)
@@ -30,7 +32,7 @@ class Steps:
     cpu_start: np.ndarray  # the range as the host recorded it
     cpu_end: np.ndarray
     gpu_activity_count: np.ndarray  # GPU activities launched from inside each step
-    source: str  # "ProfilerStep", "optimizer step", "## annotations ##", "range NAME", "whole trace"
+    source: str  # "ProfilerStep", "optimizer step", "## annotations ##", "range NAME", GPU_SPAN, "whole trace"
     dropped: tuple[str, ...] = ()  # why steps were left out, for the user
 
     def __len__(self) -> int:
@@ -118,6 +120,17 @@ def _repeated_top_level_name(trace: Trace, annotations: np.ndarray) -> str | Non
     return trace.strings[name_id] if count >= MIN_REPEATS_FOR_STEP_RANGE else None
 
 
+def _gpu_span(trace: Trace) -> tuple[np.ndarray, np.ndarray] | None:
+    """From the first launch of GPU work (the runtime call, else the activity itself) to the last GPU end."""
+    ev = trace.events
+    gpu = np.flatnonzero(trace.is_gpu_activity)
+    if len(gpu) == 0:
+        return None
+    launcher = launching_call(trace)[gpu]
+    starts = np.where(launcher >= 0, ev.start[np.maximum(launcher, 0)], ev.start[gpu])
+    return np.array([starts.min()], dtype=np.int64), np.array([ev.end[gpu].max()], dtype=np.int64)
+
+
 def find_steps(trace: Trace, step_range: str | None = None) -> Steps:
     """The steps of a trace, per DESIGN.md's definition."""
     ev = trace.events
@@ -141,6 +154,9 @@ def find_steps(trace: Trace, step_range: str | None = None) -> Steps:
     elif (named := _named_range_steps(trace, None)) is not None:
         ids, cpu_start, cpu_end, name = named
         source = f"range {name}"
+    elif (span := _gpu_span(trace)) is not None:
+        ids, (cpu_start, cpu_end) = ["all"], span
+        source = GPU_SPAN
     else:
         ids = ["all"]
         cpu_start = np.array([ev.start.min() if len(ev) else 0], dtype=np.int64)

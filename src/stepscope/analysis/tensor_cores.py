@@ -21,8 +21,9 @@ TENSOR_CORE_PATTERNS: tuple[str, ...] = (
     r"Cijk_.*_MI\d",  # ROCm Tensile GEMMs built on matrix instructions
 )
 _TENSOR_CORE = re.compile("|".join(TENSOR_CORE_PATTERNS), re.IGNORECASE)
-# Plain FP32 SIMT GEMMs look like GEMMs but never touch tensor cores.
-_NOT_TENSOR_CORE = re.compile(r"sgemm|dgemm|gemv|gemmk1", re.IGNORECASE)
+# Plain FP32 SIMT GEMMs look like GEMMs but never touch tensor cores (cuBLAS's sm80_xmma_..._ffma_... kernels
+# included: FFMA is the scalar fp32 fused multiply-add).
+_NOT_TENSOR_CORE = re.compile(r"sgemm|dgemm|gemv|gemmk1|_ffma_|simt", re.IGNORECASE)
 
 
 def is_tensor_core_kernel(name: str) -> bool:
