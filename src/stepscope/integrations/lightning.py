@@ -38,7 +38,7 @@ class StepscopeCallback(Callback):
         self._profile.start()
 
     def on_train_batch_start(self, trainer: Any, pl_module: Any, batch: Any, batch_idx: int) -> None:
-        if self._profile is not None and self.options.batch_size is None and batch_idx == 0:
+        if self._profile is not None and self.options.capture.batch_size is None and batch_idx == 0:
             self._profile.set_batch_size(batch_size_of(batch), "trainer")
 
     def on_train_batch_end(self, trainer: Any, pl_module: Any, outputs: Any, batch: Any, batch_idx: int) -> None:

@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 from rich import box
-from rich.console import Console, Group, RenderableType
+from rich.console import Console, ConsoleOptions, Group, RenderableType, RenderResult
 from rich.panel import Panel
 from rich.table import Table
 from rich.text import Text
@@ -68,7 +70,8 @@ def header(report: Report) -> RenderableType:
         t.append(f"rank {report.rank}" + (f" of {report.world_size}" if report.world_size else "") + "\n")
     s = report.summary
     ids = [r.id for r in report.steps]
-    t.append(f"steps: {len(ids)} ({s.step_source})" + (f": {', '.join(ids[:8])}" if ids else "") + "\n")
+    t.append(f"steps: {len(ids)} ({s.step_source})" + (f": {', '.join(ids[:8])}" if ids else "")
+             + (", ..." if len(ids) > 8 else "") + "\n")
     for note in [*s.dropped_steps, *report.notes]:
         t.append(f"note: {note}\n", style="dim")
     return t
@@ -232,6 +235,42 @@ def ranks(report: Report) -> RenderableType | None:
 
 MAX_LINE_ROWS = 15
 MAX_MODULE_ROWS = 20
+LINE_LABEL_WIDTH = 32
+MIN_TEXT_WIDTH = 20  # a line label and its code side by side; below it, less useful columns make room
+
+
+class _Fitted:
+    """A table built for the width it is printed at: its text columns take what the numbers leave."""
+
+    def __init__(self, build: Callable[[int], Table]) -> None:
+        self.build = build
+
+    def __rich_console__(self, console: Console, options: ConsoleOptions) -> RenderResult:
+        yield self.build(options.max_width)
+
+
+def _fit(width: int, headers: list[str], rows: list[list], drop: tuple[str, ...] = ()) -> tuple[list[int], int, int]:
+    """Which numeric columns to show (the `drop` ones go first when the width is short) and the widths of a
+    label and a text column beside them: the text columns take what the numbers leave of the width."""
+    keep = list(range(len(headers)))
+    columns = list(zip(*rows, strict=True)) if rows else [()] * len(headers)
+
+    def room() -> int:  # each column is padded by two, and the box puts a space between columns
+        used = sum(max([len(headers[i]), *(len(c) for c in columns[i])]) + 3 for i in keep)
+        return width - used - 8
+
+    for name in drop:
+        if room() >= MIN_TEXT_WIDTH:
+            break
+        keep.remove(headers.index(name))
+    free = max(room(), MIN_TEXT_WIDTH)
+    label = min(LINE_LABEL_WIDTH, max(8, free * 2 // 5))
+    return keep, label, max(free - label, 8)
+
+
+def _cut_left(label: str, width: int) -> str:
+    """A long path keeps its end (the file name and line): '…/models/gpt.py:88'."""
+    return label if len(label) <= width else "…" + label[-(width - 1):]
 
 
 def _gpu_columns(rows: list) -> bool:
@@ -245,18 +284,31 @@ def source_lines(report: Report) -> RenderableType | None:
         return None
     gpu = _gpu_columns(lines.rows + lines.unattributed)
     where = "function (first line)" if lines.granularity == "function" else "line"
-    table = _table(f"Time by source {where}, per step (fwd: the line's own ops; bwd: autograd of the ops it "
-                   f"created); {pct(lines.attributed_share)} of host op time found a line")
-    columns = ["line", "code", "cpu fwd", "cpu bwd", *(("gpu fwd", "gpu bwd", "kernels") if gpu else ()), "share"]
-    for col in columns:
-        table.add_column(col, justify="left" if col in ("line", "code") else "right", overflow="fold",
-                         max_width=48 if col == "code" else None)
+    numbers = ["cpu fwd", "cpu bwd", *(("gpu fwd", "gpu bwd", "kernels") if gpu else ()), "share"]
+    rows = []
     for r in lines.rows[:MAX_LINE_ROWS] + lines.unattributed[:3]:
-        style = "dim" if r.file is None else None
-        cells = [Text(r.label), Text(r.code or r.function), ms(r.cpu_fwd_us), ms(r.cpu_bwd_us)]
+        cells = [ms(r.cpu_fwd_us), ms(r.cpu_bwd_us)]
         if gpu:
             cells += [ms(r.gpu_fwd_us), ms(r.gpu_bwd_us), count(r.kernels)]
-        table.add_row(*cells, pct(r.share, 1), style=style)
+        rows.append((r.label, r.code or r.function, [*cells, pct(r.share, 1)], "dim" if r.file is None else None))
+    more = len(lines.rows) - MAX_LINE_ROWS
+
+    def build(width: int) -> Table:
+        keep, label_w, code_w = _fit(width, numbers, [cells for _, _, cells, _ in rows], drop=("kernels",))
+        table = _table(f"Time by source {where}, per step (fwd: the line's own ops; bwd: autograd of the ops it "
+                       f"created); {pct(lines.attributed_share)} of host op time found a line")
+        # A path or a line of code is cut with an ellipsis to fit the width, never folded into a tall row.
+        table.add_column("line", no_wrap=True, overflow="ellipsis", max_width=label_w)
+        table.add_column("code", no_wrap=True, overflow="ellipsis", max_width=code_w)
+        for i in keep:
+            table.add_column(numbers[i], justify="right", no_wrap=True)
+        for label, code, cells, style in rows:
+            table.add_row(Text(_cut_left(label, label_w)), Text(code), *(cells[i] for i in keep), style=style)
+        if more > 0:
+            table.add_row(Text("..."), Text(f"{more} more in report.json"))
+        return table
+
+    table = _Fitted(build)
     if not lines.syncs:
         return table
     syncs_table = _table("Syncs by line" if report.accelerator != "none"
@@ -278,17 +330,28 @@ def source_modules(report: Report) -> RenderableType | None:
     gpu = _gpu_columns(modules.rows)
     top = sorted(modules.rows, key=lambda m: -m.share)[:MAX_MODULE_ROWS]
     shown = [m for m in modules.rows if m in top]
-    table = _table("Time by module, per step (with children; own: without them)")
-    columns = ["module", "calls", "cpu fwd", "cpu bwd", *(("gpu fwd", "gpu bwd", "kernels") if gpu else ()),
-               "own", "share"]
-    for col in columns:
-        table.add_column(col, justify="left" if col == "module" else "right", overflow="fold")
+    numbers = ["calls", "cpu fwd", "cpu bwd", *(("gpu fwd", "gpu bwd", "kernels") if gpu else ()), "own", "share"]
+    rows = []
     for m in shown:
-        cells = [Text(m.path), count(m.calls), ms(m.cpu_fwd_us), ms(m.cpu_bwd_us)]
+        cells = [count(m.calls), ms(m.cpu_fwd_us), ms(m.cpu_bwd_us)]
         if gpu:
             cells += [ms(m.gpu_fwd_us), ms(m.gpu_bwd_us), count(m.kernels)]
-        table.add_row(*cells, ms(m.own_gpu_us if gpu else m.own_cpu_us), pct(m.share, 1))
-    return table
+        rows.append((m.path, [*cells, ms(m.own_gpu_us if gpu else m.own_cpu_us), pct(m.share, 1)]))
+
+    def build(width: int) -> Table:
+        keep, label_w, text_w = _fit(width, numbers, [cells for _, cells in rows], drop=("kernels", "own", "calls"))
+        path_w = label_w + text_w + 3
+        table = _table("Time by module, per step (with children; own: without them)")
+        table.add_column("module", no_wrap=True, overflow="ellipsis", max_width=path_w)
+        for i in keep:
+            table.add_column(numbers[i], justify="right", no_wrap=True)
+        for path, cells in rows:
+            table.add_row(Text(_cut_left(path, path_w)), *(cells[i] for i in keep))
+        if len(modules.rows) > len(shown):
+            table.add_row(Text(f"... ({len(modules.rows) - len(shown)} more)"))
+        return table
+
+    return _Fitted(build)
 
 
 SECTIONS = (verdict, header, summary, ranks, breakdown, gpu_idle, kernels, syncs, copies, memory, source_lines,
