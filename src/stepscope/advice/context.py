@@ -112,7 +112,7 @@ class Context:
         if not self.host_work or self.run is None:
             return None
         total = np.sum([np.asarray(v, dtype=np.float64) for v in self.host_work.values()], axis=0)
-        return corr.measure(self.facts.steps.duration.astype(np.float64), total, self.run)
+        return corr.measure(self.facts.steps.duration.astype(np.float64), total, self.run, self.accelerator == "gpu")
 
     @cached_property
     def parts(self) -> dict[str, np.ndarray]:

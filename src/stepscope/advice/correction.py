@@ -8,9 +8,10 @@ is beyond the spread of the unprofiled steps, each step's host work is cut by th
 median step matches the reference; every part of the step (and so every share and estimate) shrinks by
 the host work inside it. A trace with no unprofiled timings is left as it is.
 
-A step that takes more than ONE_OFF_RATIO times the median, when fewer than half the steps do, is a
-one-off (start-up, a first-call cost, the profiler's own first active step): the verdict's shares are
-taken over the other steps, so that one step cannot decide the verdict of all.
+A step that takes more than ONE_OFF_RATIO times the median, when no more than one step in five (at least
+one) does, is a one-off (start-up, a first-call cost, the profiler's own first active step): the verdict's
+shares are taken over the other steps, so that one step cannot decide the verdict of all. Slow steps that
+recur (every fourth batch waits for the workers) are not one-offs.
 """
 
 from __future__ import annotations
@@ -24,8 +25,9 @@ from stepscope.model import report as s
 
 # The profiler's cost can be taken out of at most this much of the host work: some work always remains.
 MAX_REMOVED = 0.95
-# A step this much longer than the median step, when fewer than half are, is a one-off.
+# A step this much longer than the median step, when at most ONE_OFF_MAX_SHARE of the steps are, is a one-off.
 ONE_OFF_RATIO = 1.25
+ONE_OFF_MAX_SHARE = 0.2
 
 
 @dataclass(frozen=True)
@@ -36,6 +38,7 @@ class Correction:
     method: str
     host_work_ns: float  # median host work per step
     removed_fraction: float  # of each step's host work, taken out as the profiler's (0: not corrected)
+    not_comparable: bool = False  # a host-clock reference for a GPU run: the host runs ahead of the device
 
     @property
     def overhead(self) -> float:
@@ -52,7 +55,8 @@ class Correction:
     def record(self) -> s.OverheadCorrection:
         return s.OverheadCorrection(
             profiled_step_us=round(self.profiled_ns / 1e3, 3), unprofiled_step_us=round(self.unprofiled_ns / 1e3, 3),
-            overhead=round(self.overhead, 4), noise=round(self.noise, 4), within_noise=self.within_noise,
+            overhead=None if self.not_comparable else round(self.overhead, 4), noise=round(self.noise, 4),
+            within_noise=self.within_noise and not self.not_comparable,
             applied=self.applied, host_work_us_per_step=round(self.host_work_ns / 1e3, 3),
             removed_us_per_step=round(self.removed_fraction * self.host_work_ns / 1e3, 3),
             removed_share_of_host_work=round(self.removed_fraction, 4))
@@ -60,6 +64,9 @@ class Correction:
     def note(self) -> str:
         figures = (f"recorded steps {ms(self.profiled_ns)} (median, as the trace has them), unprofiled ones "
                    f"{ms(self.unprofiled_ns)} ({self.method})")
+        if self.not_comparable:
+            return (f"profiler overhead not measured: the unprofiled steps were timed on the host clock, which on a "
+                    f"GPU measures how fast work is queued, not the step ({figures}); nothing corrected")
         if self.applied:
             return (f"profiler overhead {self.overhead:+.0%}: {figures}; shares and estimates are corrected for it: "
                     f"{ms(self.removed_fraction * self.host_work_ns)} of host work per step taken out "
@@ -72,19 +79,20 @@ class Correction:
         return f"profiler overhead {self.overhead:+.0%}: {figures}; no host work to take it from, nothing corrected"
 
 
-def measure(durations: np.ndarray, host_work: np.ndarray, run: s.Run | None) -> Correction | None:
-    """The overhead of a live capture and the fraction of host work to take out; None without a reference."""
+def measure(durations: np.ndarray, host_work: np.ndarray, run: s.Run | None, gpu: bool = False) -> Correction | None:
+    """The overhead of a live capture and the fraction of host work to take out; None without a reference.
+    On a GPU only a reference that includes the GPU's time (synchronized slices) compares like with like."""
     ref = run.reference if run is not None else None
     if ref is None or ref.step_us <= 0 or len(durations) == 0:
         return None
     profiled = float(np.median(durations))
     unprofiled = ref.step_us * 1e3
     work = float(np.median(host_work)) if len(host_work) else 0.0
-    excess = profiled - unprofiled
+    not_comparable = gpu and ref.method == "host clock"
     fraction = 0.0
-    if excess > ref.noise * unprofiled and work > 0:
-        fraction = min(excess / work, MAX_REMOVED)
-    return Correction(profiled, unprofiled, ref.noise, ref.method, work, fraction)
+    if profiled - unprofiled > ref.noise * unprofiled and work > 0 and not not_comparable:
+        fraction = min((profiled - unprofiled) / work, MAX_REMOVED)
+    return Correction(profiled, unprofiled, ref.noise, ref.method, work, fraction, not_comparable)
 
 
 def corrected(parts: dict[str, np.ndarray], work: dict[str, np.ndarray], fraction: float) -> dict[str, np.ndarray]:
@@ -102,7 +110,7 @@ def typical_steps(durations: np.ndarray) -> np.ndarray:
     if n < 3:
         return keep
     long = durations > ONE_OFF_RATIO * float(np.median(durations))
-    if 0 < long.sum() < n / 2:
+    if 0 < long.sum() <= max(1, int(ONE_OFF_MAX_SHARE * n)):
         keep &= ~long
     return keep
 

@@ -18,7 +18,7 @@ import numpy as np
 from stepscope.analysis.breakdown import Breakdown
 from stepscope.analysis.categories import COLLECTIVE_OP, DATALOADER
 from stepscope.analysis.hostops import inside_any, self_time
-from stepscope.analysis.steps import Steps
+from stepscope.analysis.steps import PROFILER_STEP, Steps
 from stepscope.analysis.syncs import is_sync_api
 from stepscope.trace import intervals as iv
 from stepscope.trace.model import Kind, Trace
@@ -39,7 +39,9 @@ class HostWork:
 def active_intervals(trace: Trace, window: tuple[int, int]) -> iv.Intervals:
     """Host work within `window` (ns), as disjoint intervals."""
     ev = trace.events
-    host = (ev.device < 0) & ev.of_kind(Kind.CPU_OP, Kind.RUNTIME)
+    # Ranges that only wrap other work (a DataLoader fetch, a step) are no op, whatever category they carry.
+    wrapper = trace.names_where(lambda s: DATALOADER.match(s) is not None or PROFILER_STEP.match(s) is not None)
+    host = (ev.device < 0) & ev.of_kind(Kind.CPU_OP, Kind.RUNTIME) & ~wrapper
     calls = iv.union(ev.start[host], ev.end[host])
     gaps = iv.complement(calls, *window)
     short = (gaps.ends - gaps.starts) < CPU_WORK_MIN_NS

@@ -275,7 +275,7 @@ class OverheadCorrection(Struct, kw_only=True):
 
     profiled_step_us: float  # the median recorded step as the trace has it (GPU time included)
     unprofiled_step_us: float
-    overhead: float  # profiled / unprofiled - 1
+    overhead: float | None  # profiled / unprofiled - 1; None when they are not comparable
     noise: float
     within_noise: bool
     applied: bool  # shares and estimates were corrected
