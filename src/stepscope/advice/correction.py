@@ -8,10 +8,10 @@ is beyond the spread of the unprofiled steps, each step's host work is cut by th
 median step matches the reference; every part of the step (and so every share and estimate) shrinks by
 the host work inside it. A trace with no unprofiled timings is left as it is.
 
-A step that takes more than ONE_OFF_RATIO times the median, when no more than one step in five (at least
-one) does, is a one-off (start-up, a first-call cost, the profiler's own first active step): the verdict's
-shares are taken over the other steps, so that one step cannot decide the verdict of all. Slow steps that
-recur (every fourth batch waits for the workers) are not one-offs.
+The first step, when it takes more than ONE_OFF_RATIO times the median of at least three, is a one-off (a
+start-up or first-call cost, or the profiler's own first active step, which on a GPU carries the tracer's
+start): the verdict's shares are taken over the other steps, so that one step cannot decide the verdict of
+all. A slow step later in the window is kept: it may recur (every fourth batch waits for the workers).
 """
 
 from __future__ import annotations
@@ -25,9 +25,8 @@ from stepscope.model import report as s
 
 # The profiler's cost can be taken out of at most this much of the host work: some work always remains.
 MAX_REMOVED = 0.95
-# A step this much longer than the median step, when at most ONE_OFF_MAX_SHARE of the steps are, is a one-off.
+# A first step this much longer than the median step is a one-off.
 ONE_OFF_RATIO = 1.25
-ONE_OFF_MAX_SHARE = 0.2
 
 
 @dataclass(frozen=True)
@@ -109,9 +108,7 @@ def typical_steps(durations: np.ndarray) -> np.ndarray:
     keep = np.ones(n, dtype=bool)
     if n < 3:
         return keep
-    long = durations > ONE_OFF_RATIO * float(np.median(durations))
-    if 0 < long.sum() <= max(1, int(ONE_OFF_MAX_SHARE * n)):
-        keep &= ~long
+    keep[0] = durations[0] <= ONE_OFF_RATIO * float(np.median(durations))
     return keep
 
 
