@@ -227,3 +227,50 @@ def test_the_api_and_the_run_verb_import_without_torch() -> None:
 
     code = "import sys, stepscope.api, stepscope.commands.run, stepscope.capture; assert 'torch' not in sys.modules"
     assert subprocess.run([sys.executable, "-c", code], capture_output=True).returncode == 0
+
+
+def test_physical_cores_and_native_bf16_are_read_from_the_system(tmp_path: Path) -> None:
+    from stepscope.capture.settings import available_cores, cpu_bf16_flag
+
+    cpu = tmp_path / "cpu"
+    for n in range(4):  # two cores with two hyperthreads each
+        topology = cpu / f"cpu{n}" / "topology"
+        topology.mkdir(parents=True)
+        (topology / "physical_package_id").write_text("0\n")
+        (topology / "core_id").write_text(f"{n % 2}\n")
+    import os
+
+    allowed = sorted(os.sched_getaffinity(0))
+    if set(allowed) >= {0, 1, 2, 3}:
+        assert available_cores(cpu) == 2
+    info = tmp_path / "cpuinfo"
+    info.write_text("processor\t: 0\nflags\t\t: fpu sse avx2 avx512f avx512_bf16\n\nprocessor\t: 1\n")
+    assert cpu_bf16_flag(info) == "avx512_bf16"
+    info.write_text("flags\t\t: fpu avx2 avx512_bf16 amx_bf16 amx_tile\n")
+    assert cpu_bf16_flag(info) == "amx_bf16"
+    info.write_text("flags\t\t: fpu sse avx2\n")
+    assert cpu_bf16_flag(info) is None and cpu_bf16_flag(tmp_path / "missing") is None
+
+
+def test_settings_of_the_loader_the_optimizer_and_the_model() -> None:
+    torch = pytest.importorskip("torch")
+    from torch.utils.data import DataLoader, TensorDataset
+
+    from stepscope.capture.settings import SettingsWatch, read_settings
+
+    model = torch.nn.Sequential(torch.nn.Conv2d(3, 8, 3), torch.nn.Flatten()).to(memory_format=torch.channels_last)
+    loader = DataLoader(TensorDataset(torch.randn(40, 3, 8, 8)), batch_size=8, num_workers=0, pin_memory=False)
+    opt = torch.optim.AdamW(model.parameters(), foreach=True)
+    st = read_settings(model, loader, opt, lambda obj: {"line": 1} if obj is loader else None)
+    assert st.dataloader is not None and (st.dataloader.num_workers, st.dataloader.batches_per_epoch) == (0, 5)
+    assert st.dataloader.location == {"line": 1}
+    assert st.optimizer is not None and st.optimizer.name == "AdamW" and st.optimizer.foreach is True
+    assert st.channels_last is True and st.conv_layers == 1 and st.compiled is False
+    assert st.intra_op_threads == torch.get_num_threads()
+    watch = SettingsWatch(lambda: (model, loader, opt))
+    watch.window_started()
+    with torch.autocast("cpu", dtype=torch.bfloat16):
+        model(torch.randn(2, 3, 8, 8))
+    model(torch.randn(2, 3, 8, 8))  # the probe is gone after the first forward
+    watch.window_ended()
+    assert watch.settings is not None and watch.settings.autocast == "bfloat16"

@@ -51,7 +51,7 @@ class Settings:
     tf32_matmul: bool | None = None
     tf32_cudnn: bool | None = None
     float32_matmul_precision: str | None = None
-    cpu_cores: int | None = None  # cores this process may run on
+    cpu_cores: int | None = None  # physical cores this process may run on (hyperthreads not counted)
     intra_op_threads: int | None = None  # torch.get_num_threads()
     cpu_capability: str | None = None  # torch's kernels: "AVX512", "AVX2", "DEFAULT", ...
     cpu_bf16: str | None = None  # the CPU flag for native bf16 ("amx_bf16", "avx512_bf16"), None without
@@ -71,11 +71,25 @@ def cpu_bf16_flag(path: Path = CPUINFO) -> str | None:
     return next((f for f in BF16_FLAGS if f in flags), None)
 
 
-def available_cores() -> int | None:
+SYS_CPU = Path("/sys/devices/system/cpu")
+
+
+def available_cores(sys_cpu: Path = SYS_CPU) -> int | None:
+    """Physical cores among the CPUs this process may run on: torch's default thread count is the physical
+    cores, and a second hyperthread of a core adds little to matmuls and convolutions."""
     try:
-        return len(os.sched_getaffinity(0))
+        cpus = sorted(os.sched_getaffinity(0))
     except (AttributeError, OSError):
         return os.cpu_count()
+    cores = set()
+    for cpu in cpus:
+        topology = sys_cpu / f"cpu{cpu}" / "topology"
+        try:
+            package = (topology / "physical_package_id").read_text().strip()
+            cores.add((package, (topology / "core_id").read_text().strip()))
+        except OSError:
+            return len(cpus)  # no topology to read: count the CPUs
+    return len(cores)
 
 
 def loader_settings(loader: Any, location: dict[str, Any] | None) -> LoaderSettings | None:
