@@ -188,7 +188,8 @@ def lines_tables(report: Report) -> list[Table]:
         struct_table(getattr(lines, "rows", []), id="lines", note=note, skip=("file", "line"), first=("label",)),
         struct_table(getattr(lines, "unattributed", []), id="lines-unattributed", title="Time no line can take",
                      skip=("file", "line", "function", "code")),
-        struct_table(getattr(lines, "syncs", []), id="line-syncs", title="Host-device syncs by line"),
+        struct_table(getattr(lines, "syncs", []) if report.accelerator != "none" else [], id="line-syncs",
+                     title="Host-device syncs by line"),
     ]
     return [t for t in tables if t is not None]
 

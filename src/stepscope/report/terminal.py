@@ -309,10 +309,9 @@ def source_lines(report: Report) -> RenderableType | None:
         return table
 
     table = _Fitted(build)
-    if not lines.syncs:
+    if not lines.syncs or report.accelerator == "none":  # a CPU-only run has no GPU to wait for
         return table
-    syncs_table = _table("Syncs by line" if report.accelerator != "none"
-                         else "Scalar reads by line (each would wait for the GPU)")
+    syncs_table = _table("Syncs by line")
     for col in ("line", "code", "op", "via", "per step", "time/step"):
         syncs_table.add_column(col, justify="right" if col in ("per step", "time/step") else "left", overflow="fold")
     for y in lines.syncs[:6]:
