@@ -198,3 +198,22 @@ def test_an_overhead_inside_the_spread_of_the_unprofiled_steps_is_noise(tmp_path
     assert within.correction is not None and within.correction.within_noise and not within.correction.applied
     assert any("within noise" in n for n in within.notes)
     assert [p.id for p in within.patterns] == [p.id for p in advise(facts).patterns]
+
+
+def test_a_bigger_batch_on_a_cpu_spreads_the_optimizer_update(tmp_path: Path) -> None:
+    """A CPU step of 8 ms compute and a 2 ms optimizer update: twice the batch, 2 x 10 / (10 + 8) = 1.11x."""
+    b, tl = sc.scenario(device_name=None)
+    for i in range(4):
+        with tl.step(i):
+            tl.cpu("aten::mkldnn_convolution", 8000.0)
+            tl.cpu("Optimizer.step#SGD.step", 2000.0)
+    ctx, patterns = ctx_of(b, tmp_path)
+    assert patterns[0].id == "cpu_compute_bound"
+    (rec,) = rules_host.larger_batch(ctx, patterns)
+    assert rec.estimated_speedup == pytest.approx(2 * 10.0 / 18.0, abs=0.01) and "optimizer" in rec.title
+    b, tl = sc.scenario(device_name=None)  # all compute, nothing per step: no bigger-batch advice
+    for i in range(4):
+        with tl.step(i):
+            tl.cpu("aten::mkldnn_convolution", 10000.0)
+    ctx, patterns = ctx_of(b, tmp_path)
+    assert rules_host.larger_batch(ctx, patterns) == []

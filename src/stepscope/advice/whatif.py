@@ -70,6 +70,11 @@ def pinned_gb_s(ctx: Context) -> tuple[float, str]:
     return bw, f"assuming {bw:.0f} GB/s for pinned copies (PCIe x16 for this GPU generation)"
 
 
+def per_step_update_ns(ctx: Context) -> float:
+    """Host time per step in optimizer.step() and zero_grad(): work sized by the weights, not the batch."""
+    return (ctx.optimizer.host_ns + ctx.zeroing.host_ns) * ctx.host_scale
+
+
 def bigger_batch(ctx: Context, k: int) -> Estimate:
     """Samples/s with a batch k times bigger: per-sample work scales by k, per-step overhead does not."""
     step = ctx.step_ns
@@ -84,8 +89,10 @@ def bigger_batch(ctx: Context, k: int) -> Estimate:
                "the step is the longer of host and GPU")
     else:
         b = ctx.facts.breakdown.mean()  # as recorded: op time less the profiler's share of it
-        new = step + (k - 1) * (b["cpu_exec"] * ctx.host_scale + ctx.part_ns("dataloader"))
-        how = f"op time and data loading grow {k}x, Python and dispatch overhead per step stays"
+        ops = max(b["cpu_exec"] * ctx.host_scale - per_step_update_ns(ctx), 0.0)
+        new = step + (k - 1) * (ops + ctx.part_ns("dataloader"))
+        how = (f"op time and data loading grow {k}x; Python and dispatch overhead and the optimizer's update "
+               "and zero_grad (sized by the weights, not the batch) stay")
     speedup = k * step / new if new else 1.0
     return Estimate(speedup, f"Batch {k}x bigger: {how}; step {ms(step)} -> ~{ms(new)} for {k}x the "
                                        f"samples ({speedup:.2f}x samples/s). {CAVEAT}")
