@@ -215,3 +215,37 @@ def test_a_storage_bound_loader_stays_input_bound_under_the_profiler(tmp_path: P
     assert any("shares and estimates are corrected" in n for n in report.notes)
     rec = next(r for r in report.recommendations if r.id == "dataloader_workers")
     assert rec.location is not None and "DataLoader(" in rec.location["code"]  # where the loader is built
+
+
+TRAINER_LIBRARY = """
+    import torch
+
+    def train(steps):
+        model = torch.nn.Sequential(torch.nn.Linear(32, 64), torch.nn.ReLU(), torch.nn.Linear(64, 4))
+        opt = torch.optim.SGD(model.parameters(), lr=0.1)
+        for _ in range(steps):
+            x, y = torch.randn(16, 32), torch.randint(0, 4, (16,))
+            loss = torch.nn.functional.cross_entropy(model(x), y)
+            opt.zero_grad()
+            loss.backward()
+            opt.step()
+"""
+
+
+def test_one_line_that_runs_everything_is_opened_up(tmp_path: Path) -> None:
+    # A trainer from an installed library (`trainer.train()`): every torch call comes from that one line of
+    # the user's script, so its lines below, in the library, are shown instead.
+    library = tmp_path / "site-packages"
+    library.mkdir()
+    (library / "mytrainer.py").write_text(textwrap.dedent(TRAINER_LIBRARY))
+    report = run(tmp_path, f"""
+        import sys
+        sys.path.insert(0, {str(library)!r})
+        import mytrainer
+        mytrainer.train(60)
+    """)
+    assert report.lines is not None
+    labels = [r.label for r in report.lines.rows]
+    assert any(label.startswith("mytrainer.py:") for label in labels), labels
+    assert not any(label.endswith("train.py:5") for label in labels)
+    assert any("made" in n and "lines below it" in n for n in report.notes)

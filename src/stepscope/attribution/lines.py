@@ -13,6 +13,7 @@ from __future__ import annotations
 import functools
 import sys
 import threading
+from collections import Counter
 from collections.abc import Callable
 from typing import Any
 
@@ -189,3 +190,23 @@ class CallSitePatches:
                 else:
                     setattr(owner, attribute, original)
         self._installed.clear()
+
+
+class LineSurvey(TorchFunctionMode):
+    """Counts the torch calls each user line makes (a few steps before the window); records nothing."""
+
+    def __init__(self, user: UserCode) -> None:
+        super().__init__()
+        self.user = user
+        self.active = True
+        self.counts: Counter[tuple[str, int]] = Counter()
+
+    def __torch_function__(self, func: Any, types: Any, args: tuple = (), kwargs: dict | None = None) -> Any:
+        if self.active and not _compiling():
+            try:
+                frame = self.user.user_frame(sys._getframe(1))
+                if frame is not None:
+                    self.counts[(frame.f_code.co_filename, frame.f_lineno)] += 1
+            except Exception:  # never break the user's call
+                pass
+        return func(*args, **(kwargs or {}))

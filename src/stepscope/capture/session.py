@@ -216,6 +216,9 @@ class CaptureSession:
             return
         if self.spec.warmup == 0:
             self._tell_started()
+        else:
+            for listener in self.listeners:
+                getattr(listener, "warmup_started", lambda: None)()
 
     def _tell_started(self) -> None:
         self._recording = True
