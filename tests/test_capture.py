@@ -274,3 +274,49 @@ def test_settings_of_the_loader_the_optimizer_and_the_model() -> None:
     model(torch.randn(2, 3, 8, 8))  # the probe is gone after the first forward
     watch.window_ended()
     assert watch.settings is not None and watch.settings.autocast == "bfloat16"
+
+
+def test_on_a_gpu_the_reference_is_two_synchronized_slices_never_a_sync_per_step(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """One torch.cuda.synchronize() at each end of the slice before the window (steps 1 to skip-1) and of the
+    slice after it (reference_steps steps): four in all, however many steps run."""
+    import sys
+    import types
+
+    from stepscope.capture import session as session_mod
+    from stepscope.capture.export import Exported
+    from stepscope.capture.options import CaptureOptions
+    from stepscope.capture.session import CaptureSession
+
+    syncs: list[int] = []
+    cuda = types.SimpleNamespace(is_available=lambda: True, is_initialized=lambda: True,
+                                 synchronize=lambda: syncs.append(1))
+    monkeypatch.setitem(sys.modules, "torch", types.SimpleNamespace(cuda=cuda))
+
+    class Window:  # the profiler window, without a profiler
+        def __init__(self, spec: CaptureOptions, first_step: int, path: Path) -> None:
+            self.spec, self.first_step, self.path = spec, first_step, path
+            self.boundaries, self.gpu, self.exported, self.running = 0, True, None, False
+
+        length = property(lambda self: self.spec.warmup + self.spec.steps)
+        recording = property(lambda self: self.running and self.boundaries >= self.spec.warmup)
+        recorded = property(lambda self: max(0, min(self.boundaries - self.spec.warmup, self.spec.steps)))
+
+        def start(self) -> None:
+            self.running = True
+
+        def step(self) -> bool:
+            self.boundaries += 1
+            if self.boundaries >= self.length:
+                self.running, self.exported = False, Exported(self.path)
+                return True
+            return False
+
+    monkeypatch.setattr(session_mod, "ProfilerWindow", Window)
+    session = CaptureSession(CaptureOptions(skip=5, warmup=2, steps=5, reference_steps=5), tmp_path)
+    for _ in range(40):
+        session.mark("optimizer")
+    result = session.close()
+    assert len(syncs) == 4
+    assert result.reference is not None and result.reference.method == "synchronized slices"
+    assert result.reference.steps == 4 + 5 and len(result.reference.values_ns) == 2
