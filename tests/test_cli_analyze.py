@@ -63,5 +63,6 @@ def test_terminal_golden_on_worked_example(tmp_path: Path) -> None:
     console.print(render("terminal", analyze(b.write(tmp_path / "w.json"))))
     text = console.export_text()
     row = next(line for line in text.splitlines() if line.strip().startswith("1 "))
+    # DESIGN.md's figures for the one step, its GPU utilisation (15/400), no sync call and one kernel.
     assert row.split() == ["1", "400.0", "µs", "15.0", "µs", "10.0", "µs", "5.00", "µs", "30.0", "µs", "180.0", "µs",
-                           "35.0", "µs", "125.0", "µs", "4%"]
+                           "35.0", "µs", "125.0", "µs", "4%", "0", "1"]

@@ -1,8 +1,10 @@
-"""Smoke test: every example script runs to completion on the CPU at its smallest settings."""
+"""Every example script runs on the CPU at its smallest settings, for exactly the steps asked, and its flags do
+what they say (what each prints is checked against what the flags imply)."""
 
 from __future__ import annotations
 
 import os
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -10,6 +12,7 @@ from pathlib import Path
 import pytest
 
 pytest.importorskip("torch")
+pytestmark = pytest.mark.slow
 
 EXAMPLES = Path(__file__).resolve().parent.parent / "examples"
 COMMON = ["--device", "cpu", "--steps", "3"]
@@ -21,8 +24,8 @@ CASES: dict[str, list[str]] = {
     "cifar_resnet-fixes": [*TINY_CIFAR, "--workers", "1", "--pin-memory", "--uint8", "--set-to-none", "--amp"],
     "pattern_input_bound": ["--batch-size", "4", "--image-size", "16", "--work", "1", "--report-wait"],
     "pattern_input_bound-workers": ["--batch-size", "4", "--image-size", "16", "--work", "1", "--workers", "1"],
-    "pattern_copy_bound": ["--batch-size", "4", "--image-size", "32"],
-    "pattern_copy_bound-fixes": ["--batch-size", "4", "--image-size", "32", "--pin-memory", "--uint8"],
+    "pattern_copy_bound": ["--batch-size", "4", "--image-size", "112"],
+    "pattern_copy_bound-fixes": ["--batch-size", "4", "--image-size", "112", "--pin-memory", "--uint8"],
     "pattern_sync_bound": ["--batch-size", "8", "--width", "16"],
     "pattern_sync_bound-no-sync": ["--batch-size", "8", "--width", "16", "--no-sync"],
     "pattern_launch_bound": ["--depth", "4"],
@@ -30,6 +33,20 @@ CASES: dict[str, list[str]] = {
     "pattern_cpu_compute_bound-on-device": ["--batch-size", "2", "--image-size", "8", "--on-device"],
     "pattern_gpu_compute_bound": ["--batch-size", "8", "--width", "16", "--depth", "2", "--tf32"],
 }
+# What each case must print beyond its throughput line, and what it must not.
+EXPECT: dict[str, list[str]] = {
+    "cifar_resnet": ["batch 4, 16px on cpu"],
+    "pattern_input_bound": ["workers 0", "DataLoader wait"],
+    "pattern_input_bound-workers": ["workers 1"],
+    # 4 x 3 x 112 x 112 pixels: 602,112 bytes as float32, a quarter of that (150,528) as uint8.
+    "pattern_copy_bound": ["0.6 MB/batch"],
+    "pattern_copy_bound-fixes": ["0.2 MB/batch"],
+    "pattern_sync_bound": ["step 0 loss"],  # print(loss) every 10 steps: one of the sync points
+    "pattern_launch_bound": ["depth 4"],
+    "pattern_gpu_compute_bound": ["width 16, batch 8"],
+}
+NOT_EXPECTED: dict[str, list[str]] = {"pattern_sync_bound-no-sync": ["step 0 loss"]}
+THROUGHPUT = re.compile(r"([\d,.]+) samples/s")
 
 
 @pytest.mark.parametrize("case", sorted(CASES))
@@ -45,4 +62,13 @@ def test_example_runs(case: str) -> None:
         env=env,
     )
     assert result.returncode == 0, result.stderr[-2000:]
-    assert result.stdout.strip(), "the example printed nothing"
+    last = result.stdout.strip().splitlines()[-1] if result.stdout.strip() else ""
+    if case.startswith("pattern_input_bound") and "--report-wait" in CASES[case]:
+        last = result.stdout.strip().splitlines()[-2]  # the wait line comes after the throughput line
+    assert last.startswith(f"{script.stem}: 3 steps"), result.stdout
+    rate = THROUGHPUT.search(last)
+    assert rate is not None and float(rate.group(1).replace(",", "")) > 0, last
+    for text in EXPECT.get(case, []):
+        assert text in result.stdout, (text, result.stdout)
+    for text in NOT_EXPECTED.get(case, []):
+        assert text not in result.stdout, (text, result.stdout)

@@ -99,7 +99,7 @@ def test_report_page_in_chromium(browser, tmp_path: Path) -> None:  # type: igno
     drawn = browser.execute_script(
         "return [...document.querySelectorAll('.plot')].map(d => [d.id, d.querySelectorAll('svg.main-svg').length,"
         " d.querySelectorAll('.scatterlayer .trace, .barlayer .trace').length])")
-    assert {d[0] for d in drawn} == {"fig-breakdown", "fig-gpu", "fig-timeline", "fig-telemetry"}
+    assert {d[0] for d in drawn} == {"fig-breakdown", "fig-gpu", "fig-timeline", "fig-run"}
     assert all(svgs > 0 and traces > 0 for _, svgs, traces in drawn), drawn
     kernels = browser.find_element(By.ID, "table-kernels")
     assert EVIL in kernels.text  # shown as text, not run

@@ -47,8 +47,9 @@ def test_lightning_callback(tmp_path: Path) -> None:
     assert report.summary.samples_per_s == pytest.approx(8 * report.summary.steps_per_s, rel=1e-3)
     # The batch is fetched inside the step (between two on_train_batch_end calls).
     assert report.summary.breakdown_us["dataloader"] > 0
-    assert sorted(p.name for p in (tmp_path / "stepscope").iterdir()) == ["report.html", "report.json", "report.txt",
-                                                                          "telemetry.json", "trace.json.gz"]
+    assert sorted(p.name for p in (tmp_path / "stepscope").iterdir()) == ["census.json", "report.html", "report.json",
+                                                                          "report.txt", "telemetry.json",
+                                                                          "trace.json.gz"]
     # Lightning runs forward and backward in a closure inside optimizer.step(): the training_step's line and
     # the model's modules still carry their time, forward and backward, as in a plain loop.
     assert report.lines is not None and report.modules is not None

@@ -17,12 +17,14 @@ ALLOWED: dict[str, set[str]] = {
     "model": set(),
     "hardware": {"errors"},
     "trace": {"errors"},
-    "analysis": {"trace", "errors"},
+    "analysis": {"trace", "errors", "hardware"},  # the hardware table: peaks for MFU and the roofline
     "attribution": {"trace"},
     "advice": {"analysis", "trace", "model", "errors"},
     # Renderers format what they are handed; the Perfetto renderer is handed the trace and its annotations.
     "report": {"model", "trace.model", "analysis.annotations", "errors", "version"},
     "capture": {"attribution", "trace", "errors", "version"},
+    # Predict reads the facts (and the pattern classifier, to name a replayed step's bottleneck) and the hardware.
+    "predict": {"analysis", "advice", "trace", "hardware", "model", "errors"},
 }
 # What a layer must not have loaded at run time after importing it (the static check misses imports made by
 # the package's __init__ or inside functions).

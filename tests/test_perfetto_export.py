@@ -11,7 +11,6 @@ from pathlib import Path
 import pytest
 
 from conftest import KINETO, kineto_trace
-from stepscope.analysis.annotations import annotations
 from stepscope.analysis.facts import compute_facts
 from stepscope.pipeline import build_report
 from stepscope.report import render
@@ -83,7 +82,7 @@ def test_without_the_source_json_the_table_is_written(tmp_path: Path) -> None:
     trace = load_traces([training_trace(tmp_path / "t.json")])[0]
     facts = compute_facts(trace)
     data = render("perfetto", build_report(facts), trace=trace, original=None, compress=False,
-                  annotations=annotations(trace, facts.steps, facts.syncs))
+                  annotations=facts.annotations)
     events = json.loads(data)["traceEvents"]
     kernels = [e for e in events if e.get("cat") == "kernel"]
     assert len(kernels) == 6 and min(e["ts"] for e in kernels) > BASE_US
@@ -95,7 +94,7 @@ def test_big_trace_event_count_is_preserved(name: str, tmp_path: Path) -> None:
     trace = load_traces([path])[0]
     facts = compute_facts(trace)
     data = render("perfetto", build_report(facts), trace=trace, original=read_bytes(path),
-                  annotations=annotations(trace, facts.steps, facts.syncs))
+                  annotations=facts.annotations)
     events = json.loads(gzip.decompress(data))["traceEvents"]
     original = json.loads(read_bytes(path))["traceEvents"]
     own = events[len(original):]

@@ -14,7 +14,7 @@ from stepscope.model.report import SCHEMA, Report, from_json, to_json
 REPORT_FIELDS = {
     "schema", "generator", "source", "device", "devices", "accelerator", "rank", "world_size", "steps",
     "summary", "gpu", "kernels", "syncs", "copies", "memory", "patterns", "recommendations", "ranks",
-    "cross_rank", "notes", "timeline", "run", "lines", "modules",
+    "cross_rank", "notes", "timeline", "run", "lines", "modules", "prediction", "utilization", "memory_usage",
 }
 STEP_FIELDS = {"id", "duration_us", "breakdown_us", "gpu_utilization", "kernel_count", "sync_count", "sync_us",
                "htod_bytes"}
@@ -37,9 +37,10 @@ def _report(tmp_path: Path) -> Report:
 def test_field_names_are_stable(tmp_path: Path) -> None:
     doc = json.loads(to_json(_report(tmp_path)))
     assert doc["schema"] == SCHEMA == "stepscope.report/1"
-    assert set(doc) >= REPORT_FIELDS
-    assert set(doc["steps"][0]) >= STEP_FIELDS
-    assert set(doc["summary"]) >= SUMMARY_FIELDS
+    # Exact: a removal or rename fails, and so does an addition nobody wrote down here.
+    assert set(doc) == REPORT_FIELDS
+    assert set(doc["steps"][0]) == STEP_FIELDS
+    assert set(doc["summary"]) == SUMMARY_FIELDS
     assert set(doc["summary"]["breakdown_us"]) == BREAKDOWN_KEYS == set(doc["steps"][0]["breakdown_us"])
     assert {"name", "kind"} <= set(doc["device"])
     assert {"paths", "format"} == set(doc["source"])

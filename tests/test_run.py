@@ -78,11 +78,12 @@ def test_run_writes_the_run_folder(tmp_path: Path, capfd: pytest.CaptureFixture[
     out_dir = tmp_path / "out"
     code, out, err = run(capfd, "--out", out_dir, "--width", "120", script)
     assert code == 0, err
-    assert sorted(p.name for p in out_dir.iterdir()) == ["report.html", "report.json", "report.txt",
+    assert sorted(p.name for p in out_dir.iterdir()) == ["census.json", "report.html", "report.json", "report.txt",
                                                          "telemetry.json", "trace.json.gz"]
     assert "program finished" not in out  # stopped once the window was recorded
     assert out.strip().splitlines()[-1] == (
-        f"stepscope: wrote {out_dir}/: report.html, report.json, report.txt, telemetry.json, trace.json.gz")
+        f"stepscope: wrote {out_dir}/: census.json, report.html, report.json, report.txt, telemetry.json, "
+        "trace.json.gz")
     # Skip 5, warm up 2, record 5: the program's steps 7 to 11, named by its own step numbers.
     assert profiler_steps(out_dir) == [f"ProfilerStep#{i}" for i in range(7, 12)]
     report = from_json((out_dir / "report.json").read_bytes())
@@ -101,7 +102,7 @@ def test_run_writes_the_run_folder(tmp_path: Path, capfd: pytest.CaptureFixture[
     telemetry = json.loads((out_dir / "telemetry.json").read_text())
     assert telemetry["schema"] == "stepscope.telemetry/1" and telemetry["samples"]
     page = (out_dir / "report.html").read_text()
-    assert page.lower().startswith("<!doctype html>") and "fig-telemetry" in page and "Step-time breakdown" in page
+    assert page.lower().startswith("<!doctype html>") and "fig-run" in page and "Step-time breakdown" in page
     assert telemetry["window"]["cpu_util_per_core"] and telemetry["gpus"] == []
 
 

@@ -15,6 +15,7 @@ if TYPE_CHECKING:
     from stepscope.api import profile, step
     from stepscope.model.report import Report
     from stepscope.pipeline import analyze, analyze_traces
+    from stepscope.predict import PredictRequest
 
 # name -> the module that defines it
 _LAZY = {
@@ -23,6 +24,7 @@ _LAZY = {
     "Report": "stepscope.model.report",
     "profile": "stepscope.api",
     "step": "stepscope.api",
+    "PredictRequest": "stepscope.predict",
 }
 
 
@@ -35,4 +37,5 @@ def __getattr__(name: str) -> object:
     return getattr(importlib.import_module(module), name)
 
 
-__all__ = ["Report", "StepscopeError", "__version__", "analyze", "analyze_traces", "profile", "step"]
+__all__ = ["PredictRequest", "Report", "StepscopeError", "__version__", "analyze", "analyze_traces", "profile",
+           "step"]

@@ -99,8 +99,11 @@ class Profile:
             self._telemetry = Telemetry(self.spec.telemetry_interval).start()
         watch = SettingsWatch(lambda: (self._objects.get("model"), self._objects.get("loader"),
                                        self._objects.get("optimizer")))
-        listeners = [x for x in (self._telemetry, watch, AttributionWindow() if self.spec.attribution else None)
-                     if x is not None]
+        from stepscope.capture.census import MemoryCensus
+
+        attribution = AttributionWindow() if self.spec.attribution else None
+        # MemoryCensus: what the model and optimizer hold, for the memory categories.
+        listeners = [x for x in (self._telemetry, watch, attribution, MemoryCensus(self.folder)) if x is not None]
         self._session = CaptureSession(self.spec, self.folder, listeners=listeners)
         self._session.set_batch_size(self.spec.batch_size, "user")
         self._previous = activate(self._session)
@@ -161,6 +164,10 @@ class Profile:
             (self.folder / "telemetry.json").write_bytes(to_json(self.telemetry))
             telemetry = msgspec.json.decode(to_json(self.telemetry))
             written.append("telemetry.json")
+        from stepscope.trace.census import CENSUS_FILE
+
+        if (self.folder / CENSUS_FILE).exists():
+            written.append(CENSUS_FILE)
         return sorted([*written, *write_report_files(self.report, self.folder, telemetry=telemetry)])
 
 

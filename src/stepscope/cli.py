@@ -9,7 +9,7 @@ from collections.abc import Sequence
 from stepscope.errors import StepscopeError
 from stepscope.version import __version__
 
-VERBS = ("analyze", "run", "report", "diff")
+VERBS = ("analyze", "run", "report", "diff", "predict")
 
 
 def _verb_module(name: str):

@@ -62,7 +62,17 @@ def _side(r: Report) -> DiffSide:
     return DiffSide(paths=list(r.source.paths), format=r.source.format, device=r.device.name if r.device else None,
                     step_count=s.step_count, step_time_us=s.step_time_us, steps_per_s=s.steps_per_s,
                     samples_per_s=s.samples_per_s, gpu_utilization=s.gpu_utilization,
-                    primary_pattern=r.patterns[0].id if r.patterns else None)
+                    primary_pattern=r.patterns[0].id if r.patterns else None, **_usage(r))
+
+
+def _usage(r: Report) -> dict[str, float | int | None]:
+    """MFU, model FLOPs and the memory peaks of a side, when its report has them."""
+    u = getattr(r, "utilization", None)
+    peaks = list(getattr(r, "memory", None) or [])
+    reserved = [m.peak_reserved_bytes for m in peaks if m.peak_reserved_bytes is not None]
+    return {"mfu": u.mfu if u else None, "model_flops_per_step": u.model_flops_per_step if u else None,
+            "peak_allocated_bytes": max((m.peak_allocated_bytes for m in peaks), default=None),
+            "peak_reserved_bytes": max(reserved, default=None)}
 
 
 def _round(x: float | None) -> float | None:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import msgspec
 import numpy as np
@@ -11,41 +12,68 @@ import numpy as np
 from stepscope.advice import advise
 from stepscope.analysis.facts import Facts, compute_facts
 from stepscope.analysis.kernels import SHORT_KERNEL_NS
-from stepscope.analysis.lines import Cost, line_summary, location_for_sync
-from stepscope.analysis.modules import module_summary
-from stepscope.analysis.timeline import step_timeline
+from stepscope.analysis.lines import Cost, location_for_sync
+from stepscope.errors import StepscopeError
 from stepscope.model import report as s
+from stepscope.pipeline_usage import memory_section, utilization_section
+from stepscope.trace.census import read_census
 from stepscope.trace.load import load_traces
 from stepscope.trace.model import Trace
 from stepscope.version import __version__
+
+if TYPE_CHECKING:
+    from stepscope.predict import PredictRequest
 
 GENERATOR = f"stepscope {__version__}"
 
 
 def analyze(
-    paths: str | Path | Iterable[str | Path], *, step_range: str | None = None, batch_size: int | None = None
+    paths: str | Path | Iterable[str | Path], *, step_range: str | None = None, batch_size: int | None = None,
+    predict: PredictRequest | None = None, power_w: float | None = None,
 ) -> s.Report:
     """Read trace files or rank folders and return the report (the slowest rank's, with a cross-rank summary)."""
     if isinstance(paths, (str, Path)):
         paths = [paths]
-    return analyze_traces(load_traces(paths), step_range=step_range, batch_size=batch_size)
+    return analyze_traces(load_traces(paths), step_range=step_range, batch_size=batch_size, predict=predict,
+                          power_w=power_w)
 
 
 def analyze_traces(
     traces: Sequence[Trace], *, step_range: str | None = None, batch_size: int | None = None,
-    run: s.Run | None = None,
+    predict: PredictRequest | None = None, power_w: float | None = None, run: s.Run | None = None,
 ) -> s.Report:
     """`run`: a live capture's run section (one trace), which the report carries and the advice reads."""
-    reports = [analyze_trace(t, step_range=step_range, batch_size=batch_size, run=run) for t in traces]
+    reports = [analyze_trace(t, step_range=step_range, batch_size=batch_size, predict=predict, power_w=power_w,
+                             run=run) for t in traces]
     if len(reports) == 1:
         return reports[0]
     return _with_cross_rank(reports)
 
 
 def analyze_trace(trace: Trace, *, step_range: str | None = None, batch_size: int | None = None,
+                  predict: PredictRequest | None = None, power_w: float | None = None,
                   run: s.Run | None = None) -> s.Report:
-    facts = compute_facts(trace, step_range)
-    return build_report(facts, batch_size=batch_size, run=run)
+    """The report of one trace; with `predict`, its `prediction` section too (power_w: the origin GPU's mean
+    power from telemetry, for energy per step); `run`: a live capture's run section."""
+    return facts_and_report(trace, step_range=step_range, batch_size=batch_size, predict=predict,
+                            power_w=power_w, run=run)[1]
+
+
+def facts_and_report(trace: Trace, *, step_range: str | None = None, batch_size: int | None = None,
+                     predict: PredictRequest | None = None, power_w: float | None = None,
+                     run: s.Run | None = None) -> tuple[Facts, s.Report]:
+    """The report with the facts it was made from, for outputs that read the trace again (--perfetto)."""
+    facts = compute_facts(trace, step_range, census=read_census(trace.meta.path))
+    report = build_report(facts, batch_size=batch_size, run=run)
+    if predict is not None:
+        from stepscope.predict import predict as predict_section
+
+        try:
+            report.prediction = predict_section(facts, predict, batch_size=batch_size, power_w=power_w,
+                                                step_range=step_range)
+        except StepscopeError as exc:  # the analysis stands without it; say why there is none
+            report.notes.append(f"no prediction: {exc.message}" + (f" ({exc.hint})" if exc.hint else ""))
+    return facts, report
 
 
 def build_report(facts: Facts, *, batch_size: int | None = None, run: s.Run | None = None) -> s.Report:
@@ -108,6 +136,8 @@ def build_report(facts: Facts, *, batch_size: int | None = None, run: s.Run | No
         lines=_lines(facts),
         modules=_modules(facts),
         timeline=_timeline(facts),
+        utilization=utilization_section(facts),
+        memory_usage=memory_section(facts, batch_size),
         run=run,
     )
 
@@ -122,7 +152,7 @@ def _fill_overhead(run: s.Run, correction: s.OverheadCorrection | None) -> None:
 
 def _timeline(facts: Facts) -> s.Timeline | None:
     """The median step's events, compact enough to travel in report.json and redraw without the trace."""
-    timeline = step_timeline(facts)
+    timeline = facts.timeline
     return None if timeline is None else msgspec.convert(timeline, s.Timeline, from_attributes=True)
 
 
@@ -136,7 +166,7 @@ def _round(x: float | np.number) -> float:
 
 def _devices(trace: Trace) -> list[s.Device]:
     meta = trace.meta
-    if meta.accelerator == "none" or (not trace.has_device_events and meta.accelerator != "other"):
+    if trace.platform == "cpu":
         return [s.Device(name="CPU", kind="cpu")]
     used = set(np.unique(trace.events.device[trace.is_gpu_activity]).tolist())
     described = [d for d in meta.devices if d.id in used] or list(meta.devices)
@@ -258,7 +288,7 @@ def _line_cost(cost: Cost, n: int, step_ns: int, **where: object) -> s.LineCost:
 
 
 def _lines(facts: Facts) -> s.Lines | None:
-    summary = line_summary(facts.trace, facts.steps)
+    summary = facts.lines
     if summary is None:
         return None
     n, total = summary.steps, summary.step_ns
@@ -278,7 +308,7 @@ def _lines(facts: Facts) -> s.Lines | None:
 
 
 def _modules(facts: Facts) -> s.Modules | None:
-    summary = module_summary(facts.trace, facts.steps)
+    summary = facts.modules
     if summary is None:
         return None
     n, total = summary.steps, summary.step_ns

@@ -8,7 +8,7 @@ import dataclasses
 import io
 import sys
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import msgspec
 
@@ -17,6 +17,9 @@ from stepscope.capture.session import CaptureResult
 from stepscope.capture.telemetry import TelemetryReport
 from stepscope.errors import StepscopeError
 from stepscope.model import report as s
+
+if TYPE_CHECKING:
+    from stepscope.predict import PredictRequest
 
 TEXT_WIDTH = 110  # report.txt is read in editors and diffs, not a terminal
 
@@ -41,8 +44,10 @@ def live_report(
     telemetry: TelemetryReport | None = None,
     folder: Path | None = None,
     files: list[str] | None = None,
+    predict: PredictRequest | None = None,
 ) -> s.Report:
-    """Analyse the captured trace with the one pipeline, told how the capture went."""
+    """Analyse the captured trace with the one pipeline, told how the capture went (and, with `predict`, the
+    job on other GPUs)."""
     from stepscope.pipeline import analyze_traces
     from stepscope.trace.kineto import read_kineto
 
@@ -51,7 +56,13 @@ def live_report(
                              hint="mark steps with stepscope.step(), or lower the skip and warm-up")
     run = run_section(result, spec, command=command, exit_code=exit_code, program_status=program_status,
                       telemetry=telemetry, folder=folder, files=files)
-    report = analyze_traces([read_kineto(result.trace_path)], batch_size=result.samples_per_step, run=run)
+    power = None
+    if predict is not None and telemetry is not None and telemetry.window is not None:
+        from stepscope.predict.energy import window_power
+
+        power = window_power(msgspec.to_builtins(telemetry.window))
+    report = analyze_traces([read_kineto(result.trace_path)], batch_size=result.samples_per_step, run=run,
+                            predict=predict, power_w=power)
     report.notes[:0] = result.notes
     return report
 

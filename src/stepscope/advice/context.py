@@ -1,9 +1,10 @@
-"""What every pattern and rule reads: the facts, the step-time attribution and the signals, computed once,
-and what a live capture adds (the run section: the program's settings, the unprofiled reference).
+"""What every pattern and rule reads: a view of the Facts (the attribution and the signals are computed with
+them) under the names the rules use, and what a live capture adds (the run section: the program's settings,
+the unprofiled reference).
 
 The step's parts (`parts`, `durations`, `part_ns`, `share`, `step_ns`) are as the unprofiled program would
 show them when the capture measured the profiler's overhead (advice/correction.py), and are taken over the
-typical steps (one-off steps aside); the raw figures stay in the facts.
+typical steps (a one-off first step aside); the raw figures stay in the facts.
 """
 
 from __future__ import annotations
@@ -15,9 +16,8 @@ import numpy as np
 
 from stepscope.advice import correction as corr
 from stepscope.analysis import signals
-from stepscope.analysis.costs import StepCosts, step_costs
+from stepscope.analysis.costs import StepCosts
 from stepscope.analysis.facts import Facts
-from stepscope.analysis.hostwork import cpu_host_work, cpu_parts, host_work
 from stepscope.analysis.steps import GPU_SPAN
 from stepscope.model import report as s
 from stepscope.trace.model import DeviceInfo
@@ -37,20 +37,13 @@ class Context:
     @property
     def accelerator(self) -> str:
         """'gpu' (CUDA or ROCm events), 'cpu' (no device events) or 'other' (a non-GPU accelerator)."""
-        meta = self.facts.trace.meta
-        if meta.accelerator == "other":
-            return "other"
-        return "gpu" if self.facts.trace.has_device_events and meta.accelerator != "none" else "cpu"
+        return self.facts.trace.platform
 
     @property
     def step_ns(self) -> float:
         """Mean step time over the typical steps, corrected for the profiler's overhead."""
         d = self.durations[self.typical]
         return float(d.mean()) if len(d) else 0.0
-
-    @property
-    def step_ids(self) -> tuple[str, ...]:
-        return self.facts.steps.ids
 
     @cached_property
     def device(self) -> DeviceInfo | None:
@@ -80,31 +73,19 @@ class Context:
         return peak / d.total_memory_bytes
 
     # -- the attribution -----------------------------------------------------------------------
-    @cached_property
+    @property
     def costs(self) -> StepCosts | None:
-        if self.accelerator != "gpu":
-            return None
-        return step_costs(self.facts.trace, self.facts.steps)
+        return self.facts.costs
 
-    @cached_property
+    @property
     def raw_parts(self) -> dict[str, np.ndarray]:
-        """Per step, ns in each part of the step as recorded: the GPU attribution's parts on a GPU run, the
-        DataLoader, collectives, compute and Python on a CPU run (the host's ranges on other accelerators)."""
-        if self.costs is not None:
-            return dict(self.costs.parts)
-        if self.accelerator == "cpu":
-            return cpu_parts(self.facts.trace, self.facts.steps, self.facts.breakdown)
-        b = self.facts.breakdown
-        return {c: b.per_step[:, b.categories.index(c)].astype(np.float64) for c in ("dataloader", "communication")}
+        """Per step, ns in each part of the step as recorded (analysis/hostwork.py: step_parts)."""
+        return self.facts.parts.parts
 
-    @cached_property
+    @property
     def host_work(self) -> dict[str, np.ndarray]:
         """Per part, per step: the host work inside it (what the profiler's overhead inflates)."""
-        if self.costs is not None:
-            return dict(self.costs.host_work or {})
-        if self.accelerator == "cpu":
-            return cpu_host_work(self.raw_parts, host_work(self.facts.trace, self.facts.steps))
-        return {}
+        return self.facts.parts.host_work
 
     @cached_property
     def correction(self) -> corr.Correction | None:
@@ -129,7 +110,7 @@ class Context:
 
     @cached_property
     def typical(self) -> np.ndarray:
-        """Mask of the steps the verdict is taken over (one-off steps left out)."""
+        """Mask of the steps the verdict is taken over (a one-off first step left out)."""
         return corr.typical_steps(self.facts.steps.duration.astype(np.float64))
 
     @property
@@ -163,11 +144,6 @@ class Context:
     def share(self, *parts: str) -> float:
         return self.part_ns(*parts) / self.step_ns if self.step_ns else 0.0
 
-    def step_shares(self, *parts: str) -> np.ndarray:
-        if self.costs is None:
-            return np.zeros(len(self.facts.steps))
-        return sum(self.costs.step_shares(p) for p in parts)  # type: ignore[return-value]
-
     @property
     def host_wait_share(self) -> float:
         """The part of the step the GPU waits for the host, whatever the host does."""
@@ -177,39 +153,39 @@ class Context:
     def compute_share(self) -> float:
         return self.share("compute")
 
-    # -- signals -------------------------------------------------------------------------------
-    @cached_property
+    # -- signals (computed with the facts; named here as the rules know them) -----------------------
+    @property
     def zeroing(self) -> signals.LaunchGroup:
-        return signals.zeroing(self.facts.trace, self.facts.steps)
+        return self.facts.signals.zeroing
 
-    @cached_property
+    @property
     def optimizer(self) -> signals.LaunchGroup:
-        return signals.optimizer(self.facts.trace, self.facts.steps)
+        return self.facts.signals.optimizer
 
-    @cached_property
+    @property
     def matmul(self) -> signals.MatmulTime:
-        return signals.matmul_time(self.facts.trace, self.facts.steps)
+        return self.facts.signals.matmul
 
-    @cached_property
+    @property
     def elementwise(self) -> signals.Elementwise:
-        return signals.elementwise(self.facts.trace, self.facts.steps)
+        return self.facts.signals.elementwise
 
-    @cached_property
+    @property
     def dataloader(self) -> signals.DataLoaderUse:
-        return signals.dataloader(self.facts.trace, self.facts.steps)
+        return self.facts.signals.dataloader
 
-    @cached_property
+    @property
     def host_to_device(self) -> signals.HostToDevice:
-        return signals.host_to_device(self.facts.trace, self.facts.steps)
+        return self.facts.signals.host_to_device
 
-    @cached_property
+    @property
     def collectives(self) -> signals.Collectives:
-        return signals.collectives(self.facts.trace, self.facts.steps)
+        return self.facts.signals.collectives
 
-    @cached_property
+    @property
     def launches(self) -> float:
-        return signals.launch_calls(self.facts.trace, self.facts.steps)
+        return self.facts.signals.launches
 
-    @cached_property
+    @property
     def slowest_call(self) -> tuple[str, int]:
-        return signals.slowest_runtime_call(self.facts.trace, self.facts.steps)
+        return self.facts.signals.slowest_call

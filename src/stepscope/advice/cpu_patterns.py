@@ -73,7 +73,4 @@ def cpu_patterns(ctx: Context) -> list[Found]:
 
 def _per_step_count(ctx: Context, mask: np.ndarray) -> float:
     steps = ctx.facts.steps
-    starts = ctx.facts.trace.events.start[mask]
-    k = np.searchsorted(steps.start, starts, side="right") - 1
-    inside = (k >= 0) & (starts < steps.end[np.maximum(k, 0)])
-    return float(inside.sum()) / max(len(steps), 1)
+    return float(steps.per_step(ctx.facts.trace.events.start[mask]).sum()) / max(len(steps), 1)

@@ -9,7 +9,7 @@ from typing import Any
 import numpy as np
 
 from stepscope.analysis.categories import DATALOADER
-from stepscope.analysis.gpu import IdleIntervals, idle_intervals
+from stepscope.analysis.gpu import GpuUsage, IdleIntervals
 from stepscope.analysis.hostops import enclosing_ops
 from stepscope.analysis.lines import line_of_row
 from stepscope.analysis.steps import Steps
@@ -35,7 +35,7 @@ class Annotations:
     dataloader: np.ndarray  # rows of the DataLoader waits (`enumerate(DataLoader)#...__next__`) in the steps
 
 
-def annotations(trace: Trace, steps: Steps, syncs: SyncSummary) -> Annotations:
+def annotations(trace: Trace, steps: Steps, syncs: SyncSummary, gpu: GpuUsage) -> Annotations:
     """Idle gaps, sync points and DataLoader waits of the steps, for timelines and annotated traces."""
     ev = trace.events
     host = ev.of_kind(Kind.CPU_OP, Kind.USER_ANNOTATION, Kind.PYTHON)
@@ -44,7 +44,7 @@ def annotations(trace: Trace, steps: Steps, syncs: SyncSummary) -> Annotations:
         loader = loader[(ev.end[loader] > steps.start[0]) & (ev.start[loader] < steps.end[-1])]
     else:
         loader = loader[:0]
-    return Annotations(steps=steps, idle=idle_intervals(trace, steps), syncs=sync_points(trace, syncs.rows),
+    return Annotations(steps=steps, idle=gpu.idle, syncs=sync_points(trace, syncs.rows),
                        dataloader=loader)
 
 

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import re
-from functools import lru_cache
 
 import numpy as np
 
@@ -24,11 +23,13 @@ def is_collective_kernel(name: str) -> bool:
     return COLLECTIVE_KERNEL.match(name) is not None
 
 
-@lru_cache(maxsize=8)
 def category_masks(trace: Trace, step_source: str) -> dict[str, np.ndarray]:
-    """Row masks for each breakdown category but 'other' (the remainder), before exclusivity.
+    """Row masks for each breakdown category but 'other' (the remainder), before exclusivity; computed once
+    per trace (the breakdown, the advice signals and the timeline all ask) and read-only."""
+    return trace.derived(("category_masks", step_source), lambda: _category_masks(trace, step_source))
 
-    Cached: the breakdown, the advice signals and the timeline all ask; the masks are read-only."""
+
+def _category_masks(trace: Trace, step_source: str) -> dict[str, np.ndarray]:
     ev = trace.events
     kernel = ev.kind == Kind.KERNEL
     host = ev.of_kind(Kind.CPU_OP, Kind.USER_ANNOTATION, Kind.PYTHON)

@@ -41,10 +41,8 @@ _DIRECTIONS = {CopyKind.HTOD: "HtoD", CopyKind.DTOH: "DtoH", CopyKind.DTOD: "Dto
 def copy_summary(trace: Trace, steps: Steps) -> CopySummary:
     ev = trace.events
     rows = np.flatnonzero(ev.kind == Kind.MEMCPY)
-    step_of = np.searchsorted(steps.start, ev.start[rows], side="right") - 1
-    inside = step_of >= 0
-    inside[inside] &= ev.start[rows[inside]] < steps.end[step_of[inside]]
-    rows, step_of = rows[inside], step_of[inside]
+    step_of = steps.index_of(ev.start[rows])
+    rows, step_of = rows[step_of >= 0], step_of[step_of >= 0]
     nbytes = np.maximum(ev.bytes[rows], 0)
     kinds, memory = ev.copy_kind[rows], ev.host_memory[rows]
     stats = []

@@ -18,7 +18,7 @@ import numpy as np
 from stepscope.analysis.categories import DATALOADER, is_collective_kernel
 from stepscope.analysis.hostops import count_inside, outermost
 from stepscope.analysis.hostwork import CPU_WORK_MIN_NS, active_intervals
-from stepscope.analysis.launches import launching_call
+from stepscope.analysis.launches import launched_in_gap, launching_call
 from stepscope.analysis.steps import Steps
 from stepscope.analysis.syncs import is_sync_api
 from stepscope.trace import intervals as iv
@@ -53,10 +53,6 @@ class StepCosts:
     def share(self, part: str) -> float:
         total = float(sum(p.sum() for p in self.parts.values()))
         return float(self.parts[part].sum()) / total if total > 0 else 0.0
-
-    def step_shares(self, part: str) -> np.ndarray:
-        total = sum(self.parts.values())
-        return self.parts[part] / np.maximum(total, 1)
 
 
 def primary_device(trace: Trace) -> int | None:
@@ -170,15 +166,8 @@ def _window_ends(starts: np.ndarray, ends: np.ndarray) -> np.ndarray:
 
 def _split_idle(trace: Trace, activity_rows: np.ndarray, gaps: iv.Intervals) -> tuple[iv.Intervals, iv.Intervals]:
     """Host wait: the activity ending the gap was launched after the gap began (or there is none)."""
-    ev = trace.events
-    if len(gaps) == 0:
-        return iv.EMPTY, iv.EMPTY
-    starts = ev.start[activity_rows]
-    nxt = np.searchsorted(starts, gaps.ends, side="left")
-    has_next = nxt < len(activity_rows)
-    launcher = launching_call(trace)[activity_rows[np.minimum(nxt, len(activity_rows) - 1)]]
-    launch_start = np.where(launcher >= 0, ev.start[np.maximum(launcher, 0)], np.iinfo(np.int64).max)
-    host = ~has_next | ((launcher >= 0) & (launch_start > gaps.starts))
+    has_next, launched_after = launched_in_gap(trace, activity_rows, gaps.starts, gaps.ends)
+    host = ~has_next | launched_after
     return iv.Intervals(gaps.starts[host], gaps.ends[host]), iv.Intervals(gaps.starts[~host], gaps.ends[~host])
 
 

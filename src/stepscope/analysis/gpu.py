@@ -6,13 +6,23 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from stepscope.analysis.launches import launching_call
+from stepscope.analysis.launches import launched_in_gap
 from stepscope.analysis.steps import Steps
 from stepscope.trace import intervals as iv
 from stepscope.trace.model import Kind, Trace
 
 # HTA's threshold: a gap shorter than this between kernels already enqueued is launch overhead.
 KERNEL_WAIT_NS = 30
+
+
+@dataclass(frozen=True)
+class IdleIntervals:
+    """One device's idle gaps inside the steps, as intervals (ns from the trace's start) by cause."""
+
+    device: int
+    host_wait: iv.Intervals
+    kernel_wait: iv.Intervals
+    other: iv.Intervals
 
 
 @dataclass(frozen=True)
@@ -24,6 +34,7 @@ class DeviceUsage:
     host_wait: np.ndarray  # idle ns per step because the next kernel was not launched yet
     kernel_wait: np.ndarray  # idle ns per step in gaps shorter than KERNEL_WAIT_NS
     other_idle: np.ndarray  # the rest: waits on events, copies, syncs
+    idle: IdleIntervals  # the same gaps as intervals, for timelines and trace tracks
 
 
 @dataclass(frozen=True)
@@ -38,6 +49,10 @@ class GpuUsage:
         duration = np.maximum(steps.duration, 1)
         return self.devices[self.primary].busy / duration
 
+    @property
+    def idle(self) -> tuple[IdleIntervals, ...]:
+        return tuple(d.idle for d in self.devices)
+
 
 def gpu_usage(trace: Trace, steps: Steps) -> GpuUsage:
     """Kernel time only (copies and memsets excluded); idle gaps classified per device, HTA's way."""
@@ -45,14 +60,14 @@ def gpu_usage(trace: Trace, steps: Steps) -> GpuUsage:
     kernels = ev.kind == Kind.KERNEL
     if not kernels.any() or len(steps) == 0:
         return GpuUsage((), None)
-    launcher = launching_call(trace)
     window = (int(steps.start[0]), int(steps.end[-1]))
+    inside = iv.union(steps.start, steps.end)
     usages = []
     for device in np.unique(ev.device[kernels]):
         rows = np.flatnonzero(kernels & (ev.device == device))
         busy = iv.union(ev.start[rows], ev.end[rows])
         gaps = iv.complement(busy, *window)
-        host, kernel_wait, other = _classify_gaps(gaps, rows, trace, launcher)
+        host, kernel_wait, other = (iv.intersect(g, inside) for g in _classify_gaps(gaps, rows, trace))
         usages.append(
             DeviceUsage(
                 device=int(device),
@@ -60,28 +75,20 @@ def gpu_usage(trace: Trace, steps: Steps) -> GpuUsage:
                 host_wait=iv.coverage(host, steps.start, steps.end),
                 kernel_wait=iv.coverage(kernel_wait, steps.start, steps.end),
                 other_idle=iv.coverage(other, steps.start, steps.end),
+                idle=IdleIntervals(int(device), host, kernel_wait, other),
             )
         )
     primary = int(np.argmax([u.busy.sum() for u in usages]))
     return GpuUsage(tuple(usages), primary)
 
 
-def _classify_gaps(
-    gaps: iv.Intervals, kernel_rows: np.ndarray, trace: Trace, launcher: np.ndarray
-) -> tuple[iv.Intervals, iv.Intervals, iv.Intervals]:
+def _classify_gaps(gaps: iv.Intervals, kernel_rows: np.ndarray,
+                   trace: Trace) -> tuple[iv.Intervals, iv.Intervals, iv.Intervals]:
     """Each gap takes the cause of the kernel that ends it: host wait if that kernel's launch call began
     after the GPU went idle, kernel wait if the gap is under KERNEL_WAIT_NS, else other."""
-    ev = trace.events
     if len(gaps) == 0:
         return iv.EMPTY, iv.EMPTY, iv.EMPTY
-    starts = ev.start[kernel_rows]  # sorted: the table is sorted by start
-    nxt = np.searchsorted(starts, gaps.ends, side="left")
-    has_next = nxt < len(kernel_rows)
-    launch_start = np.full(len(gaps), np.iinfo(np.int64).min, dtype=np.int64)
-    next_rows = kernel_rows[np.minimum(nxt, len(kernel_rows) - 1)]
-    launched = has_next & (launcher[next_rows] >= 0)
-    launch_start[launched] = ev.start[launcher[next_rows[launched]]]
-    is_host = launched & (launch_start > gaps.starts)
+    has_next, is_host = launched_in_gap(trace, kernel_rows, gaps.starts, gaps.ends)
     is_kernel_wait = has_next & ~is_host & ((gaps.ends - gaps.starts) < KERNEL_WAIT_NS)
     is_other = ~is_host & ~is_kernel_wait
 
@@ -89,31 +96,3 @@ def _classify_gaps(
         return iv.Intervals(gaps.starts[mask], gaps.ends[mask])
 
     return pick(is_host), pick(is_kernel_wait), pick(is_other)
-
-
-@dataclass(frozen=True)
-class IdleIntervals:
-    """One device's idle gaps inside the steps, as intervals (ns from the trace's start) by cause."""
-
-    device: int
-    host_wait: iv.Intervals
-    kernel_wait: iv.Intervals
-    other: iv.Intervals
-
-
-def idle_intervals(trace: Trace, steps: Steps) -> tuple[IdleIntervals, ...]:
-    """The gaps gpu_usage measures, kept as intervals (clipped to the steps) for timelines and trace tracks."""
-    ev = trace.events
-    kernels = ev.kind == Kind.KERNEL
-    if not kernels.any() or len(steps) == 0:
-        return ()
-    launcher = launching_call(trace)
-    window = (int(steps.start[0]), int(steps.end[-1]))
-    inside = iv.union(steps.start, steps.end)
-    result = []
-    for device in np.unique(ev.device[kernels]):
-        rows = np.flatnonzero(kernels & (ev.device == device))
-        gaps = iv.complement(iv.union(ev.start[rows], ev.end[rows]), *window)
-        host, kernel_wait, other = (iv.intersect(g, inside) for g in _classify_gaps(gaps, rows, trace, launcher))
-        result.append(IdleIntervals(int(device), host, kernel_wait, other))
-    return tuple(result)

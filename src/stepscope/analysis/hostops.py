@@ -7,10 +7,10 @@ offset (thread index x span), so one searchsorted answers "inside which op of th
 from __future__ import annotations
 
 from dataclasses import dataclass
-from functools import lru_cache
 
 import numpy as np
 
+from stepscope.analysis.nesting import thread_numbers
 from stepscope.trace import intervals as iv
 from stepscope.trace.model import Kind, Trace
 
@@ -26,19 +26,16 @@ class HostThreads:
         return self.thread[rows].astype(np.int64) * self.span + times
 
 
-@lru_cache(maxsize=8)
 def host_threads(trace: Trace) -> HostThreads:
-    """Number the host threads of a trace (CPU ops, annotations, Python frames, runtime calls)."""
+    """Number the host threads of a trace (CPU ops, annotations, Python frames, runtime calls); once per trace."""
+    return trace.derived("host_threads", lambda: _host_threads(trace))
+
+
+def _host_threads(trace: Trace) -> HostThreads:
     ev = trace.events
     host = ev.of_kind(Kind.CPU_OP, Kind.USER_ANNOTATION, Kind.PYTHON, Kind.RUNTIME)
     thread = np.full(len(ev), -1, dtype=np.int64)
-    if host.any():
-        # Number pids and tids apart, then their pairs: 1-D uniques are ~20x faster than unique(axis=0).
-        _, pid_index = np.unique(ev.pid[host], return_inverse=True)
-        _, tid_index = np.unique(ev.tid[host], return_inverse=True)
-        pair = pid_index.reshape(-1).astype(np.int64) * (int(tid_index.max()) + 1) + tid_index.reshape(-1)
-        _, inverse = np.unique(pair, return_inverse=True)
-        thread[host] = inverse.reshape(-1)
+    thread[host] = thread_numbers(ev.pid[host], ev.tid[host])
     span = int(ev.end.max()) + 1 if len(ev) else 1
     return HostThreads(thread, span)
 

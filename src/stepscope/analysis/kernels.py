@@ -50,9 +50,8 @@ class KernelSummary:
 def kernel_summary(trace: Trace, steps: Steps) -> KernelSummary:
     ev = trace.events
     rows = np.flatnonzero(ev.kind == Kind.KERNEL)
-    step_of = np.searchsorted(steps.start, ev.start[rows], side="right") - 1
-    inside = (step_of >= 0) & (ev.start[rows] < steps.end[np.maximum(step_of, 0)]) if len(steps) else step_of < -1
-    rows, step_of = rows[inside], step_of[inside]
+    step_of = steps.index_of(ev.start[rows])
+    rows, step_of = rows[step_of >= 0], step_of[step_of >= 0]
     dur = ev.dur[rows]
     names = ev.name[rows]
     tc_lut = np.fromiter((is_tensor_core_kernel(s) for s in trace.strings), bool, len(trace.strings))

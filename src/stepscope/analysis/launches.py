@@ -2,20 +2,22 @@
 
 from __future__ import annotations
 
-from functools import lru_cache
-
 import numpy as np
 
 from stepscope.trace.model import NONE, Kind, Trace
 
 
-@lru_cache(maxsize=8)
 def launching_call(trace: Trace) -> np.ndarray:
-    """For every row, the row of the runtime call that launched it (GPU activities only), else -1.
+    """For every row, the row of the runtime call that launched it (GPU activities only), else -1;
+    computed once per trace.
 
     CUPTI correlation ids are unique within the launching process, and one trace file holds one
     rank's process, so a sorted join on the id alone is exact.
     """
+    return trace.derived("launching_call", lambda: _launching_call(trace))
+
+
+def _launching_call(trace: Trace) -> np.ndarray:
     ev = trace.events
     result = np.full(len(ev), NONE, dtype=np.int64)
     runtime = np.flatnonzero((ev.kind == Kind.RUNTIME) & (ev.correlation >= 0))
@@ -27,4 +29,23 @@ def launching_call(trace: Trace) -> np.ndarray:
     pos = np.minimum(np.searchsorted(corr, ev.correlation[gpu]), len(corr) - 1)
     hit = corr[pos] == ev.correlation[gpu]
     result[gpu[hit]] = rows[pos[hit]]
+    result.flags.writeable = False
     return result
+
+
+def launched_in_gap(trace: Trace, activity_rows: np.ndarray, gap_starts: np.ndarray,
+                    gap_ends: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """For idle gaps of a device (sorted), whether an activity of `activity_rows` (sorted by start) ends
+    each gap, and whether that activity's launching call began after the gap began: the device waited
+    for the host (HTA's host wait). The one gap classification behind GPU idle and step-time attribution."""
+    ev = trace.events
+    if len(activity_rows) == 0:
+        none = np.zeros(len(gap_starts), dtype=bool)
+        return none, none.copy()
+    nxt = np.searchsorted(ev.start[activity_rows], gap_ends, side="left")
+    has_next = nxt < len(activity_rows)
+    launcher = launching_call(trace)[activity_rows[np.minimum(nxt, len(activity_rows) - 1)]]
+    launched = has_next & (launcher >= 0)
+    after = np.zeros(len(gap_starts), dtype=bool)
+    after[launched] = ev.start[launcher[launched]] > gap_starts[launched]
+    return has_next, after

@@ -98,20 +98,17 @@ class LineSummary:
         return mine / total if total else 0.0
 
 
-def in_steps(times: np.ndarray, steps: Steps) -> np.ndarray:
-    """Mask of the times that fall inside a step."""
-    step_of = np.searchsorted(steps.start, times, side="right") - 1
-    inside = step_of >= 0
-    inside[inside] &= times[inside] < steps.end[step_of[inside]]
-    return inside
-
-
 def costs_by(sm: SourceMap, trace: Trace, steps: Steps, group: np.ndarray, groups: int) -> list[Cost]:
     """Cost of each group, where `group` gives each anchor a group in [0, groups) or -1 (left out)."""
     ev = trace.events
-    counted = in_steps(ev.start[sm.anchors], steps) & (group >= 0)
+    step = steps.index_of(ev.start[sm.anchors], host=True)
+    counted = (step >= 0) & (group >= 0)
+    # An anchor that outlasts its step's host range (the call that closed the profiler's window, which then
+    # flushed the trace inside it) is charged only its time inside the step.
+    overhang = np.maximum(ev.end[sm.anchors] - steps.cpu_end[np.maximum(step, 0)], 0) if len(steps) else 0
+    exclusive = np.maximum(sm.exclusive - overhang, 0)
     bwd = sm.direction != FORWARD  # linked or not
-    cpu = [np.bincount(group[counted & (bwd == b)], weights=sm.exclusive[counted & (bwd == b)], minlength=groups)
+    cpu = [np.bincount(group[counted & (bwd == b)], weights=exclusive[counted & (bwd == b)], minlength=groups)
            for b in (False, True)]
     kernels = np.flatnonzero((ev.kind == Kind.KERNEL) & (sm.row_anchor >= 0))
     anchor = sm.row_anchor[kernels]
@@ -172,7 +169,7 @@ def sync_lines(trace: Trace, steps: Steps | None = None) -> tuple[SyncLine, ...]
     sm = source_map(trace)
     rows = sync_rows(trace)
     if steps is not None:
-        rows = rows[in_steps(trace.events.start[rows], steps)]
+        rows = rows[steps.index_of(trace.events.start[rows], host=True) >= 0]
     groups: dict[tuple[SourceLine | None, str, str], list[int]] = {}
     for row in rows.tolist():
         anchor = sm.row_anchor[row] if sm is not None else -1

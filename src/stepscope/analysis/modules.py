@@ -6,7 +6,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from stepscope.analysis.lines import Cost, costs_by, in_steps
+from stepscope.analysis.lines import Cost, costs_by
 from stepscope.analysis.source_map import source_map
 from stepscope.analysis.steps import Steps
 from stepscope.trace.model import Trace
@@ -50,7 +50,7 @@ def module_summary(trace: Trace, steps: Steps) -> ModuleSummary | None:
         for ancestor in _ancestors(path):
             if ancestor in index:
                 total[index[ancestor]] = _add(total[index[ancestor]], own[i])
-    called = in_steps(trace.events.start[sm.module_rows], steps)
+    called = steps.index_of(trace.events.start[sm.module_rows], host=True) >= 0
     calls = np.bincount(sm.module_of_row[called], minlength=len(sm.modules))
     rows = [ModuleCost(path, total[i], own[i], int(calls[i])) for i, path in enumerate(sm.modules)
             if calls[i] or total[i].cpu_ns or total[i].gpu_ns]

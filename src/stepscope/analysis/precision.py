@@ -10,6 +10,7 @@ from stepscope.analysis.tensor_cores import is_tensor_core_kernel
 _MATMUL_KERNEL = re.compile(
     r"gemm|scudnn|hcudnn|cudnn.*(?:fprop|dgrad|wgrad)|dgrad_engine|wgrad_alg|implicit_convolve|convolve_|"
     r"conv2d|conv3d|_conv_|xmma|cutlass|nvjet|flash_fwd|flash_bwd|fmha|Cijk_|igemm|MIOpenConv|naive_conv|"
+    r"_sdpa_\w*(?:flash|fprop|bprop)|flash_[fb]prop|"
     r"triton_tem|triton_\w*_(?:mm|bmm|addmm)(?:_|$)",
     re.IGNORECASE,
 )

@@ -85,20 +85,8 @@ class Collectives:
     ns: float  # their kernel time per step
 
 
-def _step_of(steps: Steps, times: np.ndarray) -> np.ndarray:
-    """Index of the step each time falls in, -1 outside every step."""
-    k = np.searchsorted(steps.start, times, side="right") - 1
-    inside = k >= 0
-    inside[inside] &= times[inside] < steps.end[k[inside]]
-    return np.where(inside, k, -1)
-
-
-def _per_step_mean(steps: Steps, times: np.ndarray, weights: np.ndarray | None = None) -> float:
-    if len(steps) == 0:
-        return 0.0
-    inside = _step_of(steps, times) >= 0
-    total = weights[inside].sum() if weights is not None else inside.sum()
-    return float(total) / len(steps)
+def _per_step_mean(steps: Steps, times: np.ndarray, weights: np.ndarray | None = None, host: bool = False) -> float:
+    return float(steps.per_step(times, weights, host).mean()) if len(steps) else 0.0
 
 
 def launched_inside(trace: Trace, ranges: np.ndarray) -> np.ndarray:
@@ -113,9 +101,10 @@ def _launch_group(trace: Trace, steps: Steps, ranges: np.ndarray, fused: bool = 
     rows = launched_inside(trace, ranges)
     launch_start = ev.start[launching_call(trace)[rows]]
     host = iv.union(ev.start[ranges], ev.end[ranges])
-    host_ns = float(iv.coverage(host, steps.start, steps.end).sum()) / max(len(steps), 1)
-    return LaunchGroup(launches=_per_step_mean(steps, launch_start),
-                       gpu_ns=_per_step_mean(steps, launch_start, ev.dur[rows]), host_ns=host_ns, fused=fused)
+    host_ns = float(iv.coverage(host, steps.cpu_start, steps.cpu_end).sum()) / max(len(steps), 1)
+    return LaunchGroup(launches=_per_step_mean(steps, launch_start, host=True),
+                       gpu_ns=_per_step_mean(steps, launch_start, ev.dur[rows], host=True), host_ns=host_ns,
+                       fused=fused)
 
 
 def _named(trace: Trace, pattern: re.Pattern[str], *kinds: Kind) -> np.ndarray:
@@ -144,7 +133,7 @@ def _compute_kernels(trace: Trace, steps: Steps) -> np.ndarray:
     ev = trace.events
     kernel = ev.kind == Kind.KERNEL
     rows = np.flatnonzero(kernel & ~category_masks(trace, steps.source)["communication"])
-    return rows[_step_of(steps, ev.start[rows]) >= 0]
+    return rows[steps.index_of(ev.start[rows]) >= 0]
 
 
 def matmul_time(trace: Trace, steps: Steps) -> MatmulTime:
@@ -181,12 +170,12 @@ def dataloader(trace: Trace, steps: Steps) -> DataLoaderUse:
     """How the DataLoader is iterated and how long each step waits in __next__."""
     ev = trace.events
     rows = _named(trace, DATALOADER, Kind.CPU_OP, Kind.USER_ANNOTATION)
-    rows = rows[_step_of(steps, ev.start[rows]) >= 0] if len(steps) else rows[:0]
+    rows = rows[steps.index_of(ev.start[rows], host=True) >= 0]
     names = {trace.name_of(r) for r in rows}
     iterator = ("multi-process" if any("MultiProcessing" in s for s in names)
                 else "single-process" if names else None)
     host = iv.union(ev.start[rows], ev.end[rows])
-    host_ns = float(iv.coverage(host, steps.start, steps.end).sum()) / max(len(steps), 1)
+    host_ns = float(iv.coverage(host, steps.cpu_start, steps.cpu_end).sum()) / max(len(steps), 1)
     return DataLoaderUse(iterator=iterator, host_ns=host_ns, calls_ns=ev.dur[rows])
 
 
@@ -194,7 +183,7 @@ def host_to_device(trace: Trace, steps: Steps) -> HostToDevice:
     """The largest host-to-device copy per step, the image batch it could be, and achieved bandwidths."""
     ev = trace.events
     rows = np.flatnonzero((ev.kind == Kind.MEMCPY) & (ev.copy_kind == CopyKind.HTOD) & (ev.bytes > 0))
-    step = _step_of(steps, ev.start[rows]) if len(steps) else np.full(len(rows), -1)
+    step = steps.index_of(ev.start[rows])
     rows, step = rows[step >= 0], step[step >= 0]
     largest = np.zeros(max(len(steps), 1), dtype=np.int64)
     np.maximum.at(largest, step, ev.bytes[rows])
@@ -234,7 +223,7 @@ def slowest_runtime_call(trace: Trace, steps: Steps) -> tuple[str, int]:
     ev = trace.events
     blocking = trace.names_where(lambda s: is_sync_api(s) or "memcpy" in s.lower())
     rows = np.flatnonzero((ev.kind == Kind.RUNTIME) & ~blocking)
-    rows = rows[_step_of(steps, ev.start[rows]) >= 0] if len(steps) else rows[:0]
+    rows = rows[steps.index_of(ev.start[rows], host=True) >= 0]
     if len(rows) == 0:
         return "", 0
     top = rows[np.argmax(ev.dur[rows])]
@@ -245,4 +234,28 @@ def launch_calls(trace: Trace, steps: Steps) -> float:
     """Runtime calls per step that enqueued GPU work."""
     link = launching_call(trace)
     callers = np.unique(link[link >= 0])
-    return _per_step_mean(steps, trace.events.start[callers])
+    return _per_step_mean(steps, trace.events.start[callers], host=True)
+
+
+@dataclass(frozen=True)
+class Signals:
+    """Every figure above, for one trace's steps."""
+
+    zeroing: LaunchGroup
+    optimizer: LaunchGroup
+    matmul: MatmulTime
+    elementwise: Elementwise
+    dataloader: DataLoaderUse
+    host_to_device: HostToDevice
+    collectives: Collectives
+    launches: float  # runtime calls per step that enqueued GPU work
+    slowest_call: tuple[str, int]  # the longest runtime call that neither syncs nor copies, and its ns
+
+
+def compute_signals(trace: Trace, steps: Steps) -> Signals:
+    return Signals(
+        zeroing=zeroing(trace, steps), optimizer=optimizer(trace, steps), matmul=matmul_time(trace, steps),
+        elementwise=elementwise(trace, steps), dataloader=dataloader(trace, steps),
+        host_to_device=host_to_device(trace, steps), collectives=collectives(trace, steps),
+        launches=launch_calls(trace, steps), slowest_call=slowest_runtime_call(trace, steps),
+    )

@@ -19,7 +19,6 @@ from __future__ import annotations
 import re
 from collections.abc import Callable
 from dataclasses import dataclass
-from functools import lru_cache
 from typing import Any
 
 import numpy as np
@@ -127,9 +126,13 @@ def _sources(trace: Trace) -> _Sources | None:
     return _Sources(source, granularity, list(lines), line_of_name, list(modules), module_of_name, chained)
 
 
-@lru_cache(maxsize=8)
 def source_map(trace: Trace) -> SourceMap | None:
-    """The source map of a trace; None when it carries neither stepscope annotations nor Python stacks."""
+    """The source map of a trace (once per trace); None when it carries neither stepscope annotations nor
+    Python stacks."""
+    return trace.derived("source_map", lambda: _source_map(trace))
+
+
+def _source_map(trace: Trace) -> SourceMap | None:
     sources = _sources(trace)
     if sources is None:
         return None
@@ -293,7 +296,7 @@ def _link_backward(trace: Trace, anchors: np.ndarray, row_anchor: np.ndarray, li
     candidates = candidates[~is_node[row_anchor[candidates]]]
     if len(nodes) == 0 or len(candidates) == 0:
         return direction
-    thread = _dense_threads(ev.pid[candidates], ev.tid[candidates])
+    thread = nesting.thread_numbers(ev.pid[candidates], ev.tid[candidates])
     fwd_thread_of = _forward_threads(thread, ev.sequence[candidates], ev.fwd_tid[anchors[nodes]],
                                      ev.sequence[anchors[nodes]])
     # The op that created node (seq, thread) is the last forward op with that sequence number on that thread.
@@ -313,11 +316,6 @@ def _link_backward(trace: Trace, anchors: np.ndarray, row_anchor: np.ndarray, li
     unlinked = direction == BACKWARD_UNLINKED
     line[unlinked] = module[unlinked] = -1  # not spread around: reported as unlinked
     return direction
-
-
-def _dense_threads(pid: np.ndarray, tid: np.ndarray) -> np.ndarray:
-    _, inverse = np.unique(np.stack([pid, tid], axis=1), axis=0, return_inverse=True)
-    return inverse.reshape(-1)
 
 
 def _forward_threads(thread: np.ndarray, sequence: np.ndarray, node_fwd_tid: np.ndarray,

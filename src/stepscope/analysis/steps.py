@@ -42,6 +42,26 @@ class Steps:
     def duration(self) -> np.ndarray:
         return self.end - self.start
 
+    def index_of(self, times: np.ndarray, host: bool = False) -> np.ndarray:
+        """The index of the step each time falls in, -1 for times outside every step.
+
+        host=True: by the steps' host ranges, for host-side events (ops, runtime calls, syncs, DataLoader
+        waits). With a deep GPU queue the stretched windows run far behind the host (on an H100, a matmul
+        loop's windows began 36 ms after its recorded host ranges had ended), so a host event belongs to
+        the step whose host range holds it, and its GPU work follows it through the launch link."""
+        times = np.asarray(times)
+        start, end = (self.cpu_start, self.cpu_end) if host else (self.start, self.end)
+        k = np.searchsorted(start, times, side="right") - 1
+        inside = k >= 0
+        inside[inside] &= times[inside] < end[k[inside]]
+        return np.where(inside, k, -1)
+
+    def per_step(self, times: np.ndarray, weights: np.ndarray | None = None, host: bool = False) -> np.ndarray:
+        """Per step, how many of the times fall in it (or the sum of their weights)."""
+        k = self.index_of(times, host)
+        inside = k >= 0
+        return np.bincount(k[inside], weights=None if weights is None else weights[inside], minlength=len(self))
+
 
 def _host_ranges(trace: Trace) -> np.ndarray:
     return trace.events.of_kind(Kind.CPU_OP, Kind.USER_ANNOTATION)

@@ -58,10 +58,8 @@ class SyncSummary:
 def sync_summary(trace: Trace, steps: Steps) -> SyncSummary:
     ev = trace.events
     rows = np.flatnonzero((ev.kind == Kind.RUNTIME) & trace.names_where(is_sync_api))
-    step_of = np.searchsorted(steps.start, ev.start[rows], side="right") - 1
-    inside = step_of >= 0
-    inside[inside] &= ev.start[rows[inside]] < steps.end[step_of[inside]]
-    rows, step_of = rows[inside], step_of[inside]
+    step_of = steps.index_of(ev.start[rows], host=True)
+    rows, step_of = rows[step_of >= 0], step_of[step_of >= 0]
     apis = []
     for name_id in np.unique(ev.name[rows]):
         sel = ev.name[rows] == name_id

@@ -21,9 +21,10 @@ TENSOR_CORE_PATTERNS: tuple[str, ...] = (
     r"Cijk_.*_MI\d",  # ROCm Tensile GEMMs built on matrix instructions
 )
 _TENSOR_CORE = re.compile("|".join(TENSOR_CORE_PATTERNS), re.IGNORECASE)
-# Plain FP32 SIMT GEMMs look like GEMMs but never touch tensor cores (cuBLAS's sm80_xmma_..._ffma_... kernels
-# included: FFMA is the scalar fp32 fused multiply-add).
-_NOT_TENSOR_CORE = re.compile(r"sgemm|dgemm|gemv|gemmk1|_ffma_|simt", re.IGNORECASE)
+# Plain FP32 SIMT GEMMs look like GEMMs but never touch tensor cores; so do the xmma kernels built on FFMA
+# (`sm80_xmma_gemm_f32f32_..._ffma`: fused FP32 multiply-adds on the CUDA cores, what cuBLAS runs for fp32
+# matmuls with TF32 off, seen on an H100).
+_NOT_TENSOR_CORE = re.compile(r"sgemm|dgemm|gemv|gemmk1|_ffma\b|_ffma_", re.IGNORECASE)
 
 
 def is_tensor_core_kernel(name: str) -> bool:

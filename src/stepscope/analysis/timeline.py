@@ -12,8 +12,10 @@ import numpy as np
 
 from stepscope.analysis.annotations import sync_points
 from stepscope.analysis.categories import category_masks
-from stepscope.analysis.facts import Facts
-from stepscope.analysis.gpu import idle_intervals
+from stepscope.analysis.gpu import GpuUsage
+from stepscope.analysis.nesting import thread_numbers
+from stepscope.analysis.steps import Steps
+from stepscope.analysis.syncs import SyncSummary
 from stepscope.trace import intervals as iv
 from stepscope.trace.model import Kind, Trace
 
@@ -71,9 +73,9 @@ def representative_step(durations: np.ndarray) -> int:
     return int(np.argsort(durations, kind="stable")[(len(durations) - 1) // 2])
 
 
-def step_timeline(facts: Facts, max_spans: int = MAX_SPANS) -> StepTimeline | None:
+def step_timeline(trace: Trace, steps: Steps, gpu: GpuUsage, syncs: SyncSummary,
+                  max_spans: int = MAX_SPANS) -> StepTimeline | None:
     """The timeline of the median step, or None without steps."""
-    trace, steps = facts.trace, facts.steps
     if len(steps) == 0:
         return None
     i = representative_step(steps.duration)
@@ -86,7 +88,7 @@ def step_timeline(facts: Facts, max_spans: int = MAX_SPANS) -> StepTimeline | No
     parts = [(lane, np.maximum(ev.start[events], lo), np.minimum(ev.end[events], hi), category[events],
               ev.name[events])]
     names = list(trace.strings)
-    for idle in idle_intervals(trace, steps):
+    for idle in gpu.idle:
         for cause, label in IDLE_CAUSES:
             gaps = iv.clip(getattr(idle, cause), lo, hi)
             names.append(label)
@@ -107,7 +109,7 @@ def step_timeline(facts: Facts, max_spans: int = MAX_SPANS) -> StepTimeline | No
         spans=TimelineSpans(row=tuple(row.ravel().tolist()), start_us=_us_all(start[keep] - lo),
                             dur_us=_us_all(end[keep] - start[keep]), category=tuple(cat[keep].tolist()),
                             name=tuple(name_index.ravel().tolist())),
-        syncs=_syncs(facts, lo, hi, [tuple(k) for k in keys.tolist()]),
+        syncs=_syncs(trace, syncs, lo, hi, [tuple(k) for k in keys.tolist()]),
         left_out=len(start) - len(keep),
     )
 
@@ -135,7 +137,7 @@ def _lanes(trace: Trace, events: np.ndarray) -> np.ndarray:
     runtime = ev.kind[events] == Kind.RUNTIME
     depth = np.where(runtime, _RUNTIME_LANE, 0).astype(np.int64)
     ops = np.flatnonzero(~gpu & ~runtime)
-    thread = ev.pid[events[ops]] * (1 << 32) + ev.tid[events[ops]]
+    thread = thread_numbers(ev.pid[events[ops]], ev.tid[events[ops]])
     for t in np.unique(thread):
         mine = ops[thread == t]  # sorted by start, longer first at equal starts, as the table is
         ends = np.sort(ev.end[events[mine]])
@@ -158,10 +160,11 @@ def _row(trace: Trace, key: list[int]) -> TimelineRow:
     return TimelineRow(label=thread if lane == 0 else f"{thread} · depth {lane}", kind="host")
 
 
-def _syncs(facts: Facts, lo: int, hi: int, keys: list[tuple[int, ...]]) -> tuple[TimelineSync, ...]:
-    ev = facts.trace.events
-    rows = facts.syncs.rows[(ev.start[facts.syncs.rows] >= lo) & (ev.start[facts.syncs.rows] < hi)]
-    points = sync_points(facts.trace, rows)
+def _syncs(trace: Trace, syncs: SyncSummary, lo: int, hi: int,
+           keys: list[tuple[int, ...]]) -> tuple[TimelineSync, ...]:
+    ev = trace.events
+    rows = syncs.rows[(ev.start[syncs.rows] >= lo) & (ev.start[syncs.rows] < hi)]
+    points = sync_points(trace, rows)
     index = {k: i for i, k in enumerate(keys)}
     result = []
     for j, r in enumerate(rows.tolist()):
@@ -169,7 +172,7 @@ def _syncs(facts: Facts, lo: int, hi: int, keys: list[tuple[int, ...]]) -> tuple
         if row is None:
             continue  # its lane was left out with the shortest spans
         result.append(TimelineSync(row=row, start_us=_us(ev.start[r] - lo), dur_us=_us(ev.dur[r]),
-                                   api=facts.trace.name_of(r), op=points.op[j], location=points.location[j]))
+                                   api=trace.name_of(r), op=points.op[j], location=points.location[j]))
     return tuple(result)
 
 

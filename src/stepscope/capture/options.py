@@ -22,7 +22,7 @@ class CaptureOptions:
     steps: int = 5  # recorded
     step_on: str | None = None  # one of STEP_SOURCES; None: the strongest source the program shows
     batch_size: int | None = None  # samples per step; None: from the data
-    record_shapes: bool = False
+    record_shapes: bool = True  # operator input shapes: the FLOP count (MFU, roofline) needs them
     profile_memory: bool | None = None  # None: on when a GPU is profiled (allocator peaks), off on a CPU
     with_stack: bool = False  # off by default: costly, and the source of a known export crash
     attribution: bool = True  # source-line and module ranges in the recorded steps

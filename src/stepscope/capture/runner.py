@@ -6,6 +6,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from stepscope.capture.attribution import AttributionWindow
+from stepscope.capture.census import MemoryCensus
 from stepscope.capture.hooks import StepHooks
 from stepscope.capture.options import CaptureOptions
 from stepscope.capture.program import Outcome, Program, run_program
@@ -40,7 +41,8 @@ def capture_program(program: Program, spec: CaptureOptions, folder: Path, *, ful
     watch = SettingsWatch(lambda: (hooks.known_model(), hooks.main_loader(), hooks.pinned_optimizer()),
                           hooks.sites.location, lambda: hooks.iterators_started)
     attribution = AttributionWindow() if spec.attribution else None
-    session.listeners = [x for x in (telemetry, watch, attribution) if x is not None]
+    # MemoryCensus: what the model and optimizer hold, for the memory categories.
+    session.listeners = [x for x in (telemetry, watch, attribution, MemoryCensus(folder)) if x is not None]
     session.on_leader = hooks.drop_weaker_than
     previous = activate(session)
     try:

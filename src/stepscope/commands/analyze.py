@@ -9,11 +9,12 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from stepscope.commands.output import write_output
+from stepscope.commands.predict import add_predict_option, origin_power, request_from_args
 from stepscope.errors import StepscopeError
 
 if TYPE_CHECKING:
+    from stepscope.analysis.facts import Facts
     from stepscope.model.report import Report
-    from stepscope.trace.model import Trace
 
 
 def add_parser(sub: argparse._SubParsersAction) -> None:
@@ -32,20 +33,29 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--batch-size", type=int, metavar="N", help="samples per step, to report samples/s")
     p.add_argument("--width", type=int, default=None, help="terminal width for the report")
     p.add_argument("--quiet", "-q", action="store_true", help="print nothing but errors (with --json)")
+    add_predict_option(p)
     p.set_defaults(handler=run)
 
 
 def run(args: argparse.Namespace) -> int:
-    from stepscope.pipeline import analyze_traces
+    from stepscope.pipeline import analyze_traces, facts_and_report
     from stepscope.report import render
     from stepscope.report.terminal import make_console
     from stepscope.trace.load import load_traces
 
+    request = request_from_args(args, args.predict)
     traces = load_traces(args.paths)
     if args.perfetto and len(traces) != 1:
         raise StepscopeError(f"--perfetto annotates one trace, and {len(traces)} were given",
                              hint="give one rank's trace file, e.g. the slowest rank's")
-    report = analyze_traces(traces, step_range=args.step_range, batch_size=args.batch_size)
+    power = origin_power(args.paths[0]) if request is not None and len(traces) == 1 else None
+    facts = None
+    if args.perfetto:
+        facts, report = facts_and_report(traces[0], step_range=args.step_range, batch_size=args.batch_size,
+                                         predict=request, power_w=power)
+    else:
+        report = analyze_traces(traces, step_range=args.step_range, batch_size=args.batch_size, predict=request,
+                                power_w=power)
     to_stdout = args.json == "-"
     console = make_console(width=args.width, stderr=to_stdout)
     if not args.quiet:
@@ -57,8 +67,8 @@ def run(args: argparse.Namespace) -> int:
             written.append(path)
     if args.html and (path := write_output(args.html, render("html", report), "HTML report")):
         written.append(path)
-    if args.perfetto:
-        data = _annotated_trace(traces[0], report, args.step_range, compress=args.perfetto.endswith(".gz"))
+    if facts is not None:
+        data = _annotated_trace(facts, report, compress=args.perfetto.endswith(".gz"))
         if path := write_output(args.perfetto, data, "annotated trace"):
             written.append(path)
     if written and not args.quiet:
@@ -66,14 +76,12 @@ def run(args: argparse.Namespace) -> int:
     return 0
 
 
-def _annotated_trace(trace: Trace, report: Report, step_range: str | None, compress: bool) -> bytes:
+def _annotated_trace(facts: Facts, report: Report, compress: bool) -> bytes:
     """The trace's own events (copied from its file when that is Chrome JSON) plus stepscope's tracks."""
-    from stepscope.analysis.annotations import annotations
-    from stepscope.analysis.facts import compute_facts
     from stepscope.report import render
     from stepscope.trace.files import read_bytes
 
-    facts = compute_facts(trace, step_range)
+    trace = facts.trace
     original = read_bytes(Path(trace.meta.path)) if trace.meta.format == "kineto" else None
-    return render("perfetto", report, trace=trace, annotations=annotations(trace, facts.steps, facts.syncs),
-                  original=original, compress=compress)
+    return render("perfetto", report, trace=trace, annotations=facts.annotations, original=original,
+                  compress=compress)

@@ -33,7 +33,7 @@ def run(args: argparse.Namespace) -> int:
     telemetry = load_telemetry(args.source)
     to_stdout = args.json == "-"
     if not args.quiet and not args.html:
-        make_console(width=args.width, stderr=to_stdout).print(render("terminal", report))
+        make_console(width=args.width, stderr=to_stdout).print(render("terminal", report, telemetry=telemetry))
     written = []
     if args.html:
         written.append(write_output(args.html, render("html", report, telemetry=telemetry), "HTML report"))

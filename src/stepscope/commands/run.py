@@ -10,13 +10,14 @@ from typing import TYPE_CHECKING
 
 import msgspec
 
+from stepscope.commands.predict import add_predict_option, request_from_args
 from stepscope.errors import StepscopeError
 
 if TYPE_CHECKING:
     from stepscope.capture.options import CaptureOptions
     from stepscope.capture.program import Program
     from stepscope.capture.runner import Captured
-    from stepscope.model.report import Report
+    from stepscope.predict import PredictRequest
 
 def add_parser(sub: argparse._SubParsersAction) -> None:
     from stepscope.capture.options import DEFAULTS as D
@@ -46,8 +47,8 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     p.add_argument("-f", "--force", action="store_true", help="let the files of an existing --out folder be replaced")
     p.add_argument("--batch-size", type=_positive, default=D.batch_size, metavar="N",
                    help="samples per step (default: the first dimension of the DataLoader's first batch)")
-    p.add_argument("--record-shapes", action="store_true", default=D.record_shapes,
-                   help="record operator input shapes")
+    p.add_argument("--record-shapes", action=argparse.BooleanOptionalAction, default=D.record_shapes,
+                   help="record operator input shapes, which the FLOP count (MFU, roofline) needs (default: on)")
     p.add_argument("--profile-memory", action=argparse.BooleanOptionalAction, default=D.profile_memory,
                    help="record allocator events (default: on when a GPU is profiled)")
     p.add_argument("--with-stack", action="store_true", default=D.with_stack,
@@ -60,6 +61,7 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--reference-steps", type=_count, default=D.reference_steps, metavar="N",
                    help=f"unprofiled steps timed after the window, for the profiler's overhead ({D.reference_steps})")
     p.add_argument("--width", type=int, default=None, help="terminal width for the report")
+    add_predict_option(p)
     p.add_argument("-m", dest="module", nargs=argparse.REMAINDER, metavar="MODULE ...",
                    help="run a library module as a script, like python -m")
     p.add_argument("program", nargs=argparse.REMAINDER, metavar="script.py [args ...]", help=argparse.SUPPRESS)
@@ -119,6 +121,7 @@ def main(args: argparse.Namespace) -> int:
 
     program = program_from_args(args)
     spec = options_from_args(args)
+    request = request_from_args(args, args.predict)
     check(program)
     require_torch()
     folder = prepare_folder(args.out, args.force, _run_name(program.name))
@@ -129,15 +132,16 @@ def main(args: argparse.Namespace) -> int:
           f"record {spec.steps} {steps_on}steps{'' if args.full else ', then stop'}", file=sys.stderr, flush=True)
     captured = capture_program(program, spec, folder, full=args.full)
     sys.stdout.flush()
-    return _finish(program, spec, folder, captured, width=args.width)
+    return _finish(program, spec, folder, captured, width=args.width, predict=request)
 
 
 def _clear_run_files(folder: Path) -> None:
     """--force: the files a run writes are replaced, not mixed with a previous run's (others are left alone)."""
     from stepscope.capture import runfolder
+    from stepscope.trace.census import CENSUS_FILE
 
     for name in (runfolder.TRACE, runfolder.REPORT_JSON, runfolder.REPORT_TEXT, runfolder.REPORT_HTML,
-                 runfolder.TELEMETRY):
+                 runfolder.TELEMETRY, CENSUS_FILE):
         (folder / name).unlink(missing_ok=True)
 
 
@@ -147,25 +151,29 @@ def _run_name(name: str) -> str:
     return f"{name}-rank{rank}" if rank is not None and world.isdigit() and int(world) > 1 else name
 
 
-def _finish(program: Program, spec: CaptureOptions, folder: Path, captured: Captured, *, width: int | None) -> int:
+def _finish(program: Program, spec: CaptureOptions, folder: Path, captured: Captured, *, width: int | None,
+            predict: PredictRequest | None = None) -> int:
     from stepscope.capture import runfolder
     from stepscope.capture.telemetry import to_json as telemetry_json
     from stepscope.report import render
     from stepscope.report.terminal import make_console
     from stepscope.runreport import live_report, nothing_recorded, write_report_files
+    from stepscope.trace.census import CENSUS_FILE
 
     outcome, result, telemetry = captured.outcome, captured.result, captured.telemetry
     files = [p for p in (result.trace_path and runfolder.TRACE,) if p]
     if telemetry is not None:
         (folder / runfolder.TELEMETRY).write_bytes(telemetry_json(telemetry))
         files.append(runfolder.TELEMETRY)
+    if (folder / CENSUS_FILE).exists():
+        files.append(CENSUS_FILE)
     report, problem = None, None
     if result.trace_path is not None:
         planned = [*files, runfolder.REPORT_JSON, runfolder.REPORT_TEXT, runfolder.REPORT_HTML]
         try:
             report = live_report(result, spec, command=program.command, exit_code=outcome.exit_code,
                                  program_status=outcome.status, telemetry=telemetry, folder=folder,
-                                 files=sorted(planned))
+                                 files=sorted(planned), predict=predict)
         except StepscopeError as exc:
             problem = f"the trace could not be analysed: {exc.message}"
         except Exception as exc:  # a bug in the analysis must not cost the run its files
@@ -176,10 +184,8 @@ def _finish(program: Program, spec: CaptureOptions, folder: Path, captured: Capt
     console = make_console(width=width)
     if report is not None:
         telemetry_doc = msgspec.json.decode(telemetry_json(telemetry)) if telemetry is not None else None
-        files += write_report_files(report, folder, run_lines(report), telemetry=telemetry_doc)
-        console.print(render("terminal", report))
-        for line in run_lines(report):
-            console.print(line, highlight=False, markup=False)
+        files += write_report_files(report, folder, telemetry=telemetry_doc)
+        console.print(render("terminal", report, telemetry=telemetry_doc))
     if outcome.failed:
         print(f"stepscope: the program {outcome.detail or 'failed'}; kept what was captured before it ended",
               file=sys.stderr)
@@ -191,36 +197,3 @@ def _finish(program: Program, spec: CaptureOptions, folder: Path, captured: Capt
         return outcome.exit_code
     return 0 if report is not None else 2
 
-
-def run_lines(report: Report) -> list[str]:
-    """How the capture went, in a few lines: what was recorded, on what, at what cost."""
-    run = report.run
-    if run is None:
-        return []
-    first = run.first_recorded_step
-    span = f"steps {first}-{first + run.steps_recorded - 1}" if first is not None and run.steps_recorded else "no steps"
-    lines = [f"run: {run.status}: {span} ({run.step_source or 'no'} steps, {run.steps_recorded} of "
-             f"{run.steps_requested} recorded after {run.skip} skipped and {run.warmup} warm-up)"]
-    if run.batch_size:
-        lines.append(f"batch size: {run.batch_size} (from the {run.batch_size_source})")
-    if run.grad_accumulation:
-        lines.append(f"gradient accumulation: {run.grad_accumulation} backward passes per optimizer step, so "
-                     f"{run.samples_per_step or '?'} samples per step")
-    if run.phase and run.phase != "training":
-        lines.append(f"phase: {run.phase}: no backward pass ran in the recorded steps")
-    t = run.telemetry or {}
-    if t.get("cpu_util_mean") is not None:
-        lines.append(f"CPU busy during the window: {t['cpu_util_mean']:.0f}% mean over "
-                     f"{len(t.get('cpu_util_per_core') or [])} cores")
-    for g in t.get("gpu") or []:
-        parts = [f"GPU {g['index']} ({g['name']})"]
-        if g.get("util_mean") is not None:
-            parts.append(f"utilisation {g['util_mean']:.0f}%")
-        if g.get("power_mean_w") is not None:
-            parts.append(f"{g['power_mean_w']:.0f} W")
-        if g.get("energy_j") is not None:
-            parts.append(f"{g['energy_j']:.1f} J over the window")
-        lines.append(", ".join(parts))
-    if run.profiled_device == "cpu":
-        lines.append("device: no GPU found: profiled the CPU only")
-    return lines

@@ -1,7 +1,8 @@
 """Measure what this GPU achieves: one large GEMM per dtype and one device-to-device copy (seconds).
 
 The datasheet gives peaks; what a real kernel reaches is lower. These figures are the "achievable" column
-of the hardware table for the device they ran on. Run: `python -m stepscope.hardware.measure [--json F]`.
+of the hardware table for the device they ran on, kept per device in the user's cache directory (see
+stepscope.hardware.achievable). Run: `python -m stepscope.hardware.measure [--json F] [--no-save]`.
 """
 
 from __future__ import annotations
@@ -76,6 +77,7 @@ def measure() -> dict[str, Any]:
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--json", metavar="FILE", help="also write the figures as JSON")
+    p.add_argument("--no-save", action="store_true", help="do not keep the figures in the cache directory")
     args = p.parse_args(argv)
     try:
         result = measure()
@@ -88,6 +90,10 @@ def main(argv: list[str] | None = None) -> int:
     if args.json:
         with open(args.json, "w") as f:
             json.dump(result, f, indent=1)
+    if not args.no_save:
+        from stepscope.hardware.achievable import save_achievable
+
+        print(f"kept as the achievable figures of {result['device']} in {save_achievable(result)}")
     return 0
 
 

@@ -20,6 +20,10 @@ class DiffSide(Struct, kw_only=True):
     samples_per_s: float | None
     gpu_utilization: float | None
     primary_pattern: str | None
+    mfu: float | None = None
+    model_flops_per_step: float | None = None
+    peak_allocated_bytes: int | None = None  # the largest over the devices
+    peak_reserved_bytes: int | None = None
 
 
 class CategoryDelta(Struct, kw_only=True):

@@ -7,6 +7,8 @@ from typing import Any
 
 import msgspec
 
+from stepscope.model.usage import MemoryUsage, Utilization
+
 SCHEMA = "stepscope.report/1"
 
 
@@ -228,6 +230,9 @@ class Report(Struct, kw_only=True):
     run: Run | None = None  # live captures only (defined below)
     lines: Lines | None = None  # time by user source line, when the trace carries source information
     modules: Modules | None = None  # time by module path, when the trace carries module ranges
+    prediction: Prediction | None = None  # this job on other GPUs (`--predict GPUS`, `stepscope predict`)
+    utilization: Utilization | None = None  # FLOPs, MFU, roofline (model/usage.py)
+    memory_usage: MemoryUsage | None = None  # the peak by category, memory over time, batch headroom
 
 
 class Run(Struct, kw_only=True):
@@ -375,6 +380,48 @@ class ModuleCost(Struct, kw_only=True):
 class Modules(Struct, kw_only=True):
     source: str
     rows: list[ModuleCost]  # in path order, parents before children
+
+
+class PredictionOrigin(Struct, kw_only=True):
+    """The GPU the trace was recorded on, as measured."""
+
+    gpu: str  # the hardware table's id ("h100-sxm"), or the device name when the table has no row
+    step_time_us: float | None
+    energy_j_per_step: float | None  # mean NVML power over the telemetry window x step time
+    name: str = ""  # the device name the trace reports
+    samples_per_s: float | None = None
+    bottleneck: str | None = None  # the primary pattern id
+    gpu_utilization: float | None = None
+    power_w: float | None = None  # the mean NVML power the energy comes from
+
+
+class PredictionTarget(Struct, kw_only=True):
+    """The job on another GPU, predicted from the origin's trace."""
+
+    gpu: str  # the hardware table's id
+    step_time_us: float
+    low_us: float  # the interval, from the model's measured error on GPU time (docs/predict.md)
+    high_us: float
+    samples_per_s: float | None
+    bottleneck: str | None  # the primary pattern id of the replayed steps
+    price_per_gpu_hour: float | None  # USD
+    cost_per_million_samples: float | None  # USD
+    energy_j_per_step: float | None  # an estimate: predicted time x the target's power at the predicted utilisation
+    assumptions: list[str]
+    name: str = ""  # the table's name for the GPU
+    gpu_utilization: float | None = None  # of the replayed steps
+    gpu_time_us: float | None = None  # GPU busy time per step (kernels, copies), replayed
+    cost_per_epoch: float | None = None  # USD, with --samples-per-epoch or --steps-per-epoch
+    fastest: bool = False  # the shortest step of the targets
+    cheapest: bool = False  # the lowest cost per sample (per step when the batch size is unknown) of the targets
+
+
+class Prediction(Struct, kw_only=True):
+    origin: PredictionOrigin
+    targets: list[PredictionTarget]
+    model: str  # the method and its version, in words
+    sources: list[str]  # where the figures come from: the hardware table's documents and the prices' pages
+    warnings: list[str] = msgspec.field(default_factory=list)  # stale prices, unvalidated targets
 
 
 def to_json(report: Report, indent: int = 2) -> bytes:

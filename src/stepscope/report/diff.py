@@ -11,7 +11,7 @@ from rich.table import Table
 from rich.text import Text
 
 from stepscope.model.diff import Diff
-from stepscope.report.format import ms, pct
+from stepscope.report.format import ms, pct, size
 from stepscope.report.palette import BREAKDOWN_LABELS
 
 
@@ -46,6 +46,11 @@ def headline(diff: Diff) -> Text:
         t.append(f"\n{unit} {before:,.2f} -> {after:,.2f} ({diff.throughput_ratio:.2f}x)")
     if b.gpu_utilization is not None or a.gpu_utilization is not None:
         t.append(f"\nGPU utilisation {pct(b.gpu_utilization)} -> {pct(a.gpu_utilization)}")
+    if b.mfu is not None or a.mfu is not None:
+        t.append(f"\nMFU {pct(b.mfu, 1)} -> {pct(a.mfu, 1)}")
+    if b.peak_allocated_bytes is not None or a.peak_allocated_bytes is not None:
+        t.append(f"\npeak memory allocated {size(b.peak_allocated_bytes)} -> {size(a.peak_allocated_bytes)}"
+                 f" (reserved {size(b.peak_reserved_bytes)} -> {size(a.peak_reserved_bytes)})")
     return t
 
 

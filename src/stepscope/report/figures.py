@@ -157,3 +157,28 @@ def breakdown_diff_figure(before: dict[str, float], after: dict[str, float]) -> 
         fig.add_bar(x=[BREAKDOWN_LABELS[c] for c in cats], y=[values.get(c, 0.0) / 1000 for c in cats],
                     name=label, marker={"color": color}, hovertemplate="%{y:.2f} ms")
     return _spec(fig)
+
+
+def prediction_figure(report: Report) -> Figure | None:
+    """Step time per GPU (bars, with the interval) and cost per million samples (else per GPU-hour) as markers."""
+    p = report.prediction
+    if p is None or not p.targets:
+        return None
+    names = [plain(f"{p.origin.name or p.origin.gpu} (measured)")] + [plain(t.name or t.gpu) for t in p.targets]
+    steps = [(p.origin.step_time_us or 0) / 1000] + [t.step_time_us / 1000 for t in p.targets]
+    up = [0.0] + [(t.high_us - t.step_time_us) / 1000 for t in p.targets]
+    down = [0.0] + [(t.step_time_us - t.low_us) / 1000 for t in p.targets]
+    fig = go.Figure(layout={**LAYOUT, "yaxis": {"title": {"text": "ms per step"}}, "xaxis": {"type": "category"},
+                            "hovermode": "x unified"})
+    fig.add_bar(x=names, y=steps, name="step time", marker={"color": ["#9aa3b2"] + ["#4c78a8"] * len(p.targets)},
+                error_y={"type": "data", "symmetric": False, "array": up, "arrayminus": down},
+                hovertemplate="%{y:.2f} ms")
+    per_sample = any(t.cost_per_million_samples is not None for t in p.targets)
+    costs = [None] + [t.cost_per_million_samples if per_sample else t.price_per_gpu_hour for t in p.targets]
+    if any(c is not None for c in costs):
+        label = "$ per million samples" if per_sample else "$ per GPU-hour"
+        fig.add_scatter(x=names, y=costs, name=label, yaxis="y2", mode="markers",
+                        marker={"symbol": "diamond", "size": 12, "color": "#f58518"}, hovertemplate="$%{y:.2f}")
+        fig.update_layout(yaxis2={"title": {"text": label}, "overlaying": "y", "side": "right", "showgrid": False,
+                                  "rangemode": "tozero", "tickprefix": "$", "tickformat": ",.2f"})
+    return _spec(fig)

@@ -13,7 +13,7 @@ from jinja2 import Environment, FunctionLoader, StrictUndefined
 from markupsafe import Markup
 
 from stepscope.model.report import Report
-from stepscope.report import figures
+from stepscope.report import sections
 from stepscope.report import tables as t
 from stepscope.report.format import count, ms, pct, size
 
@@ -57,27 +57,23 @@ def page(template: str, *, title: str, generator: str, figures: dict[str, Any], 
 
 
 class HtmlRenderer:
-    """Report -> one self-contained HTML page (bytes)."""
+    """Report -> one self-contained HTML page (bytes): the verdict, then every section of report.sections."""
 
     def __init__(self, title: str | None = None, telemetry: dict[str, Any] | None = None) -> None:
         self.title = title
         self.telemetry = telemetry  # a run's telemetry.json (stepscope.telemetry/1), decoded, when there is one
 
     def render(self, report: Report) -> bytes:
-        figs = {"fig-breakdown": figures.breakdown_figure(report), "fig-gpu": figures.gpu_figure(report),
-                "fig-timeline": figures.timeline_figure(report.timeline),
-                "fig-telemetry": figures.telemetry_figure(self.telemetry)}
+        built = sections.build(report, self.telemetry)
         return page(
             "report.html.j2",
             title=self.title or f"stepscope: {', '.join(report.source.paths[:2])}",
             generator=report.generator or "stepscope",
-            figures={k: v for k, v in figs.items() if v is not None},
+            figures={f"fig-{x.id}": x.figure for x in built if x.figure is not None},
             report=report,
             evidence=t.evidence_items,
             where=t.where,
-            run=t.run_items(report),
-            tables={"steps": t.breakdown_table(report), "gpu": t.gpu_table(report), "kernels": t.kernels_table(report),
-                    "syncs": t.sync_tables(report), "copies": t.copies_table(report),
-                    "memory": t.memory_table(report), "ranks": t.ranks_table(report),
-                    "lines": t.lines_tables(report), "modules": t.modules_table(report)},
+            cards=sections.headline(report),
+            sections=[x for x in built if x.id != "recommendations"],
+            recommendations=next((x for x in built if x.id == "recommendations"), None),
         )

@@ -8,7 +8,7 @@ BREAKDOWN_COLORS = {
 }
 BREAKDOWN_LABELS = {
     "kernel": "kernel", "memcpy": "memcpy", "memset": "memset", "communication": "communication",
-    "runtime": "runtime (launch, sync)", "dataloader": "DataLoader", "cpu_exec": "CPU ops", "other": "other",
+    "runtime": "runtime", "dataloader": "DataLoader", "cpu_exec": "CPU ops", "other": "other",
 }
 IDLE_COLORS = {"busy": "#4c78a8", "host_wait": "#d62728", "kernel_wait": "#ff9da6", "other": "#c7c7c7"}
 IDLE_LABELS = {"busy": "busy (kernels)", "host_wait": "idle: host wait", "kernel_wait": "idle: kernel wait",

@@ -1,8 +1,9 @@
-"""The HTML pages' tables and evidence lists, formatted from a Report; numbers keep their raw value for sorting."""
+"""The report's tables and evidence lists, formatted from a Report for every renderer (the terminal and the HTML
+page draw the same Table); numbers keep their raw value for sorting."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import msgspec
@@ -21,11 +22,13 @@ class Cell:
 
 @dataclass(frozen=True)
 class Table:
-    columns: list[tuple[str, str]]  # (label, css class)
+    columns: list[tuple[str, str]]  # (label, class): "text" left-aligned; "name" long names; "wrap" long prose
     rows: list[list[Cell]]
     title: str = ""
     id: str = ""
     note: str = ""
+    footer: list[list[Cell]] = field(default_factory=list)  # summary rows (a mean, the shares)
+    terminal_rows: int | None = None  # rows the terminal shows (the page shows all, sortable)
 
 
 def evidence_items(evidence: dict[str, Any]) -> list[tuple[str, str]]:
@@ -74,7 +77,15 @@ def breakdown_table(report: Report) -> Table | None:
              _num(r.kernel_count, str(r.kernel_count))] for r in report.steps]
     columns = [("step", "text"), ("total", ""), *((BREAKDOWN_LABELS[c], "") for c in cats),
                ("GPU util", ""), ("syncs", ""), ("kernels", "")]
-    return Table(columns, rows, id="steps")
+    s = report.summary
+    total = s.step_time_us or 0
+    footer = [[Cell("mean", None, "text"), _num(s.step_time_us, ms(s.step_time_us)),
+               *(_num(s.breakdown_us.get(c, 0.0), ms(s.breakdown_us.get(c, 0.0))) for c in cats),
+               _num(s.gpu_utilization, pct(s.gpu_utilization)), Cell(""), Cell("")],
+              [Cell("share", None, "text"), Cell("100%"),
+               *(Cell(pct(s.breakdown_us.get(c, 0.0) / total if total else None)) for c in cats),
+               Cell(""), Cell(""), Cell("")]]
+    return Table(columns, rows, id="steps", footer=footer, terminal_rows=12)
 
 
 def gpu_table(report: Report) -> Table | None:
@@ -101,9 +112,9 @@ def kernels_table(report: Report) -> Table | None:
             f"of kernels under {k.short_kernel_threshold_us:g} µs")
     if k.launch_delay_us:
         note += f"; launch-to-start delay p50 {ms(k.launch_delay_us['p50'])}, p90 {ms(k.launch_delay_us['p90'])}"
-    return Table([("kernel", "text"), ("count", ""), ("total", ""), ("mean", ""), ("share", ""),
+    return Table([("kernel", "text name"), ("count", ""), ("total", ""), ("mean", ""), ("share", ""),
                   ("tensor cores", ""), ("collective", "")], rows, title=f"Top {len(k.top)} kernels", id="kernels",
-                 note=note)
+                 note=note, terminal_rows=8)
 
 
 def sync_tables(report: Report) -> list[Table]:
@@ -118,7 +129,7 @@ def sync_tables(report: Report) -> list[Table]:
                    [[Cell(c.op, None, "text mono"), Cell(c.inner_op, None, "text mono"), Cell(c.api, None, "text mono"),
                      Cell(where(c.location), None, "text mono"), _num(c.count, str(c.count)),
                      _num(c.total_us, ms(c.total_us))] for c in sy.causes],
-                   title="Where the syncs come from", id="sync-causes")
+                   title="Where the syncs come from", id="sync-causes", terminal_rows=6)
     return [apis, causes] if sy.causes else [apis]
 
 
@@ -161,7 +172,7 @@ def ranks_table(report: Report) -> Table | None:
 
 
 def struct_table(rows: list[Any], *, id: str, title: str = "", note: str = "", skip: tuple[str, ...] = (),
-                 first: tuple[str, ...] = ()) -> Table | None:
+                 first: tuple[str, ...] = (), terminal_rows: int | None = None) -> Table | None:
     """A table of any list of report rows: one column per plain field (`first` ones first), formatted by the
     field's name, so sections other analyses add keep rendering as their fields grow."""
     if not rows:
@@ -174,7 +185,7 @@ def struct_table(rows: list[Any], *, id: str, title: str = "", note: str = "", s
     cells = [[Cell("" if d.get(k) is None else _value(k, d[k]), d.get(k) if numeric[k] else None,
                    "" if numeric[k] else "text mono") for k in keys] for d in data]
     return Table([(k.replace("_", " "), "" if numeric[k] else "text") for k in keys], cells, title=title, id=id,
-                 note=note)
+                 note=note, terminal_rows=terminal_rows)
 
 
 def lines_tables(report: Report) -> list[Table]:
@@ -185,28 +196,59 @@ def lines_tables(report: Report) -> list[Table]:
     note = (f"From {getattr(lines, 'source', '?')}, by {getattr(lines, 'granularity', 'line')}; "
             f"{pct(getattr(lines, 'attributed_share', None))} of the host time of ops found a line. Times per step.")
     tables = [
-        struct_table(getattr(lines, "rows", []), id="lines", note=note, skip=("file", "line"), first=("label",)),
+        struct_table(getattr(lines, "rows", []), id="lines", note=note, skip=("file", "line"), first=("label",),
+                     terminal_rows=15),
         struct_table(getattr(lines, "unattributed", []), id="lines-unattributed", title="Time no line can take",
-                     skip=("file", "line", "function", "code")),
+                     skip=("file", "line", "function", "code"), terminal_rows=3),
+        # A CPU-only run has no GPU to wait for: its scalar reads stay in the JSON, not in its report.
         struct_table(getattr(lines, "syncs", []) if report.accelerator != "none" else [], id="line-syncs",
-                     title="Host-device syncs by line"),
+                     terminal_rows=6, title="Host-device syncs by line"),
     ]
     return [t for t in tables if t is not None]
 
 
 def modules_table(report: Report) -> Table | None:
     modules = getattr(report, "modules", None)
-    return struct_table(getattr(modules, "rows", []), id="modules",
+    return struct_table(getattr(modules, "rows", []), id="modules", terminal_rows=20,
                         note=f"From {getattr(modules, 'source', '?')}; times per step, with children (own_*: alone).")
 
 
-def run_items(report: Report) -> list[tuple[str, str]]:
-    """How a live capture went (`stepscope run`, the API, callbacks), with the telemetry window's summary."""
-    run = getattr(report, "run", None)
+def run_summary(report: Report) -> list[str]:
+    """How the capture went, in a few lines: what was recorded, on what, at what cost."""
+    run = report.run
     if run is None:
         return []
-    data = msgspec.to_builtins(run)
-    data["command"] = " ".join(data.get("command") or [])
-    telemetry = data.pop("telemetry", None) or {}
-    data.pop("files", None)
-    return evidence_items(data) + [(f"telemetry: {k}", text) for k, text in evidence_items(telemetry)]
+    first = run.first_recorded_step
+    span = f"steps {first}-{first + run.steps_recorded - 1}" if first is not None and run.steps_recorded else "no steps"
+    lines = [f"command: {' '.join(run.command)}" + (f" (exit code {run.exit_code})" if run.exit_code else ""),
+             f"run: {run.status}: {span} ({run.step_source or 'no'} steps, {run.steps_recorded} of "
+             f"{run.steps_requested} recorded after {run.skip} skipped and {run.warmup} warm-up)"]
+    if run.batch_size:
+        lines.append(f"batch size: {run.batch_size} (from the {run.batch_size_source})")
+    if getattr(run, "grad_accumulation", None):
+        lines.append(f"gradient accumulation: {run.grad_accumulation} backward passes per optimizer step, so "
+                     f"{run.samples_per_step or '?'} samples per step")
+    if getattr(run, "phase", None) and run.phase != "training":
+        lines.append(f"phase: {run.phase}: no backward pass ran in the recorded steps")
+    if run.profiler_overhead is not None:
+        ref = getattr(run, "reference", None)
+        lines.append(f"profiler overhead: {run.profiler_overhead:+.1%} (recorded steps {ms(run.recorded_step_us)}, "
+                     f"unprofiled {ms(run.unprofiled_step_us)}, {ref.method if ref else 'host clock'})")
+    tel = run.telemetry or {}
+    if tel.get("cpu_util_mean") is not None:
+        lines.append(f"CPU busy during the window: {tel['cpu_util_mean']:.0f}% mean over "
+                     f"{len(tel.get('cpu_util_per_core') or [])} cores")
+    for g in tel.get("gpu") or []:
+        parts = [f"GPU {g['index']} ({g['name']})"]
+        if g.get("util_mean") is not None:
+            parts.append(f"utilisation {g['util_mean']:.0f}%")
+        if g.get("power_mean_w") is not None:
+            parts.append(f"{g['power_mean_w']:.0f} W")
+        if g.get("energy_j") is not None:
+            parts.append(f"{g['energy_j']:.1f} J over the window")
+        lines.append(", ".join(parts))
+    if run.profiled_device == "cpu":
+        lines.append("device: no GPU found: profiled the CPU only")
+    if run.folder:
+        lines.append(f"run folder: {run.folder}" + (f" ({', '.join(run.files)})" if run.files else ""))
+    return lines

@@ -1,23 +1,20 @@
-"""The terminal report: rich renderables composed section by section; only the CLI prints them."""
+"""The terminal report: the verdict panel, the header, then every section of report.sections drawn as rich
+renderables (the HTML page draws the same sections); only the CLI prints them."""
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from typing import Any
 
 from rich import box
-from rich.console import Console, ConsoleOptions, Group, RenderableType, RenderResult
+from rich.console import Console, Group, RenderableType
 from rich.panel import Panel
 from rich.table import Table
 from rich.text import Text
 
 from stepscope.model.report import Report
-from stepscope.report.format import count, ms, pct, size
-
-BREAKDOWN_LABELS = {
-    "kernel": "kernel", "memcpy": "memcpy", "memset": "memset", "communication": "comm",
-    "runtime": "runtime", "dataloader": "dataloader", "cpu_exec": "cpu exec", "other": "other",
-}
-MAX_STEP_ROWS = 12
+from stepscope.report import sections as sec
+from stepscope.report.format import pct
+from stepscope.report.tables import Table as CellTable
 
 
 def make_console(width: int | None = None, stderr: bool = False) -> Console:
@@ -70,300 +67,69 @@ def header(report: Report) -> RenderableType:
         t.append(f"rank {report.rank}" + (f" of {report.world_size}" if report.world_size else "") + "\n")
     s = report.summary
     ids = [r.id for r in report.steps]
-    t.append(f"steps: {len(ids)} ({s.step_source})" + (f": {', '.join(ids[:8])}" if ids else "")
-             + (", ..." if len(ids) > 8 else "") + "\n")
-    for note in [*s.dropped_steps, *report.notes]:
-        t.append(f"note: {note}\n", style="dim")
+    t.append(f"steps: {len(ids)} ({s.step_source})" + (f": {', '.join(ids[:8])}" if ids else "") + "\n")
     return t
 
 
 def summary(report: Report) -> RenderableType:
-    s = report.summary
     t = Text()
-    t.append("step time ", style="bold")
-    t.append(ms(s.step_time_us), style="bold cyan")
-    if s.steps_per_s:
-        t.append(f"   {s.steps_per_s:,.2f} steps/s")
-    if s.samples_per_s:
-        t.append(f"   {s.samples_per_s:,.1f} samples/s")
-    if s.gpu_utilization is not None:
-        t.append("   GPU utilisation ")
-        t.append(pct(s.gpu_utilization), style="bold")
+    for i, (label, value) in enumerate(sec.headline(report)):
+        t.append("   " if i else "")
+        t.append(f"{label} ", style="bold" if i == 0 else None)
+        t.append(value, style="bold cyan" if i == 0 else "bold")
     return t
 
 
-def breakdown(report: Report) -> RenderableType | None:
-    if not report.steps:
-        return None
-    cats = list(BREAKDOWN_LABELS)
-    shown = [c for c in cats if any(r.breakdown_us.get(c, 0) > 0 for r in report.steps)] or cats
-    table = _table("Step-time breakdown (exclusive, by priority)")
-    table.add_column("step", justify="right")
-    table.add_column("total", justify="right", style="bold")
-    for c in shown:
-        table.add_column(BREAKDOWN_LABELS[c], justify="right")
-    if report.summary.gpu_utilization is not None:
-        table.add_column("GPU util", justify="right")
-    rows = report.steps if len(report.steps) <= MAX_STEP_ROWS else report.steps[:MAX_STEP_ROWS]
-    for r in rows:
-        cells = [r.id, ms(r.duration_us), *(ms(r.breakdown_us.get(c)) for c in shown)]
-        if report.summary.gpu_utilization is not None:
-            cells.append(pct(r.gpu_utilization))
-        table.add_row(*cells)
-    s = report.summary
-    total = s.step_time_us or 0
-    mean_cells = ["mean", ms(s.step_time_us), *(ms(s.breakdown_us.get(c)) for c in shown)]
-    share_cells = ["share", "100%", *(pct(s.breakdown_us.get(c, 0) / total if total else None) for c in shown)]
-    if s.gpu_utilization is not None:
-        mean_cells.append(pct(s.gpu_utilization))
-        share_cells.append("")
-    table.add_section()
-    table.add_row(*mean_cells, style="bold")
-    table.add_row(*share_cells, style="dim")
-    return table
+def sections(report: Report, telemetry: dict[str, Any] | None = None) -> RenderableType | None:
+    """Every section of the report that has something to print, in the spec's order."""
+    parts = [render_section(x) for x in sec.build(report, telemetry) if not x.figure_only]
+    return Group(*parts) if parts else None
 
 
-def gpu_idle(report: Report) -> RenderableType | None:
-    if report.gpu is None:
-        return None
-    table = _table("GPU busy and idle per step")
-    for col in ("device", "utilisation", "busy", "idle: host wait", "kernel wait", "other"):
-        table.add_column(col, justify="right")
-    for d in report.gpu.devices:
-        idle = d.idle_us_per_step
-        table.add_row(str(d.device), pct(d.utilization, 1), ms(d.busy_us_per_step), ms(idle["host_wait"]),
-                      ms(idle["kernel_wait"]), ms(idle["other"]))
-    return table
+def render_section(section: sec.Section) -> RenderableType:
+    parts: list[RenderableType] = [Text(f"\n{section.title}", style="bold")]
+    if section.intro:
+        parts.append(Text(section.intro, style="dim"))
+    parts += [Text(line) for line in section.lead]
+    parts += [table(x) for x in section.tables]
+    parts += [Text(line) for line in section.lines]
+    if section.items:
+        items = Table.grid(padding=(0, 2))
+        items.add_column(style="dim")
+        items.add_column(overflow="fold")
+        for label, text in section.items:
+            items.add_row(label, Text(text))
+        parts.append(items)
+    return Group(*parts)
 
 
-def kernels(report: Report) -> RenderableType | None:
-    k = report.kernels
-    if k is None:
-        return None
-    facts = Text()
-    facts.append(f"{count(k.count_per_step)} kernels per step ({k.distinct} distinct), {ms(k.time_us_per_step)} "
-                 f"of kernel time per step; tensor cores: {pct(k.tensor_core_share)} of kernel time; "
-                 f"{pct(k.short_kernel_share)} of kernels under {k.short_kernel_threshold_us:g} µs")
-    if k.launch_delay_us:
-        d = k.launch_delay_us
-        facts.append(f"; launch-to-start delay p50 {ms(d['p50'])}, p90 {ms(d['p90'])}")
-    table = _table()
-    for col, justify in (("kernel", "left"), ("count", "right"), ("total", "right"), ("mean", "right"),
-                         ("share", "right"), ("TC", "center")):
-        table.add_column(col, justify=justify, overflow="ellipsis", no_wrap=col == "kernel",
-                         max_width=70 if col == "kernel" else None)
-    for row in k.top[:8]:
-        table.add_row(Text(row.name), count(row.count), ms(row.total_us), ms(row.mean_us), pct(row.share, 1),
-                      "yes" if row.tensor_core else "")
-    return Group(Text("Kernels", style="bold"), facts, table)
-
-
-def syncs(report: Report) -> RenderableType | None:
-    sy = report.syncs
-    if sy is None:
-        return None
-    table = _table(f"Host-device synchronisation: {count(sy.count_per_step)} per step, {ms(sy.time_us_per_step)}")
-    table.add_column("call", overflow="fold")
-    table.add_column("per step", justify="right")
-    table.add_column("time/step", justify="right")
-    for a in sy.apis:
-        table.add_row(Text(a.api), count(a.count_per_step), ms(a.time_us_per_step))
-    causes = _table("Where the syncs come from")
-    for col in ("op", "via", "call", "count", "time"):
-        causes.add_column(col, justify="right" if col in ("count", "time") else "left", overflow="fold")
-    for c in sy.causes[:6]:
-        causes.add_row(Text(c.op), Text(c.inner_op), Text(c.api), str(c.count), ms(c.total_us))
-    return Group(table, causes) if sy.causes else table
-
-
-def copies(report: Report) -> RenderableType | None:
-    c = report.copies
-    if c is None:
-        return None
-    table = _table(f"Copies: {count(c.count_per_step)} per step, {size(c.htod_bytes_per_step)} host-to-device "
-                   f"per step ({size(c.pageable_htod_bytes_per_step)} from pageable memory)")
-    for col in ("direction", "count", "bytes", "time", "bandwidth", "pageable", "pinned"):
-        table.add_column(col, justify="left" if col == "direction" else "right")
-    for d in c.directions:
-        bw = f"{d.bandwidth_gb_s:,.1f} GB/s" if d.bandwidth_gb_s is not None else "-"
-        table.add_row(d.direction, str(d.count), size(d.bytes), ms(d.total_us), bw,
-                      size(d.pageable_bytes) if d.pageable_count else "-",
-                      size(d.pinned_bytes) if d.pinned_count else "-")
-    return table
-
-
-def memory(report: Report) -> RenderableType | None:
-    if not report.memory:
-        return None
-    table = _table("Memory (allocator)")
-    for col in ("device", "peak allocated", "peak reserved"):
-        table.add_column(col, justify="right")
-    for m in report.memory:
-        table.add_row("host" if m.device < 0 else str(m.device), size(m.peak_allocated_bytes),
-                      size(m.peak_reserved_bytes))
-    return table
-
-
-def recommendations(report: Report) -> RenderableType | None:
-    if not report.recommendations:
-        return None
-    table = _table("Recommendations (estimated gains: reasoned from this trace's timeline, not measured)")
-    for col in ("#", "fix", "est. speed-up", "where", "why"):
-        table.add_column(col, justify="right" if col in ("#", "est. speed-up") else "left", overflow="fold")
-    for i, rec in enumerate(report.recommendations, 1):
-        where = f"{rec.location['file']}:{rec.location['line']}" if rec.location else ""
-        gain = f"{rec.estimated_speedup:.2f}x" if rec.estimated_speedup else "-"
-        table.add_row(str(i), Text(f"{rec.title}\n[{rec.id}]"), gain, Text(where), Text(rec.estimate))
-    return table
-
-
-def ranks(report: Report) -> RenderableType | None:
-    if not report.ranks or report.cross_rank is None:
-        return None
-    cr = report.cross_rank
-    table = _table(f"Ranks: {cr.ranks}; slowest rank {cr.slowest_rank}, spread {pct(cr.step_time_spread, 1)} "
-                   "(details below are the slowest rank's)")
-    for col in ("rank", "step time", "GPU util", "kernel", "comm", "cpu exec", "pattern", "file"):
-        table.add_column(col, justify="left" if col in ("pattern", "file") else "right", overflow="fold")
-    for r in report.ranks:
-        b = r.breakdown_us
-        table.add_row("-" if r.rank is None else str(r.rank), ms(r.step_time_us), pct(r.gpu_utilization),
-                      ms(b.get("kernel")), ms(b.get("communication")), ms(b.get("cpu_exec")),
-                      r.primary_pattern or "", Text(r.path))
-    return table
-
-
-MAX_LINE_ROWS = 15
-MAX_MODULE_ROWS = 20
-LINE_LABEL_WIDTH = 32
-MIN_TEXT_WIDTH = 20  # a line label and its code side by side; below it, less useful columns make room
-
-
-class _Fitted:
-    """A table built for the width it is printed at: its text columns take what the numbers leave."""
-
-    def __init__(self, build: Callable[[int], Table]) -> None:
-        self.build = build
-
-    def __rich_console__(self, console: Console, options: ConsoleOptions) -> RenderResult:
-        yield self.build(options.max_width)
-
-
-def _fit(width: int, headers: list[str], rows: list[list], drop: tuple[str, ...] = ()) -> tuple[list[int], int, int]:
-    """Which numeric columns to show (the `drop` ones go first when the width is short) and the widths of a
-    label and a text column beside them: the text columns take what the numbers leave of the width."""
-    keep = list(range(len(headers)))
-    columns = list(zip(*rows, strict=True)) if rows else [()] * len(headers)
-
-    def room() -> int:  # each column is padded by two, and the box puts a space between columns
-        used = sum(max([len(headers[i]), *(len(c) for c in columns[i])]) + 3 for i in keep)
-        return width - used - 8
-
-    for name in drop:
-        if room() >= MIN_TEXT_WIDTH:
-            break
-        keep.remove(headers.index(name))
-    free = max(room(), MIN_TEXT_WIDTH)
-    label = min(LINE_LABEL_WIDTH, max(8, free * 2 // 5))
-    return keep, label, max(free - label, 8)
-
-
-def _cut_left(label: str, width: int) -> str:
-    """A long path keeps its end (the file name and line): '…/models/gpt.py:88'."""
-    return label if len(label) <= width else "…" + label[-(width - 1):]
-
-
-def _gpu_columns(rows: list) -> bool:
-    return any(r.gpu_fwd_us or r.gpu_bwd_us for r in rows)
-
-
-def source_lines(report: Report) -> RenderableType | None:
-    """Time by user line, forward and backward apart; the time no line can take; syncs by line."""
-    lines = report.lines
-    if lines is None:
-        return None
-    gpu = _gpu_columns(lines.rows + lines.unattributed)
-    where = "function (first line)" if lines.granularity == "function" else "line"
-    numbers = ["cpu fwd", "cpu bwd", *(("gpu fwd", "gpu bwd", "kernels") if gpu else ()), "share"]
-    rows = []
-    for r in lines.rows[:MAX_LINE_ROWS] + lines.unattributed[:3]:
-        cells = [ms(r.cpu_fwd_us), ms(r.cpu_bwd_us)]
-        if gpu:
-            cells += [ms(r.gpu_fwd_us), ms(r.gpu_bwd_us), count(r.kernels)]
-        rows.append((r.label, r.code or r.function, [*cells, pct(r.share, 1)], "dim" if r.file is None else None))
-    more = len(lines.rows) - MAX_LINE_ROWS
-
-    def build(width: int) -> Table:
-        keep, label_w, code_w = _fit(width, numbers, [cells for _, _, cells, _ in rows], drop=("kernels",))
-        table = _table(f"Time by source {where}, per step (fwd: the line's own ops; bwd: autograd of the ops it "
-                       f"created); {pct(lines.attributed_share)} of host op time found a line")
-        # A path or a line of code is cut with an ellipsis to fit the width, never folded into a tall row.
-        table.add_column("line", no_wrap=True, overflow="ellipsis", max_width=label_w)
-        table.add_column("code", no_wrap=True, overflow="ellipsis", max_width=code_w)
-        for i in keep:
-            table.add_column(numbers[i], justify="right", no_wrap=True)
-        for label, code, cells, style in rows:
-            table.add_row(Text(_cut_left(label, label_w)), Text(code), *(cells[i] for i in keep), style=style)
-        if more > 0:
-            table.add_row(Text("..."), Text(f"{more} more in report.json"))
-        return table
-
-    table = _Fitted(build)
-    if not lines.syncs or report.accelerator == "none":  # a CPU-only run has no GPU to wait for
-        return table
-    syncs_table = _table("Syncs by line")
-    for col in ("line", "code", "op", "via", "per step", "time/step"):
-        syncs_table.add_column(col, justify="right" if col in ("per step", "time/step") else "left", overflow="fold")
-    for y in lines.syncs[:6]:
-        label = f"{y.file}:{y.line}" if y.file is not None else "(no user line)"
-        syncs_table.add_row(Text(label), Text(y.code), Text(y.op), Text(y.via), count(y.count_per_step),
-                            ms(y.time_us_per_step))
-    return Group(table, syncs_table)
-
-
-def source_modules(report: Report) -> RenderableType | None:
-    """Time by module path, forward and backward apart, with children (own: without them)."""
-    modules = report.modules
-    if modules is None or not modules.rows:
-        return None
-    gpu = _gpu_columns(modules.rows)
-    top = sorted(modules.rows, key=lambda m: -m.share)[:MAX_MODULE_ROWS]
-    shown = [m for m in modules.rows if m in top]
-    numbers = ["calls", "cpu fwd", "cpu bwd", *(("gpu fwd", "gpu bwd", "kernels") if gpu else ()), "own", "share"]
-    rows = []
-    for m in shown:
-        cells = [count(m.calls), ms(m.cpu_fwd_us), ms(m.cpu_bwd_us)]
-        if gpu:
-            cells += [ms(m.gpu_fwd_us), ms(m.gpu_bwd_us), count(m.kernels)]
-        rows.append((m.path, [*cells, ms(m.own_gpu_us if gpu else m.own_cpu_us), pct(m.share, 1)]))
-
-    def build(width: int) -> Table:
-        keep, label_w, text_w = _fit(width, numbers, [cells for _, cells in rows], drop=("kernels", "own", "calls"))
-        path_w = label_w + text_w + 3
-        table = _table("Time by module, per step (with children; own: without them)")
-        table.add_column("module", no_wrap=True, overflow="ellipsis", max_width=path_w)
-        for i in keep:
-            table.add_column(numbers[i], justify="right", no_wrap=True)
-        for path, cells in rows:
-            table.add_row(Text(_cut_left(path, path_w)), *(cells[i] for i in keep))
-        if len(modules.rows) > len(shown):
-            table.add_row(Text(f"... ({len(modules.rows) - len(shown)} more)"))
-        return table
-
-    return _Fitted(build)
-
-
-SECTIONS = (verdict, header, summary, ranks, breakdown, gpu_idle, kernels, syncs, copies, memory, source_lines,
-            source_modules, recommendations)
+def table(spec: CellTable) -> RenderableType:
+    """A report table as a rich Table: the first `terminal_rows` rows (the HTML page lists them all)."""
+    out = _table(spec.title or None, caption=spec.note or None, caption_justify="left", caption_style="dim")
+    for label, cls in spec.columns:
+        classes = cls.split()
+        out.add_column(label, justify="left" if "text" in classes else "right",
+                       overflow="ellipsis" if "name" in classes else "fold", no_wrap="name" in classes,
+                       max_width=70 if "name" in classes else 48 if label == "code" else None)
+    rows = spec.rows if spec.terminal_rows is None else spec.rows[:spec.terminal_rows]
+    for row in rows:
+        out.add_row(*(Text(c.text) for c in row))
+    if spec.terminal_rows is not None and len(spec.rows) > spec.terminal_rows:
+        out.add_row(Text(f"... {len(spec.rows) - spec.terminal_rows} more"), style="dim")
+    if spec.footer:
+        out.add_section()
+        for i, row in enumerate(spec.footer):
+            out.add_row(*(Text(c.text) for c in row), style="bold" if i == 0 else "dim")
+    return out
 
 
 class TerminalRenderer:
-    def __init__(self, sections: tuple = SECTIONS) -> None:
-        self.sections = sections
+    def __init__(self, telemetry: dict[str, Any] | None = None) -> None:
+        self.telemetry = telemetry  # a run's telemetry.json, decoded: the run section mentions it
 
     def render(self, report: Report) -> RenderableType:
-        parts = [part for section in self.sections if (part := section(report)) is not None]
-        return Group(*parts)
+        parts = [verdict(report), header(report), summary(report), sections(report, self.telemetry)]
+        return Group(*(p for p in parts if p is not None))
 
 
 def render_terminal(report: Report, console: Console) -> None:

@@ -27,6 +27,7 @@ from stepscope.trace.kineto_dialect import (
     accelerator_of,
     parse_memcpy_name,
 )
+from stepscope.trace.kineto_inputs import InputsInterner
 from stepscope.trace.model import NONE, DeviceInfo, Events, Kind, MemoryEvents, Trace, TraceMeta
 from stepscope.trace.source_annotations import OWN_ANNOTATION_PREFIX
 
@@ -46,6 +47,10 @@ class _Args(msgspec.Struct, gc=False):
     stream: Scalar = None
     bytes: Scalar = None
     flops: Scalar = None
+    # record_shapes: kept raw and interned (kineto_inputs), decoded once per distinct signature
+    input_dims: msgspec.Raw = msgspec.field(default=msgspec.Raw(), name="Input Dims")  # empty when absent
+    input_type: msgspec.Raw = msgspec.field(default=msgspec.Raw(), name="Input type")
+    concrete: msgspec.Raw = msgspec.field(default=msgspec.Raw(), name="Concrete Inputs")
 
 
 class _MemoryArgs(msgspec.Struct, gc=False):
@@ -54,6 +59,7 @@ class _MemoryArgs(msgspec.Struct, gc=False):
     total_reserved: Scalar = msgspec.field(default=None, name="Total Reserved")
     device_type: Scalar = msgspec.field(default=None, name="Device Type")
     device_id: Scalar = msgspec.field(default=None, name="Device Id")
+    addr: Scalar = msgspec.field(default=None, name="Addr")
 
 
 class _NameArgs(msgspec.Struct, gc=False):
@@ -74,6 +80,8 @@ class _Span(msgspec.Struct, tag_field="ph", tag="X", gc=False):
 class _Instant(msgspec.Struct, tag_field="ph", tag="i", gc=False):
     name: Scalar = None
     ts: float | None = None
+    pid: Scalar = None
+    tid: Scalar = None
     args: _MemoryArgs | None = None
 
 
@@ -261,6 +269,7 @@ class _ColumnBuilder:
     memory: dict[str, list[np.ndarray]] = field(default_factory=dict)
     process_names: dict[int, str] = field(default_factory=dict)
     thread_names: dict[tuple[int, int], str] = field(default_factory=dict)
+    inputs: InputsInterner = field(default_factory=InputsInterner)
 
     def _kind(self, cat: str | None) -> tuple[int, bool]:
         """(kind, on a device) for a category, decided once per distinct category."""
@@ -322,7 +331,15 @@ class _ColumnBuilder:
             fwd_tid=_int_column(list(map(_FWD_TID, args))),
             bytes=_int_column(list(map(_BYTES, args))),
             flops=_float_column(list(map(_FLOPS, args))),
+            inputs=self._inputs(args),
         )
+
+    def _inputs(self, args: list[_Args]) -> np.ndarray:
+        """Each span's recorded inputs (record_shapes) as an index into the interned table, else -1."""
+        if not any(a.input_dims for a in args):
+            return np.full(len(args), NONE, dtype=np.int32)
+        intern = self.inputs.intern
+        return np.fromiter((intern(a.input_dims, a.input_type, a.concrete) for a in args), np.int32, len(args))
 
     def _add_memory(self, events: list[_Instant]) -> None:
         """Allocator samples ([memory] instants) as columns; device -1 is host memory."""
@@ -335,6 +352,9 @@ class _ColumnBuilder:
             "bytes": _int_column([a.mem_bytes for a in args], 0),  # type: ignore[union-attr]
             "total_allocated": _int_column([a.total_allocated for a in args]),  # type: ignore[union-attr]
             "total_reserved": _int_column([a.total_reserved for a in args]),  # type: ignore[union-attr]
+            "addr": _int_column([a.addr for a in args]),  # type: ignore[union-attr]
+            "pid": _int_column([ev.pid for ev in events]),
+            "tid": _int_column([ev.tid for ev in events]),
         }
         for key, array in columns.items():
             self.memory.setdefault(key, []).append(array)
@@ -373,8 +393,10 @@ class _ColumnBuilder:
             time=np.rint((mem_ts - t0) * 1000.0).astype(np.int64),
             device=mem.get("device", empty), bytes=mem.get("bytes", empty),
             total_allocated=mem.get("total_allocated", empty), total_reserved=mem.get("total_reserved", empty),
+            addr=mem.get("addr"), pid=mem.get("pid"), tid=mem.get("tid"),
         )
-        return Trace(meta=self._meta(parsed, path, table, strings, t0), events=table, strings=strings, memory=memory)
+        return Trace(meta=self._meta(parsed, path, table, strings, t0), events=table, strings=strings, memory=memory,
+                     op_inputs=self.inputs.table())
 
     def _meta(self, parsed: _TraceFile, path: Path, table: Events, strings: tuple[str, ...], t0: float) -> TraceMeta:
         runtime_names = {strings[i] for i in np.unique(table.name[table.kind == Kind.RUNTIME])}

@@ -6,12 +6,15 @@ read-only numpy array, so analyses are vectorised and nothing mutates shared tab
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Hashable
 from dataclasses import dataclass, field
 from enum import IntEnum
 from functools import cached_property
+from typing import TypeVar
 
 import numpy as np
+
+T = TypeVar("T")
 
 NONE = -1  # the "absent" value of every integer id column
 
@@ -102,6 +105,7 @@ _EVENT_COLUMNS: dict[str, np.dtype] = {
     "host_memory": np.dtype(np.int8),
     "flops": np.dtype(np.float64),  # NaN when unknown
     "stack": np.dtype(np.int32),  # python-stack id (index into Trace.stacks) or -1
+    "inputs": np.dtype(np.int32),  # recorded input shapes (index into Trace.op_inputs) or -1
 }
 
 _DEFAULTS: dict[str, float | int] = {
@@ -116,7 +120,22 @@ _DEFAULTS: dict[str, float | int] = {
     "host_memory": HostMemory.UNKNOWN,
     "flops": np.nan,
     "stack": NONE,
+    "inputs": NONE,
 }
+
+
+@dataclass(frozen=True)
+class OpInputs:
+    """An op's inputs as the profiler records them with record_shapes: one entry per argument.
+
+    dims: a tensor's sizes as a tuple of ints (() for a 0-d tensor and for non-tensors), a tensor list's as a
+    tuple of such tuples; types: 'float', 'c10::BFloat16', 'Scalar', 'ScalarList', '' ...; concrete: the
+    values of scalar and int-list arguments as strings ('[2, 2]', 'False', '1'), '' for tensors.
+    """
+
+    dims: tuple
+    types: tuple[str, ...]
+    concrete: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True, eq=False)
@@ -140,6 +159,7 @@ class Events:
     host_memory: np.ndarray
     flops: np.ndarray
     stack: np.ndarray
+    inputs: np.ndarray
 
     @classmethod
     def from_columns(cls, **columns: np.ndarray) -> Events:
@@ -184,6 +204,9 @@ class MemoryEvents:
     bytes: np.ndarray  # int64, negative for a free
     total_allocated: np.ndarray  # int64, -1 when unknown
     total_reserved: np.ndarray  # int64, -1 when unknown
+    addr: np.ndarray  # int64 block address (pairs an allocation with its free), -1 when unknown
+    pid: np.ndarray  # int64 process and thread that allocated, -1 when unknown
+    tid: np.ndarray
 
     @classmethod
     def empty(cls) -> MemoryEvents:
@@ -195,7 +218,12 @@ class MemoryEvents:
         order = np.argsort(time, kind="stable")
         dtypes = {"time": np.int64, "device": np.int32, "bytes": np.int64,
                   "total_allocated": np.int64, "total_reserved": np.int64}
-        return cls(**{k: _frozen(np.asarray(columns[k], dtype=dt)[order]) for k, dt in dtypes.items()})
+        arrays = {k: _frozen(np.asarray(columns[k], dtype=dt)[order]) for k, dt in dtypes.items()}
+        for optional in ("addr", "pid", "tid"):  # older readers and formats do not give them
+            given = columns.get(optional)
+            values = np.full(len(time), NONE, np.int64) if given is None else np.asarray(given, dtype=np.int64)
+            arrays[optional] = _frozen(values[order])
+        return cls(**arrays)
 
     def __len__(self) -> int:
         return len(self.time)
@@ -210,6 +238,12 @@ class Trace:
     strings: tuple[str, ...]
     memory: MemoryEvents = field(default_factory=MemoryEvents.empty)
     stacks: tuple[tuple[int, ...], ...] = ()  # python stacks as tuples of string ids, innermost last
+    op_inputs: tuple[OpInputs, ...] = ()  # distinct recorded input shapes, indexed by the events' `inputs`
+
+    def inputs_of(self, row: int) -> OpInputs | None:
+        """The recorded inputs of an op (record_shapes), or None."""
+        index = int(self.events.inputs[row])
+        return self.op_inputs[index] if index >= 0 else None
 
     def name_of(self, row: int) -> str:
         return self.strings[int(self.events.name[row])]
@@ -225,6 +259,24 @@ class Trace:
     def is_gpu_activity(self) -> np.ndarray:
         return self.events.of_kind(*GPU_ACTIVITY_KINDS)
 
+    def derived(self, key: Hashable, compute: Callable[[], T]) -> T:
+        """An index computed from this trace once and kept with it (host thread numbers, launch links,
+        category masks, the source map): analyses ask through here, so nothing outlives the trace and
+        no module keeps a cache of traces."""
+        memo = self.__dict__.setdefault("_derived", {})  # frozen dataclass: write past __setattr__
+        if key not in memo:
+            memo[key] = compute()
+        return memo[key]
+
     @property
     def has_device_events(self) -> bool:
         return bool(self.is_gpu_activity.any())
+
+    @property
+    def platform(self) -> str:
+        """What ran the steps, as the analyses read them: "gpu" (a CUDA or ROCm device timeline is in the
+        trace), "other" (a non-GPU accelerator: only its host side is read) or "cpu" (no device timeline).
+        The one "is this a GPU run" test: advice, the report's device list and the timeline all ask it."""
+        if self.meta.accelerator == "other":
+            return "other"
+        return "gpu" if self.has_device_events and self.meta.accelerator != "none" else "cpu"

@@ -1,0 +1,172 @@
+"""`stepscope predict TRACE|RUN_FOLDER|report.json --gpu GPUS`: this job's step time on other GPUs, what it would
+cost, and the energy it takes."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from stepscope.commands.output import write_output
+from stepscope.errors import StepscopeError
+
+if TYPE_CHECKING:
+    from stepscope.predict import PredictRequest
+
+TRACE_NAME = "trace.json.gz"  # what `stepscope run` writes into its run folder
+
+
+def add_parser(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser(
+        "predict",
+        help="predict this job's step time, cost and energy on other GPUs",
+        description="Predict the step time of a traced job on other GPUs from its trace: each GPU kernel scaled by "
+                    "the roof that bounds it, the step replayed with the host as measured. See docs/predict.md.",
+    )
+    p.add_argument("path", metavar="TRACE|RUN_FOLDER|report.json",
+                   help="a Kineto trace, a `stepscope run` folder, or a report.json whose trace is still there")
+    p.add_argument("--gpu", required=True, metavar="GPUS",
+                   help="target GPUs, comma-separated ids or aliases from the hardware table: h100,h200,a100-80gb,l4")
+    add_cost_options(p)
+    p.add_argument("--samples-per-epoch", type=_positive, metavar="N", help="samples per epoch, for cost per epoch")
+    p.add_argument("--steps-per-epoch", type=_positive, metavar="N", help="steps per epoch, for cost per epoch")
+    p.add_argument("--batch-size", type=_positive, metavar="N",
+                   help="samples per step (default: what the run recorded), for samples/s and cost per sample")
+    p.add_argument("--host-speed", type=_positive_float, default=1.0, metavar="X",
+                   help="the target machine runs host code X times as fast as the one traced (default 1: the same)")
+    p.add_argument("--origin", metavar="GPU", help="the GPU the trace was recorded on, when the table does not "
+                                                     "know the trace's device name")
+    p.add_argument("--step-range", metavar="NAME", help="the range (NVTX or record_function) that marks one step")
+    p.add_argument("--json", metavar="FILE", help="also write the report, with its prediction, as JSON ('-': stdout)")
+    p.add_argument("--html", metavar="FILE", help="also write the report, with its prediction, as an HTML page")
+    p.add_argument("--width", type=int, default=None, help="terminal width")
+    p.add_argument("--quiet", "-q", action="store_true", help="print nothing but errors")
+    p.set_defaults(handler=run)
+
+
+def add_cost_options(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--price", action="append", default=[], metavar="GPU=USD",
+                   help="your price per GPU-hour, e.g. --price h100=2.49,l4=0.8 (overrides the dated table)")
+
+
+def add_predict_option(p: argparse.ArgumentParser) -> None:
+    """`--predict GPUS` (and `--price`) for `analyze` and `run`: add the prediction section to the report."""
+    p.add_argument("--predict", metavar="GPUS",
+                   help="also predict the step time, cost and energy on these GPUs (comma-separated, e.g. h200,l4)")
+    add_cost_options(p)
+
+
+def _positive(text: str) -> int:
+    value = int(text)
+    if value < 1:
+        raise argparse.ArgumentTypeError("must be 1 or more")
+    return value
+
+
+def _positive_float(text: str) -> float:
+    value = float(text)
+    if not value > 0:
+        raise argparse.ArgumentTypeError("must be more than 0")
+    return value
+
+
+def request_from_args(args: argparse.Namespace, gpus: str | None) -> PredictRequest | None:
+    """The prediction the options ask for, with every GPU name checked now (before any analysis)."""
+    if gpus is None:
+        if getattr(args, "price", None):
+            raise StepscopeError("--price needs --predict GPUS")
+        return None
+    from stepscope.hardware import load_table
+    from stepscope.predict import PredictRequest, parse_gpus
+    from stepscope.predict.cost import parse_prices
+    from stepscope.predict.gpus import resolve
+
+    table = load_table()
+    names = parse_gpus(gpus)
+    for name in names:
+        resolve(table, name, "target GPU")
+    if getattr(args, "origin", None):
+        resolve(table, args.origin, "origin GPU")
+    return PredictRequest(
+        gpus=names, prices=parse_prices(args.price, table),
+        samples_per_epoch=getattr(args, "samples_per_epoch", None), steps_per_epoch=getattr(args, "steps_per_epoch",
+                                                                                          None),
+        host_speed=getattr(args, "host_speed", 1.0), origin=getattr(args, "origin", None),
+    )
+
+
+def _inputs(path: Path) -> tuple[Path, dict[str, Any] | None, int | None]:
+    """The trace to read, the run's telemetry window (for power) and its batch size, from what the user gave."""
+    from stepscope.commands.inputs import REPORT_JSON, is_report_file, load_report, load_telemetry
+
+    if not path.exists():
+        raise StepscopeError(f"{path}: no such file or folder")
+    if path.is_dir() and (path / TRACE_NAME).is_file():
+        report = load_report(path / REPORT_JSON, traces_allowed=False) if (path / REPORT_JSON).is_file() else None
+        return path / TRACE_NAME, _window(load_telemetry(path), report), _batch(report)
+    if is_report_file(path):
+        report = load_report(path, traces_allowed=False)
+        return _trace_of(report, path), _window(load_telemetry(path), report), _batch(report)
+    return path, _window(load_telemetry(path), None), None
+
+
+def origin_power(path: str | Path) -> float | None:
+    """Mean GPU power over the telemetry window of the run a trace comes from (telemetry.json beside it)."""
+    from stepscope.commands.inputs import load_telemetry
+    from stepscope.predict.energy import window_power
+
+    return window_power(_window(load_telemetry(path), None))
+
+
+def _trace_of(report: Any, path: Path) -> Path:
+    """The trace a saved report was made from: beside it in its run folder, else its recorded path."""
+    candidates = [path.parent / TRACE_NAME, *(Path(p) for p in report.source.paths),
+                  *(path.parent / Path(p).name for p in report.source.paths)]
+    found = next((c for c in candidates if c.is_file()), None)
+    if found is None:
+        raise StepscopeError(f"{path}: the trace this report was made from is not there "
+                             f"({', '.join(report.source.paths) or 'no path recorded'})",
+                             hint="predict reads the trace: give the trace file or its run folder")
+    return found
+
+
+def _window(telemetry: dict[str, Any] | None, report: Any) -> dict[str, Any] | None:
+    if telemetry and telemetry.get("window"):
+        return telemetry["window"]
+    run = getattr(report, "run", None)
+    return run.telemetry if run is not None else None
+
+
+def _batch(report: Any) -> int | None:
+    run = getattr(report, "run", None)
+    return run.batch_size if run is not None else None
+
+
+def run(args: argparse.Namespace) -> int:
+    from stepscope.pipeline import analyze
+    from stepscope.predict.energy import window_power
+    from stepscope.report import render
+    from stepscope.report.sections import prediction
+    from stepscope.report.terminal import make_console, render_section
+
+    request = request_from_args(args, args.gpu)
+    trace_path, window, batch = _inputs(Path(args.path))
+    report = analyze(trace_path, step_range=args.step_range, batch_size=args.batch_size or batch, predict=request,
+                     power_w=window_power(window))
+    if report.prediction is None:
+        reason = next((n for n in report.notes if n.startswith("no prediction: ")), "no prediction")
+        raise StepscopeError(f"{trace_path}: {reason.removeprefix('no prediction: ')}")
+    to_stdout = args.json == "-"
+    if not args.quiet:
+        section = prediction(report)
+        if section is not None:
+            make_console(width=args.width, stderr=to_stdout).print(render_section(section))
+    written = []
+    if args.json and (out := write_output(args.json, render("json", report), "JSON report")):
+        written.append(out)
+    if args.html and (out := write_output(args.html, render("html", report), "HTML report")):
+        written.append(out)
+    if written and not args.quiet:
+        print(f"wrote {', '.join(written)}", file=sys.stderr if to_stdout else sys.stdout)
+    return 0

@@ -1,0 +1,17 @@
+"""This job on other GPUs: its step time, what it would cost and the energy it takes, predicted from one trace.
+
+    from stepscope.analysis.facts import compute_facts
+    from stepscope.predict import PredictRequest, predict
+    section = predict(compute_facts(trace), PredictRequest(gpus=("h200", "a100-80gb")), batch_size=32)
+
+Each GPU activity is classed by what bounds it on the origin (work.py), scaled by the target/origin ratio of
+that roof (scaling.py), and the steps are replayed with the host's timeline as measured (replay.py); the
+replayed trace is analysed like a measured one (target.py). See docs/predict.md for the method and its
+measured error.
+"""
+
+from __future__ import annotations
+
+from stepscope.predict.section import PredictRequest, parse_gpus, predict
+
+__all__ = ["PredictRequest", "parse_gpus", "predict"]

@@ -1,0 +1,31 @@
+"""The model's measured error, shipped with stepscope: what its predictions came to against GPU pairs measured on
+real hardware (data/validation.json, written by benchmarks/predict_validation.py from tests/data; a test
+recomputes it). The prediction's interval comes from here, never from a guess."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from functools import lru_cache
+from importlib import resources
+from typing import Any
+
+
+@dataclass(frozen=True)
+class MeasuredError:
+    gpu_time_error: float  # the largest |predicted / measured - 1| of GPU time per step over the pairs
+    pairs: frozenset[frozenset[str]]  # the GPU pairs (table ids) it was measured on
+    workloads: int
+    doc: dict[str, Any]
+
+    def validated(self, origin: str, target: str) -> bool:
+        return origin == target or frozenset((origin, target)) in self.pairs
+
+
+@lru_cache(maxsize=1)
+def measured_error() -> MeasuredError:
+    doc = json.loads((resources.files("stepscope.predict") / "data" / "validation.json").read_text())
+    rows = doc["pairs"]
+    pairs = frozenset(frozenset((r["origin"], r["target"])) for r in rows)
+    return MeasuredError(gpu_time_error=float(doc["summary"]["gpu_time_error_max"]), pairs=pairs,
+                         workloads=len({r["workload"] for r in rows}), doc=doc)

@@ -1,0 +1,199 @@
+"""The report's `prediction` section: the origin as measured, each target as predicted, with cost and energy."""
+
+from __future__ import annotations
+
+import datetime as dt
+from dataclasses import dataclass, field
+
+from stepscope.analysis.costs import primary_device
+from stepscope.analysis.facts import Facts
+from stepscope.errors import StepscopeError
+from stepscope.hardware import GpuSpec, HardwareTable, load_table
+from stepscope.model import report as s
+from stepscope.predict import cost, energy
+from stepscope.predict.gpus import resolve, roof_pair, roofline_bias
+from stepscope.predict.measured_error import measured_error
+from stepscope.predict.scaling import FLOOR_NS
+from stepscope.predict.target import StepView, TargetRun, run_target, view
+from stepscope.predict.work import gpu_work
+
+MODEL = "stepscope.predict/1"
+TIE = 0.005  # targets within this of the fastest (cheapest) are marked fastest (cheapest) too
+
+
+@dataclass(frozen=True)
+class PredictRequest:
+    """What the user asked for: target GPUs (ids, aliases or device names) and the figures cost needs."""
+
+    gpus: tuple[str, ...]
+    prices: dict[str, float] = field(default_factory=dict)  # table id -> USD per GPU-hour (--price)
+    samples_per_epoch: int | None = None
+    steps_per_epoch: int | None = None
+    host_speed: float = 1.0  # the target host runs host code this many times as fast as the origin's
+    origin: str | None = None  # the origin GPU, when the trace's device name is not in the table
+
+
+def parse_gpus(text: str) -> tuple[str, ...]:
+    gpus = tuple(dict.fromkeys(g.strip() for g in text.split(",") if g.strip()))
+    if not gpus:
+        raise StepscopeError(f"--gpu {text!r}: name at least one GPU, e.g. --gpu h100,h200,a100-80gb,l4")
+    return gpus
+
+
+@dataclass(frozen=True)
+class _Origin:
+    device: int
+    name: str
+    spec: GpuSpec
+    view: StepView
+
+
+def _origin(facts: Facts, request: PredictRequest, table: HardwareTable) -> _Origin:
+    trace = facts.trace
+    device = primary_device(trace)
+    if device is None or len(facts.steps) == 0:
+        raise StepscopeError(f"{trace.meta.path}: no GPU activity in the steps: there is nothing to predict",
+                             hint="predict needs a trace recorded on a GPU")
+    info = next((d for d in trace.meta.devices if d.id == device), None)
+    name = info.name if info else ""
+    if request.origin:
+        spec = resolve(table, request.origin, "origin GPU")
+    elif not name:
+        raise StepscopeError(f"{trace.meta.path}: the trace does not name its GPU",
+                             hint="say which it was: --origin h100 (see docs/hardware.md)")
+    else:
+        match = table.lookup(name, info.sm_count if info else None)
+        if match is None:
+            raise StepscopeError(f"{trace.meta.path}: the trace's GPU {name!r} is not in the hardware table",
+                                 hint="say which row it is with --origin GPU, or add it in your hardware file "
+                                      "(docs/hardware.md)")
+        spec = match.spec
+    return _Origin(device=device, name=name or spec.name, spec=spec, view=view(facts, device))
+
+
+def _sources(table: HardwareTable, specs: list[GpuSpec], price_sources: list[str | None]) -> list[str]:
+    ids: list[str] = []
+    for spec in specs:
+        ids += [c.source for _, c in spec.cells() if c.source]
+        for link_id in spec.links.value or ():
+            link = table.interconnect(link_id)
+            if link is not None and link.per_direction_gbs.source:
+                ids.append(link.per_direction_gbs.source)
+    ids += [p for p in price_sources if p]
+    out = []
+    for sid in dict.fromkeys(ids):
+        source = table.sources.get(sid)
+        out.append(f"{sid}: {source.title}" + (f" ({source.url})" if source.url else "") if source else sid)
+    bias = roofline_bias()
+    if any(spec.id in bias["gpus"] for spec in specs):  # type: ignore[operator]
+        doc = bias["source"]
+        out.append(f"roofline bias: {doc['title']} ({doc['url']})")  # type: ignore[index]
+    return out
+
+
+def _target(run: TargetRun, origin: _Origin, request: PredictRequest, batch_size: int | None,
+            power_w: float | None, price: cost.GpuPrice | None) -> s.PredictionTarget:
+    v, spec = run.view, run.roofs.spec
+    err = measured_error()
+    spread = err.gpu_time_error * v.gpu_ns
+    step_s = v.step_ns / 1e9
+    sps = batch_size / step_s if batch_size and step_s else None
+    usd = price.usd_per_gpu_hour if price else None
+    assumptions = ["the host's timeline (data loading, CPU work, launches) as measured on the origin"
+                   + ("" if request.host_speed == 1.0 else ", scaled by --host-speed"), *run.assumptions]
+    watts, how = energy.target_power(power_w, origin.spec.tdp_w.value, spec.tdp_w.value,
+                                     origin.view.utilization, v.utilization)
+    assumptions.append(how)
+    if price is not None:
+        assumptions.append(f"price: {price.what}")
+    else:
+        assumptions.append(f"no price for the {spec.name} in the table: give --price {spec.id}=USD_PER_HOUR")
+    if not err.validated(origin.spec.id, spec.id):
+        assumptions.append(f"the model's error was measured between {_pairs_text(err)} only; for "
+                           f"{origin.spec.id} -> {spec.id} the interval assumes the same error")
+    epoch = None
+    if usd is not None and request.steps_per_epoch:
+        epoch = cost.cost_per_step(usd, step_s) * request.steps_per_epoch  # type: ignore[operator]
+    elif usd is not None and request.samples_per_epoch and sps:
+        epoch = usd / 3600 * request.samples_per_epoch / sps
+    return s.PredictionTarget(
+        gpu=spec.id, name=spec.name,
+        step_time_us=_us(v.step_ns), low_us=_us(max(v.step_ns - spread, 0.0)), high_us=_us(v.step_ns + spread),
+        samples_per_s=round(sps, 2) if sps else None,
+        bottleneck=v.bottleneck,
+        price_per_gpu_hour=round(usd, 4) if usd is not None else None,
+        cost_per_million_samples=_money(cost.cost_per_million_samples(usd, sps)),
+        energy_j_per_step=_round(watts * step_s, 4) if watts is not None else None,
+        assumptions=list(dict.fromkeys(assumptions)),
+        gpu_utilization=_round(v.utilization, 4), gpu_time_us=_us(v.gpu_ns),
+        cost_per_epoch=_money(epoch),
+    )
+
+
+def _pairs_text(err: object) -> str:
+    pairs = sorted(" and ".join(sorted(p)) for p in err.pairs)  # type: ignore[attr-defined]
+    return ", ".join(pairs) or "no GPUs"
+
+
+def _mark(targets: list[s.PredictionTarget]) -> None:
+    if not targets:
+        return
+    fastest = min(t.step_time_us for t in targets)
+    for t in targets:  # ties (a host-bound job runs as fast everywhere) are all marked
+        t.fastest = t.step_time_us <= fastest * (1 + TIE)
+    priced = [t for t in targets if t.price_per_gpu_hour is not None]
+    if priced:
+        # Per step, which ranks the same as per sample: every target runs the same batch.
+        cheapest = min(t.price_per_gpu_hour * t.step_time_us for t in priced)  # type: ignore[operator]
+        for t in priced:
+            t.cheapest = t.price_per_gpu_hour * t.step_time_us <= cheapest * (1 + TIE)  # type: ignore[operator]
+
+
+def predict(facts: Facts, request: PredictRequest, *, batch_size: int | None = None, power_w: float | None = None,
+            table: HardwareTable | None = None, step_range: str | None = None,
+            today: dt.date | None = None) -> s.Prediction:
+    """The prediction section for a trace's facts: each requested GPU's step time, cost and energy."""
+    table = table or load_table()
+    origin = _origin(facts, request, table)
+    warnings: list[str] = []
+    targets, prices = [], []
+    specs = [resolve(table, g, "target GPU") for g in request.gpus]
+    for spec in dict.fromkeys(specs):
+        roofs_o, roofs_t = roof_pair(origin.spec, spec, table, origin.name)
+        work = gpu_work(facts.trace, origin.device, roofs_o)
+        run = run_target(facts, origin.device, work, roofs_o, roofs_t, request.host_speed, step_range)
+        price = cost.price_for(spec.id, table, request.prices, today)
+        if price is not None and price.stale:
+            warnings.append(price.stale)
+        prices.append(price.source if price else None)
+        targets.append(_target(run, origin, request, batch_size, power_w, price))
+    _mark(targets)
+    step = origin.view.step_ns
+    sps = batch_size / (step / 1e9) if batch_size and step else None
+    err = measured_error()
+    return s.Prediction(
+        origin=s.PredictionOrigin(
+            gpu=origin.spec.id, name=origin.name, step_time_us=_us(step),
+            energy_j_per_step=_round(energy.origin_energy(power_w, step), 4), samples_per_s=_round(sps, 2),
+            bottleneck=origin.view.bottleneck, gpu_utilization=_round(origin.view.utilization, 4), power_w=power_w),
+        targets=targets,
+        model=(f"{MODEL}: each GPU activity's time above a {FLOOR_NS / 1000:g} µs floor scaled by the origin/target "
+               "ratio of the roof that bounds it (peak FLOP/s of its dtype, memory bandwidth, SMs x clock, PCIe or "
+               "GPU-to-GPU link), then the steps replayed with the host's timeline as measured; interval: "
+               f"±{err.gpu_time_error:.0%} of the GPU time per step, the largest error measured on "
+               f"{err.workloads} workloads ({_pairs_text(err)}); energy on the origin: mean NVML power x step time"),
+        sources=_sources(table, [origin.spec, *dict.fromkeys(specs)], prices),
+        warnings=list(dict.fromkeys(warnings)),
+    )
+
+
+def _us(ns: float) -> float:
+    return round(float(ns) / 1000.0, 3)
+
+
+def _round(x: float | None, digits: int) -> float | None:
+    return None if x is None else round(float(x), digits)
+
+
+def _money(x: float | None) -> float | None:
+    return None if x is None else round(float(x), 6)

@@ -1,0 +1,201 @@
+"""The report's sections, specified once for every renderer: the terminal and the HTML page both walk
+SECTIONS in order and draw each Section their own way, so their titles, columns and contents cannot drift.
+
+A section function takes the Report (and the run's telemetry document, when there is one) and returns a
+Section or None when the report has nothing for it. Sections select and format; they never compute a
+figure. A new report section is one function here (plus, for a chart, a figure in report/figures.py).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field, replace
+from typing import Any
+
+from stepscope.model.report import Report
+from stepscope.report import figures, usage_figures
+from stepscope.report import prediction as pred
+from stepscope.report import tables as t
+from stepscope.report import usage_tables as ut
+from stepscope.report.format import count, ms, pct
+
+
+@dataclass(frozen=True)
+class Section:
+    id: str  # the HTML anchor
+    title: str
+    intro: str = ""  # how to read it, one or two sentences
+    tables: tuple[t.Table, ...] = ()
+    items: tuple[tuple[str, str], ...] = ()  # (label, text) pairs, e.g. a run's settings
+    lead: tuple[str, ...] = ()  # the statements that come before the tables (the headline figures)
+    figure: dict[str, Any] | None = None  # a plotly figure (HTML only)
+    lines: tuple[str, ...] = ()  # short statements, each on its own line
+    figure_only: bool = False  # nothing to print without the chart (the terminal skips it)
+    extra: dict[str, Any] = field(default_factory=dict)  # what a renderer's special layout needs
+
+
+SectionFn = Callable[[Report, "dict[str, Any] | None"], "Section | list[Section] | None"]
+
+
+def recommendations(report: Report, telemetry: dict[str, Any] | None = None) -> Section | None:
+    recs = report.recommendations
+    if not recs:
+        return None
+    rows = [[t.Cell(str(i)), t.Cell(f"{r.title} [{r.id}]", None, "text wrap"),
+             t.Cell(f"{r.estimated_speedup:.2f}x" if r.estimated_speedup else "-", r.estimated_speedup),
+             t.Cell(t.where(r.location), None, "text mono"), t.Cell(r.estimate, None, "text wrap")]
+            for i, r in enumerate(recs, 1)]
+    table = t.Table([("#", ""), ("fix", "text"), ("est. speed-up", ""), ("where", "text"), ("why", "text")], rows,
+                    id="recommendations")
+    return Section("recommendations", "Recommendations",
+                   "Estimated gains are reasoned from this trace's timeline, not measured "
+                   "(`stepscope tune` measures them).", tables=(table,), extra={"recommendations": recs})
+
+
+def ranks(report: Report, telemetry: dict[str, Any] | None = None) -> Section | None:
+    table = t.ranks_table(report)
+    return None if table is None else Section("ranks", "Ranks", tables=(table,))
+
+
+def breakdown(report: Report, telemetry: dict[str, Any] | None = None) -> Section | None:
+    table = t.breakdown_table(report)
+    if table is None:
+        return None
+    return Section("breakdown", "Step-time breakdown",
+                   "Exclusive by priority: kernel > memcpy > memset > communication > runtime > DataLoader > "
+                   "CPU ops > other; the parts add up to the step.",
+                   tables=(table,), figure=figures.breakdown_figure(report))
+
+
+def gpu(report: Report, telemetry: dict[str, Any] | None = None) -> Section | None:
+    table = t.gpu_table(report)
+    if table is None:
+        return None
+    return Section("gpu", "GPU utilisation and idle causes",
+                   "Busy: at least one kernel running. Idle split per device: host wait (the next kernel was not "
+                   "launched yet), kernel wait (gaps under 30 ns between queued kernels), other (events, copies, "
+                   "syncs).", tables=(table,), figure=figures.gpu_figure(report))
+
+
+def timeline(report: Report, telemetry: dict[str, Any] | None = None) -> Section | None:
+    tl = report.timeline
+    fig = figures.timeline_figure(tl)
+    if tl is None or fig is None:
+        return None
+    left_out = f" The {count(tl.left_out)} shortest spans are left out to keep the page small." if tl.left_out else ""
+    return Section("timeline", f"Timeline of step {tl.step_id} (the median step, {ms(tl.duration_us)})",
+                   "Host threads (ops by nesting level, then runtime calls) and GPU streams; the GPU's idle gaps "
+                   "coloured by cause; sync calls marked ×. Drag to zoom, double-click to reset." + left_out,
+                   figure=fig, figure_only=True)
+
+
+def lines(report: Report, telemetry: dict[str, Any] | None = None) -> Section | None:
+    tables = t.lines_tables(report)
+    if not tables:
+        return None
+    return Section("lines", "Time by source line",
+                   "Per step. fwd: the line's own ops; bwd: the autograd of the ops it created.", tables=tuple(tables))
+
+
+def modules(report: Report, telemetry: dict[str, Any] | None = None) -> Section | None:
+    table = t.modules_table(report)
+    return None if table is None else Section("modules", "Time by module", tables=(table,))
+
+
+def syncs(report: Report, telemetry: dict[str, Any] | None = None) -> Section | None:
+    tables = t.sync_tables(report)
+    return Section("syncs", "Host-device synchronisation", tables=tuple(tables)) if tables else None
+
+
+def kernels(report: Report, telemetry: dict[str, Any] | None = None) -> Section | None:
+    table = t.kernels_table(report)
+    return None if table is None else Section("kernels", "Kernels", tables=(table,))
+
+
+def copies(report: Report, telemetry: dict[str, Any] | None = None) -> Section | None:
+    table = t.copies_table(report)
+    return None if table is None else Section("copies", "Copies", tables=(table,))
+
+
+def memory(report: Report, telemetry: dict[str, Any] | None = None) -> Section | None:
+    table = t.memory_table(report)
+    return None if table is None else Section("memory", "Memory (allocator peaks)", tables=(table,))
+
+
+def run(report: Report, telemetry: dict[str, Any] | None = None) -> Section | None:
+    """How a live capture went (`stepscope run`, the API, callbacks): shown the same by `run` and `report`."""
+    lines = t.run_summary(report)
+    fig = figures.telemetry_figure(telemetry)
+    if not lines and fig is None:
+        return None
+    return Section("run", "The run", lines=tuple(lines), figure=fig)
+
+
+def prediction(report: Report, telemetry: dict[str, Any] | None = None) -> Section | None:
+    table = pred.prediction_table(report)
+    if table is None:
+        return None
+    return Section("prediction", pred.TITLE, pred.INTRO, tables=(table,), figure=figures.prediction_figure(report),
+                   lines=tuple(pred.prediction_lines(report, detail=True)))
+
+
+def utilization(report: Report, telemetry: dict[str, Any] | None = None) -> Section | None:
+    if report.utilization is None:
+        return None
+    tables = [ut.peaks_table(report), ut.roofline_table(report), ut.uncovered_table(report)]
+    if tables[1] is not None:
+        tables[1] = replace(tables[1], terminal_rows=8)
+    return Section("utilization", "Utilization: FLOPs, MFU and the roofline",
+                   "The roofline chart: kernels as points sized by time; solid roofs are the datasheet's, faint ones "
+                   "the measured achievable ones.", lead=tuple(ut.utilization_items(report)),
+                   tables=tuple(x for x in tables if x is not None), figure=usage_figures.roofline_figure(report))
+
+
+def memory_usage(report: Report, telemetry: dict[str, Any] | None = None) -> list[Section] | None:
+    mu = report.memory_usage
+    if mu is None:
+        return None
+    result = []
+    for m in mu.devices:
+        tables = [replace(x, terminal_rows=5) if x.id.startswith("activation-lines") else x
+                  for x in ut.memory_device_tables(m)]
+        lines = ut.memory_items(m)
+        if mu.census is None and any(c.name == "persistent" for c in m.categories):
+            lines.append("persistent memory is not split: the trace comes without a run census (stepscope run)")
+        where = "host" if m.device < 0 else f"device {m.device}"
+        result.append(Section(f"memory-usage-{'host' if m.device < 0 else m.device}", f"Memory at the peak ({where})",
+                              tables=tuple(tables), lines=tuple(lines), figure=usage_figures.memory_figure(m)))
+    return result
+
+
+def notes(report: Report, telemetry: dict[str, Any] | None = None) -> Section | None:
+    all_notes = [*report.summary.dropped_steps, *report.notes]
+    return Section("notes", "Notes", lines=tuple(all_notes)) if all_notes else None
+
+
+SECTIONS: tuple[SectionFn, ...] = (
+    recommendations, notes, ranks, breakdown, gpu, timeline, utilization, prediction, lines, modules, syncs, kernels,
+    copies, memory, memory_usage, run)
+
+
+def build(report: Report, telemetry: dict[str, Any] | None = None,
+          sections: tuple[SectionFn, ...] = SECTIONS) -> list[Section]:
+    """The report's sections, in order, leaving out those it has nothing for."""
+    built: list[Section] = []
+    for fn in sections:
+        found = fn(report, telemetry)
+        built += found if isinstance(found, list) else [found] if found is not None else []
+    return built
+
+
+def headline(report: Report) -> list[tuple[str, str]]:
+    """The figures a reader looks for first: step time, throughput, GPU utilisation."""
+    s = report.summary
+    cards = [("step time", ms(s.step_time_us))]
+    if s.steps_per_s:
+        cards.append(("steps/s", f"{s.steps_per_s:,.2f}"))
+    if s.samples_per_s:
+        cards.append(("samples/s", f"{s.samples_per_s:,.1f}"))
+    if s.gpu_utilization is not None:
+        cards.append(("GPU utilisation", pct(s.gpu_utilization)))
+    return cards
