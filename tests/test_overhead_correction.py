@@ -9,6 +9,7 @@ queued work, not the step (gpu_compute_bound: 5.5 ms host clock against 17.1 ms 
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 
 import pytest
@@ -99,3 +100,22 @@ def test_a_negative_overhead_is_noise() -> None:
     assert c is not None and c.overhead is not None and c.overhead < -0.3 and not c.applied
     assert any("is noise" in n for n in r.notes)
     assert [p.id for p in r.patterns] == [p.id for p in report("cifar_rung4").patterns]
+
+
+def test_the_line_table_fits_an_80_column_terminal() -> None:
+    """Paths are cut on the left (the file and line stay), code with an ellipsis, less useful columns give
+    way: no table row folds into a tall row or runs past the width (it used to fold the path over 4 lines)."""
+    import io
+
+    from rich.console import Console
+
+    from stepscope.report import render
+
+    console = Console(file=io.StringIO(), width=80, record=True)
+    console.print(render("terminal", report("cifar_rung4")))
+    text = console.export_text()
+    assert max(len(line) for line in text.splitlines()) <= 80
+    table = text[text.index("Time by source line"):text.index("Time no line can take")]
+    rows = [line for line in table.splitlines() if re.match(r"^\s*…\S*\.py:\d+ ", line)]
+    assert len(rows) >= 10  # every path keeps its file's end and its line number
+    assert all(line.rstrip().endswith("%") for line in rows)  # the share column is still there
