@@ -5,8 +5,9 @@ capture times unprofiled steps (`run.reference`; on a GPU over slices bracketed 
 both sides include the GPU's time). The overhead is the median recorded step, as the trace has it, over
 that reference. It falls on host work (analysis/hostwork.py), not on waits, sleeps or GPU time, so when it
 is beyond the spread of the unprofiled steps, each step's host work is cut by the same fraction until the
-median step matches the reference; every part of the step (and so every share and estimate) shrinks by
-the host work inside it. A trace with no unprofiled timings is left as it is.
+median step matches the top of that spread (the reference plus its noise: a reference that came out low by
+chance must not over-correct); every part of the step (and so every share and estimate) shrinks by the
+host work inside it. A trace with no unprofiled timings is left as it is.
 
 The first step, when it takes more than ONE_OFF_RATIO times the median of at least three, is a one-off (a
 start-up or first-call cost, or the profiler's own first active step, which on a GPU carries the tracer's
@@ -88,9 +89,12 @@ def measure(durations: np.ndarray, host_work: np.ndarray, run: s.Run | None, gpu
     unprofiled = ref.step_us * 1e3
     work = float(np.median(host_work)) if len(host_work) else 0.0
     not_comparable = gpu and ref.method == "host clock"
+    # Only the overhead beyond the spread of the unprofiled steps is taken out: a reference that came out low
+    # by chance must not over-correct.
+    excess = profiled - unprofiled * (1 + ref.noise)
     fraction = 0.0
-    if profiled - unprofiled > ref.noise * unprofiled and work > 0 and not not_comparable:
-        fraction = min((profiled - unprofiled) / work, MAX_REMOVED)
+    if excess > 0 and work > 0 and not not_comparable:
+        fraction = min(excess / work, MAX_REMOVED)
     return Correction(profiled, unprofiled, ref.noise, ref.method, work, fraction, not_comparable)
 
 
