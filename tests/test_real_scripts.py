@@ -208,9 +208,11 @@ def test_a_storage_bound_loader_stays_input_bound_under_the_profiler(tmp_path: P
     loader = next(p for p in report.patterns if p.id == "input_bound")
     assert loader.evidence["profiled_share"] < loader.share  # the wait is no longer diluted by inflated compute
     # The truth from two figures the profiler does not inflate: the DataLoader's wait (a sleep) as recorded, over
-    # the step as the unprofiled program ran it. Where the wait is most of that step, so is the verdict.
+    # the step as the unprofiled program ran it (at the top of its spread, as the correction takes it). Where
+    # the wait is most of that step, so is the verdict.
     wait_us = sorted(st.breakdown_us["dataloader"] for st in report.steps)[len(report.steps) // 2]
-    if wait_us / report.run.reference.step_us >= 0.6:
+    ref = report.run.reference
+    if wait_us / (ref.step_us * (1 + ref.noise)) >= 0.55:
         assert report.patterns[0].id == "input_bound", [(p.id, p.share) for p in report.patterns]
     assert any("shares and estimates are corrected" in n for n in report.notes)
     rec = next(r for r in report.recommendations if r.id == "dataloader_workers")
