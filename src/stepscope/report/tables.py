@@ -205,7 +205,7 @@ def lines_tables(report: Report) -> list[Table]:
         struct_table(getattr(lines, "rows", []), id="lines", note=note, skip=("file", "line", *gpu), first=("label",),
                      terminal_rows=15),
         struct_table(getattr(lines, "unattributed", []), id="lines-unattributed", title="Time no line can take",
-                     skip=("file", "line", "function", "code"), terminal_rows=3),
+                     skip=("file", "line", "function", "code", *gpu), terminal_rows=3),
         # A CPU-only run has no GPU to wait for: its scalar reads stay in the JSON, not in its report.
         struct_table(getattr(lines, "syncs", []) if report.accelerator != "none" else [], id="line-syncs",
                      terminal_rows=6, title="Host-device syncs by line"),
