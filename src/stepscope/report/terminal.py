@@ -119,7 +119,8 @@ class _Fitted:
 
     def __rich_console__(self, console: Console, options: ConsoleOptions) -> RenderResult:
         whole = _fitted_table(self.spec, None)
-        if Measurement.get(console, options.update(width=10_000), whole).maximum <= options.max_width:
+        wraps = any(_wraps(self.spec, i) for i in range(len(self.spec.columns)))  # prose wraps to fit anyway
+        if wraps or Measurement.get(console, options.update(width=10_000), whole).maximum <= options.max_width:
             yield whole
         else:
             yield _fitted_table(self.spec, options.max_width)
@@ -154,9 +155,9 @@ def _fitted_table(spec: CellTable, width: int | None) -> Table:
         widths = widths or _text_widths(spec, rows, width, keep, squeeze=True) or {}
     for i in keep:
         label, cls = spec.columns[i]
-        text = "text" in cls.split()
-        out.add_column(_header(label), justify="left" if text else "right", no_wrap=True,
-                       overflow="ellipsis" if text else "fold", max_width=widths.get(i))
+        text, wrap = "text" in cls.split(), _wraps(spec, i)
+        out.add_column(_header(label), justify="left" if text else "right", no_wrap=not wrap,
+                       overflow="fold" if wrap or not text else "ellipsis", max_width=widths.get(i))
     for row in rows:
         out.add_row(*(Text(_cut(row[i].text, spec.columns[i][0], widths.get(i))) for i in keep))
     if spec.terminal_rows is not None and len(spec.rows) > spec.terminal_rows:
@@ -189,6 +190,12 @@ def _text_widths(spec: CellTable, rows: list, width: int, keep: list[int],
     for i in sorted(texts, key=lambda j: -out[j]):  # the minimums may overshoot: the widest give it back
         out[i] = max(MIN_TEXT_WIDTH, out[i] - max(sum(out.values()) - free, 0))
     return out
+
+
+def _wraps(spec: CellTable, column: int) -> bool:
+    """A column of prose (a fix's title, its reasoning): it wraps rather than being cut."""
+    return "wrap" in spec.columns[column][1].split() or any(
+        "wrap" in (row[column].cls or "").split() for row in spec.rows[:1])
 
 
 def _header(label: str) -> str:
