@@ -92,8 +92,8 @@ def hook_cost(steps: int, rounds: int) -> float:
     from torch.utils.data import DataLoader, TensorDataset
 
     from stepscope.capture.hooks import StepHooks
+    from stepscope.capture.options import CaptureOptions as WindowSpec
     from stepscope.capture.session import CaptureSession
-    from stepscope.capture.window import WindowSpec
 
     torch.set_num_threads(1)
     model = torch.nn.Linear(4, 4)

@@ -90,13 +90,16 @@ def test_a100_recsys_is_communication_bound_with_device_side_waits() -> None:
     # already queued (kernels launched ~164 ms ahead, waiting on other streams/ranks): no host-side pattern
     # explains it, and the host is not the bottleneck (host wait ~4%). The host blocks 147 ms per step in a
     # 704-byte .to("cpu") inside ## sparse_data_dist ##, but the GPU has queued work meanwhile, so removing it
-    # buys under 1%: no remove_sync. FusedAdam is already fused; matmuls already TF32 (AMP < 1%).
+    # buys under 1%: no remove_sync. FusedAdam is already fused; matmuls already TF32 (AMP about 1%: 0.6 of
+    # kernel time is matmuls, the GPU computes in 17% of the step). Step 550 (368 ms, 1.7x the others) is a
+    # one-off left out of the verdict.
     r = report("a100_recsys_ddp_rank0.json.gz")
     assert pattern_ids(r) == ["communication_bound"]
     assert r.patterns[0].share == pytest.approx(0.151, abs=0.005)
     assert r.patterns[0].evidence["device_wait_share"] == pytest.approx(0.63, abs=0.01)
     assert "work already queued" in r.patterns[0].title
-    assert fix_ids(r) == ["overlap_communication"]
+    assert fix_ids(r)[0] == "overlap_communication"
+    assert all(x.id == "amp" and (x.estimated_speedup or 1) <= 1.02 for x in r.recommendations[1:])
 
 
 def test_two_rank_recsys_job_is_communication_bound() -> None:
@@ -145,9 +148,12 @@ def test_tiny_traces_where_the_gpu_waits_on_untraced_host_time() -> None:
     tiny = report("a100_event_sync_tiny.json.gz")
     assert pattern_ids(tiny) == ["cpu_compute_bound", "launch_bound"]
     assert fix_ids(tiny) == ["remove_sync"] and "bool(tensor)" in tiny.recommendations[0].title
-    # Multi-stream test: 18.4 ms of a 19.9 ms window with no host op at all; three 123 µs sgemms.
+    # Multi-stream test, no steps: the window is the span of GPU activity (19.5 ms from the first launch to the
+    # last GPU end, not the 19.9 ms trace): 18.4 ms of it with no host op at all; three 123 µs sgemms. The
+    # host's time before the first launch (which made launch_bound 5% of the whole trace) is no step.
     multi = report("a100_event_sync_multistream_tiny.json.gz")
-    assert pattern_ids(multi) == ["cpu_compute_bound", "launch_bound"] and fix_ids(multi) == []
+    assert pattern_ids(multi) == ["cpu_compute_bound"] and fix_ids(multi) == []
+    assert multi.summary.step_source == "GPU activity span" and multi.steps[0].duration_us < 19_900
     # One Triton kernel of 1.8 µs in a 13.3 s step that is all untraced host time.
     triton = report("a100_triton_kernel.json.gz")
     assert pattern_ids(triton) == ["cpu_compute_bound"] and fix_ids(triton) == []

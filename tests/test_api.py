@@ -1,17 +1,26 @@
-"""The Python API: `with stepscope.profile(...) as p:` / `p.step()` / `p.report`, on the CPU."""
+"""The Python API: `with stepscope.profile(...) as p:` / `p.step()` / `p.report`, on the CPU; and the one set
+of capture defaults behind the API, the CLI and the callbacks."""
 
 from __future__ import annotations
 
+import dataclasses
+import inspect
 from pathlib import Path
 
 import pytest
 
 torch = pytest.importorskip("torch")
 
-from stepscope.api import Profile, profile, step  # noqa: E402
+from stepscope.api import profile, step  # noqa: E402
+from stepscope.capture.options import DEFAULTS, CaptureOptions  # noqa: E402
 from stepscope.capture.session import active  # noqa: E402
 from stepscope.errors import StepscopeError  # noqa: E402
 from stepscope.model.report import Report, from_json, to_json  # noqa: E402
+
+
+@pytest.fixture(autouse=True)
+def in_tmp(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.chdir(tmp_path)  # the default run folder, stepscope-runs/, is made in the working folder
 
 
 def train(n: int, mark: object) -> None:
@@ -24,8 +33,8 @@ def train(n: int, mark: object) -> None:
         mark()  # type: ignore[operator]
 
 
-def test_profile_gives_the_same_report_object() -> None:
-    with profile(skip=2, warmup=1, steps=3, batch_size=8) as p:
+def test_profile_gives_the_same_report_object(tmp_path: Path) -> None:
+    with profile(skip=2, warmup=1, steps=3, batch_size=8, telemetry=False) as p:
         train(10, p.step)
     assert active() is None and p.done
     report = p.report
@@ -35,28 +44,64 @@ def test_profile_gives_the_same_report_object() -> None:
     assert report.run is not None and report.run.step_source == "manual" and report.run.exit_code is None
     assert report.run.status == "window recorded" and report.run.batch_size_source == "user"
     assert from_json(to_json(report)).run == report.run  # the run section round-trips
+    # No out=: a new run folder under the working folder, as `stepscope run` makes.
     assert p.trace_path is not None and p.trace_path.name == "trace.json.gz"
+    assert p.trace_path.resolve().parent.parent == tmp_path.resolve() / "stepscope-runs"
 
 
 def test_module_level_step_marks_the_active_profile(tmp_path: Path) -> None:
     step()  # nothing active: does nothing
-    with Profile(skip=0, warmup=0, steps=2, out=tmp_path / "trace", telemetry=True) as p:
+    with profile(skip=0, warmup=0, steps=2, out=tmp_path / "trace", telemetry=True) as p:
         train(5, step)
     assert (tmp_path / "trace" / "trace.json.gz").is_file()
     assert [s.id for s in p.report.steps] == ["0", "1"]
     assert p.telemetry is not None and p.report.run is not None and p.report.run.telemetry is not None
 
 
+def test_an_earlier_trace_is_never_overwritten_silently(tmp_path: Path) -> None:
+    out = tmp_path / "kept"
+    with profile(skip=0, warmup=0, steps=2, out=out, telemetry=False) as p:
+        train(3, p.step)
+    before = (out / "trace.json.gz").read_bytes()
+    with pytest.raises(StepscopeError, match="already exists"):
+        profile(skip=0, warmup=0, steps=2, out=out).start()
+    assert (out / "trace.json.gz").read_bytes() == before
+    with profile(skip=0, warmup=0, steps=3, out=out, force=True, telemetry=False) as again:  # asked for
+        train(4, again.step)
+    assert [s.id for s in again.report.steps] == ["0", "1", "2"]
+
+
 def test_too_few_steps_is_said_plainly() -> None:
-    with profile(skip=5, warmup=2, steps=5) as p:
+    with profile(skip=5, warmup=2, steps=5, telemetry=False) as p:
         train(3, p.step)
     with pytest.raises(StepscopeError, match=r"ran 3 steps .*needs at least 8"):
         _ = p.report
 
 
 def test_leaving_early_keeps_the_recorded_steps() -> None:
-    with pytest.raises(RuntimeError), profile(skip=1, warmup=1, steps=10) as p:
+    with pytest.raises(RuntimeError), profile(skip=1, warmup=1, steps=10, telemetry=False) as p:
         train(6, p.step)
         raise RuntimeError("the loop failed")
     assert [s.id for s in p.report.steps] == ["2", "3", "4", "5"]
     assert p.report.run is not None and p.report.run.status == "ended early"
+
+
+def test_one_set_of_defaults_for_the_api_the_cli_and_the_callbacks() -> None:
+    """profile()'s typed keyword defaults, `stepscope run`'s flags and the callbacks' options all come from
+    CaptureOptions (telemetry used to be on in the CLI and off in the API)."""
+    from stepscope.cli import build_parser
+    from stepscope.commands.run import options_from_args
+    from stepscope.integrations._common import CallbackOptions
+
+    params = inspect.signature(profile).parameters
+    fields = {f.name: f.default for f in dataclasses.fields(CaptureOptions)}
+    shared = set(params) & set(fields)
+    assert shared >= {"skip", "warmup", "steps", "batch_size", "telemetry", "attribution", "profile_memory"}
+    assert {name: params[name].default for name in shared} == {name: fields[name] for name in shared}
+    assert all(p.kind is inspect.Parameter.KEYWORD_ONLY and p.annotation != inspect.Parameter.empty
+               for p in params.values())
+    cli = options_from_args(build_parser().parse_args(["run", "train.py"]))
+    assert cli == DEFAULTS
+    assert CallbackOptions.from_kwargs().capture == DEFAULTS.replace(step_on="marker")
+    with pytest.raises(TypeError, match="unknown stepscope callback option"):
+        CallbackOptions.from_kwargs(skipp=3)

@@ -88,3 +88,39 @@ def test_torch_compile_is_not_recompiled() -> None:
     assert attribution.note is not None and counters["stats"]["unique_graphs"] == graphs
     model(x).sum().backward()
     assert counters["stats"]["unique_graphs"] == graphs and nothing_installed()
+    torch._dynamo.reset()
+    counters.clear()  # this process has compiled nothing as far as later tests (and their runs) know
+
+
+def test_a_window_begun_inside_a_forward_names_modules_by_their_path(tmp_path) -> None:  # type: ignore[no-untyped-def]
+    """With the model's forward as the step, recording begins in its pre-hook: the blocks it then calls have
+    no range open above them. They are named by their path under the model, not the loop variable."""
+    from torch.profiler import ProfilerActivity, profile
+
+    from stepscope.analysis.facts import compute_facts
+    from stepscope.analysis.modules import module_summary
+    from stepscope.trace.kineto import read_kineto
+
+    class Net(torch.nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.blocks = torch.nn.ModuleList([torch.nn.Linear(4, 4) for _ in range(2)])
+
+        def forward(self, x: torch.Tensor) -> torch.Tensor:
+            for block in self.blocks:
+                x = block(x)
+            return x
+
+    model = Net()
+    attribution = Attribution(compiled=False)
+    handle = model.register_forward_pre_hook(lambda module, args: attribution.start())
+    with profile(activities=[ProfilerActivity.CPU]) as prof:
+        model(torch.randn(2, 4))
+    handle.remove()
+    attribution.stop()
+    path = tmp_path / "t.json"
+    prof.export_chrome_trace(str(path))
+    facts = compute_facts(read_kineto(path))
+    summary = module_summary(facts.trace, facts.steps)
+    assert summary is not None
+    assert {m.path for m in summary.modules} == {"model.blocks.0", "model.blocks.1"}

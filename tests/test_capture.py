@@ -38,25 +38,48 @@ def test_arbiter_keeps_the_strongest_source_until_locked() -> None:
     a = StepArbiter()
     assert a.mark("dataloader") is Mark.SWITCH and a.completed == 1
     assert a.mark("forward") is Mark.IGNORE  # weaker
-    assert a.mark("optimizer") is Mark.SWITCH and a.completed == 1  # stronger: its count starts over
-    assert a.mark("dataloader") is Mark.IGNORE
+    assert a.mark("backward") is Mark.SWITCH and a.completed == 1  # stronger: its count starts over
+    assert a.mark("optimizer") is Mark.SWITCH and a.completed == 1
+    assert a.mark("backward") is Mark.IGNORE and a.mark("dataloader") is Mark.IGNORE
     assert a.mark("optimizer") is Mark.STEP and a.completed == 2
     a.lock()
     assert a.mark("manual") is Mark.IGNORE and a.leader == "optimizer"  # too late: profiling has begun
+    a.reopen()  # after a provisional window, a stronger source may take over (its count starts over)
+    assert a.mark("manual") is Mark.SWITCH and a.completed == 1
 
 
-def test_step_times_give_the_profilers_overhead() -> None:
+def test_a_chosen_source_is_the_only_one_counted() -> None:
+    a = StepArbiter("forward")
+    assert a.mark("optimizer") is Mark.IGNORE and a.mark("backward") is Mark.IGNORE
+    assert a.mark("forward") is Mark.SWITCH and a.final()
+    marker = StepArbiter("marker")
+    assert marker.mark("optimizer") is Mark.IGNORE and marker.mark("lightning") is Mark.SWITCH
+    assert not StepArbiter().final()  # nothing leads yet: not a training step
+
+
+def test_step_times_give_the_unprofiled_reference() -> None:
     t = StepTimes()
     clock = 0
-    for phase, duration in [("unprofiled", 50), *[("unprofiled", 10)] * 3, ("warmup", 30), *[("recorded", 12)] * 3]:
+    for phase, duration in [("unprofiled", 50), *[("unprofiled", d) for d in (10, 12, 11)], ("warmup", 30),
+                            *[("recorded", 12)] * 3]:
         t.begin_step(clock)
         clock += duration
         t.end_step(clock, phase)
-    o = t.overhead()
-    assert o is not None and o.reference_steps == 3  # the first step (start-up) is left out
-    assert o.ratio == pytest.approx(0.2)
-    t.restart()
-    assert t.overhead() is None
+    ref = t.reference()  # no CUDA here: the host clock, median of the unprofiled steps
+    assert ref is not None and ref.method == "host clock" and ref.steps == 3  # the first (start-up) left out
+    assert ref.step_ns == 11 and ref.noise == pytest.approx((12 - 10) / 2 / 11)
+    assert t.recorded_ns() == 12
+    assert StepTimes().reference() is None
+
+
+def test_synchronized_slices_make_the_reference_when_there_are_any() -> None:
+    from stepscope.capture.overhead import Slice
+
+    t = StepTimes(slices=[Slice(4, 40_000, True), Slice(5, 60_000, True), Slice(3, 1, False)])
+    ref = t.reference()
+    assert ref is not None and ref.method == "synchronized slices" and ref.steps == 9
+    assert ref.step_ns == pytest.approx(100_000 / 9) and ref.values_ns == (10_000, 12_000)
+    assert ref.noise == pytest.approx(1_000 / (100_000 / 9))
 
 
 def test_export_repairs_bytes_that_are_not_utf8(tmp_path: Path) -> None:
@@ -204,3 +227,96 @@ def test_the_api_and_the_run_verb_import_without_torch() -> None:
 
     code = "import sys, stepscope.api, stepscope.commands.run, stepscope.capture; assert 'torch' not in sys.modules"
     assert subprocess.run([sys.executable, "-c", code], capture_output=True).returncode == 0
+
+
+def test_physical_cores_and_native_bf16_are_read_from_the_system(tmp_path: Path) -> None:
+    from stepscope.capture.settings import available_cores, cpu_bf16_flag
+
+    cpu = tmp_path / "cpu"
+    for n in range(4):  # two cores with two hyperthreads each
+        topology = cpu / f"cpu{n}" / "topology"
+        topology.mkdir(parents=True)
+        (topology / "physical_package_id").write_text("0\n")
+        (topology / "core_id").write_text(f"{n % 2}\n")
+    import os
+
+    allowed = sorted(os.sched_getaffinity(0))
+    if set(allowed) >= {0, 1, 2, 3}:
+        assert available_cores(cpu) == 2
+    info = tmp_path / "cpuinfo"
+    info.write_text("processor\t: 0\nflags\t\t: fpu sse avx2 avx512f avx512_bf16\n\nprocessor\t: 1\n")
+    assert cpu_bf16_flag(info) == "avx512_bf16"
+    info.write_text("flags\t\t: fpu avx2 avx512_bf16 amx_bf16 amx_tile\n")
+    assert cpu_bf16_flag(info) == "amx_bf16"
+    info.write_text("flags\t\t: fpu sse avx2\n")
+    assert cpu_bf16_flag(info) is None and cpu_bf16_flag(tmp_path / "missing") is None
+
+
+def test_settings_of_the_loader_the_optimizer_and_the_model() -> None:
+    torch = pytest.importorskip("torch")
+    from torch.utils.data import DataLoader, TensorDataset
+
+    from stepscope.capture.settings import SettingsWatch, read_settings
+
+    model = torch.nn.Sequential(torch.nn.Conv2d(3, 8, 3), torch.nn.Flatten()).to(memory_format=torch.channels_last)
+    loader = DataLoader(TensorDataset(torch.randn(40, 3, 8, 8)), batch_size=8, num_workers=0, pin_memory=False)
+    opt = torch.optim.AdamW(model.parameters(), foreach=True)
+    st = read_settings(model, loader, opt, lambda obj: {"line": 1} if obj is loader else None)
+    assert st.dataloader is not None and (st.dataloader.num_workers, st.dataloader.batches_per_epoch) == (0, 5)
+    assert st.dataloader.location == {"line": 1}
+    assert st.optimizer is not None and st.optimizer.name == "AdamW" and st.optimizer.foreach is True
+    assert st.channels_last is True and st.conv_layers == 1 and st.compiled is False
+    assert st.intra_op_threads == torch.get_num_threads()
+    watch = SettingsWatch(lambda: (model, loader, opt))
+    watch.window_started()
+    with torch.autocast("cpu", dtype=torch.bfloat16):
+        model(torch.randn(2, 3, 8, 8))
+    model(torch.randn(2, 3, 8, 8))  # the probe is gone after the first forward
+    watch.window_ended()
+    assert watch.settings is not None and watch.settings.autocast == "bfloat16"
+
+
+def test_on_a_gpu_the_reference_is_two_synchronized_slices_never_a_sync_per_step(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """One torch.cuda.synchronize() at each end of the slice before the window (steps 1 to skip-1) and of the
+    slice after it (reference_steps steps): four in all, however many steps run."""
+    import sys
+    import types
+
+    from stepscope.capture import session as session_mod
+    from stepscope.capture.export import Exported
+    from stepscope.capture.options import CaptureOptions
+    from stepscope.capture.session import CaptureSession
+
+    syncs: list[int] = []
+    cuda = types.SimpleNamespace(is_available=lambda: True, is_initialized=lambda: True,
+                                 synchronize=lambda: syncs.append(1))
+    monkeypatch.setitem(sys.modules, "torch", types.SimpleNamespace(cuda=cuda))
+
+    class Window:  # the profiler window, without a profiler
+        def __init__(self, spec: CaptureOptions, first_step: int, path: Path) -> None:
+            self.spec, self.first_step, self.path = spec, first_step, path
+            self.boundaries, self.gpu, self.exported, self.running = 0, True, None, False
+
+        length = property(lambda self: self.spec.warmup + self.spec.steps)
+        recording = property(lambda self: self.running and self.boundaries >= self.spec.warmup)
+        recorded = property(lambda self: max(0, min(self.boundaries - self.spec.warmup, self.spec.steps)))
+
+        def start(self) -> None:
+            self.running = True
+
+        def step(self) -> bool:
+            self.boundaries += 1
+            if self.boundaries >= self.length:
+                self.running, self.exported = False, Exported(self.path)
+                return True
+            return False
+
+    monkeypatch.setattr(session_mod, "ProfilerWindow", Window)
+    session = CaptureSession(CaptureOptions(skip=5, warmup=2, steps=5, reference_steps=5), tmp_path)
+    for _ in range(40):
+        session.mark("optimizer")
+    result = session.close()
+    assert len(syncs) == 4
+    assert result.reference is not None and result.reference.method == "synchronized slices"
+    assert result.reference.steps == 4 + 5 and len(result.reference.values_ns) == 2

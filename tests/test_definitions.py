@@ -69,13 +69,22 @@ def test_trailing_steps_without_gpu_work_and_cut_off_step_are_dropped(builder: T
     assert len(f.steps.dropped) == 2
 
 
-def test_whole_trace_is_one_window_without_profiler_steps(builder: TraceBuilder, tmp_path: Path) -> None:
+def test_without_steps_the_window_is_the_span_of_gpu_activity(builder: TraceBuilder, tmp_path: Path) -> None:
     b = builder
+    b.op("aten::empty", 0, 5)  # start-up before the first launch: not part of any step
     b.op("aten::mm", 10, 50)
     b.launch("gemm", (20, 25), (30, 90))
     f = facts_of(b, tmp_path)
-    assert f.steps.source == "whole trace"
-    assert (f.steps.start[0], f.steps.end[0]) == (0, 80_000)  # from the first event (t=0) to the kernel's end
+    assert f.steps.source == "GPU activity span"
+    assert (f.steps.start[0], f.steps.end[0]) == (20_000, 90_000)  # the launch's start to the kernel's end
+
+
+def test_without_steps_or_gpu_work_the_window_is_the_whole_trace(builder: TraceBuilder, tmp_path: Path) -> None:
+    b = builder
+    b.op("aten::mm", 10, 50)
+    b.op("aten::add", 60, 70)
+    f = facts_of(b, tmp_path)
+    assert f.steps.source == "whole trace" and (f.steps.start[0], f.steps.end[0]) == (0, 60_000)
 
 
 def test_gpu_utilisation_and_idle_causes(builder: TraceBuilder, tmp_path: Path) -> None:
@@ -201,7 +210,7 @@ def test_own_source_ranges_are_never_taken_as_steps(builder: TraceBuilder, tmp_p
         t = i * 100.0
         b.annotation("stepscope.line|train.py|12|main|loss = model(x)", t, t + 40)
         b.launch("k", (t + 1, t + 2), (t + 3, t + 4))
-    assert facts_of(b, tmp_path).steps.source == "whole trace"
+    assert facts_of(b, tmp_path).steps.source == "GPU activity span"
     for i in range(4):
         b.annotation("train_step", i * 100.0, i * 100.0 + 90)
     f = facts_of(b, tmp_path, "t2.json")

@@ -107,3 +107,18 @@ def test_cudnn_fused_attention_kernels_count_as_half_precision_matmuls() -> None
              and "_sdpa_" in e["name"]}
     assert len(names) == 2
     assert all(is_matmul_kernel(n) and precision(n) == "half" for n in names)
+
+
+def test_energy_per_step_from_the_run_telemetry_of_a_real_gpu() -> None:
+    """J per step is the window's mean NVML power times the unprofiled step: on the H100 launch_bound run,
+    122.43 W (telemetry.json window) x 50.388 ms (unprofiled step, run.json) = 6.17 J."""
+    from stepscope.model.report import Run
+    from stepscope.report.tables import run_summary
+
+    doc = json.loads((DATA / "gpu_h100" / "launch_bound" / "run.json").read_text())
+    r = report("gpu_h100", "launch_bound")
+    fields = {f for f in Run.__struct_fields__}
+    with_run = Report(**{f: getattr(r, f) for f in r.__struct_fields__})
+    with_run.run = Run(**{k: v for k, v in doc.items() if k in fields})
+    gpu_line = next(line for line in run_summary(with_run) if line.startswith("GPU 0"))
+    assert "~6.17 J per step (mean power x unprofiled step time)" in gpu_line

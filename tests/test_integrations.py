@@ -12,7 +12,8 @@ from torch.utils.data import DataLoader, Dataset, TensorDataset  # noqa: E402
 
 
 @pytest.fixture(autouse=True)
-def quiet(monkeypatch: pytest.MonkeyPatch) -> None:
+def quiet(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    monkeypatch.chdir(tmp_path)  # a callback without out= writes stepscope-runs/ in the working folder
     monkeypatch.setenv("TOKENIZERS_PARALLELISM", "false")
     monkeypatch.setenv("HF_HUB_OFFLINE", "1")  # nothing to download: the model is built here
 
@@ -47,7 +48,15 @@ def test_lightning_callback(tmp_path: Path) -> None:
     # The batch is fetched inside the step (between two on_train_batch_end calls).
     assert report.summary.breakdown_us["dataloader"] > 0
     assert sorted(p.name for p in (tmp_path / "stepscope").iterdir()) == ["census.json", "report.html", "report.json",
-                                                                          "report.txt", "trace.json.gz"]
+                                                                          "report.txt", "telemetry.json",
+                                                                          "trace.json.gz"]
+    # Lightning runs forward and backward in a closure inside optimizer.step(): the training_step's line and
+    # the model's modules still carry their time, forward and backward, as in a plain loop.
+    assert report.lines is not None and report.modules is not None
+    step_line = next(r for r in report.lines.rows if "cross_entropy(self.net(x), y)" in r.code)
+    assert step_line.cpu_fwd_us > 0 and step_line.cpu_bwd_us > 0
+    net = next(m for m in report.modules.rows if m.path.endswith("net"))
+    assert net.cpu_fwd_us > 0 and net.cpu_bwd_us > 0
 
 
 def test_lightning_callback_can_stop_training(tmp_path: Path) -> None:
@@ -118,4 +127,9 @@ def test_huggingface_callback(tmp_path: Path, capsys: pytest.CaptureFixture[str]
     assert report.run is not None and report.run.step_source == "huggingface"
     assert (report.run.batch_size, report.run.batch_size_source) == (8, "trainer")  # 4 per device x 2 accumulated
     assert report.summary.breakdown_us["dataloader"] > 0  # the fetch happens before on_step_begin: inside the step
-    assert "Step-time breakdown" in capsys.readouterr().out  # printed at the end of training
+    out = capsys.readouterr().out
+    assert "Step-time breakdown" in out  # printed at the end of training
+    # No out=: a run folder as `stepscope run` writes it, kept after training, and the printed report says so.
+    (folder,) = (tmp_path / "stepscope-runs").iterdir()
+    assert {p.name for p in folder.iterdir()} >= {"trace.json.gz", "report.json", "report.txt", "report.html"}
+    assert f"stepscope: wrote {Path('stepscope-runs') / folder.name}/" in out

@@ -26,8 +26,8 @@ ALLOWED: dict[str, set[str]] = {
     # Predict reads the facts (and the pattern classifier, to name a replayed step's bottleneck) and the hardware.
     "predict": {"analysis", "advice", "trace", "hardware", "model", "errors"},
     # Tune runs programs through capture in child processes and reads the reports they write; the profiled child
-    # writes them through the API, as `stepscope run` does.
-    "tune": {"capture", "model", "errors", "version", "api", "atomic"},
+    # writes them through runreport, as `stepscope run` does.
+    "tune": {"capture", "model", "errors", "version", "runreport", "atomic"},
 }
 # What a layer must not have loaded at run time after importing it (the static check misses imports made by
 # the package's __init__ or inside functions).
@@ -40,7 +40,7 @@ NOT_LOADED_BY: dict[str, tuple[str, ...]] = {
     "stepscope.analysis.facts": ("stepscope.advice", "stepscope.report", "stepscope.model"),
     # A measured trial runs the user's program with nothing of the analysis loaded.
     "stepscope.tune.child": ("stepscope.analysis", "stepscope.advice", "stepscope.report", "stepscope.pipeline",
-                             "stepscope.api"),
+                             "stepscope.api", "stepscope.runreport"),
     "stepscope.tune.ladder": ("stepscope.analysis", "stepscope.advice", "stepscope.report", "stepscope.pipeline"),
 }
 NOBODY_IMPORTS = {"cli"}

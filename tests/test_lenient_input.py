@@ -182,13 +182,13 @@ def test_zero_length_steps_are_left_out(tmp_path: Path) -> None:
     assert "step 1: zero length: left out" in report.summary.dropped_steps
 
 
-def test_all_steps_zero_length_fall_back_to_the_whole_trace(tmp_path: Path) -> None:
+def test_all_steps_zero_length_fall_back_to_the_gpu_span(tmp_path: Path) -> None:
     doc = three_steps().to_dict()
     for e in doc["traceEvents"]:
         if e["name"].startswith("ProfilerStep"):
             e["dur"] = 0
     report = analyze(write(tmp_path / "t.json", doc))
-    assert report.summary.step_source == "whole trace"
+    assert report.summary.step_source == "GPU activity span"  # no step left: the span of the GPU's work
     assert report.summary.step_time_us and report.summary.step_time_us > 0
     assert any("no step from ProfilerStep" in n for n in report.summary.dropped_steps)
 

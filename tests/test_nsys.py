@@ -262,7 +262,30 @@ def test_export_without_nvtx(tmp_path: Path) -> None:
         assert not db.execute("SELECT name FROM sqlite_master WHERE name = 'NVTX_EVENTS'").fetchall()
     assert not (trace.events.kind == Kind.USER_ANNOTATION).any()
     assert len(rows_of(trace, Kind.KERNEL)) == STEPS * KERNELS_PER_STEP
-    assert find_steps(trace).source == "whole trace"
+    assert find_steps(trace).source == "GPU activity span"
+
+
+def test_without_nvtx_the_window_is_the_gpus_working_span_not_the_process(tmp_path: Path) -> None:
+    """`nsys profile python train.py` with no NVTX: start-up (here 1.5 ms of cudaMalloc and a long read before
+    the loop) is no step. The window runs from the first launch (the first batch's copy at LOOP_START) to the
+    last GPU end (the last step's loss copy), and the GPU's busy share is taken over it."""
+    from nsys_builder import KERNEL_NS, LAUNCH_GAP_NS, LOOP_START
+    from stepscope.pipeline import analyze_traces
+
+    b = training_loop(nvtx=False)
+    b.runtime("cudaMalloc", 100_000, 1_600_000)  # start-up: allocator and module loading, no GPU work
+    b.osrt("read", 10_000, 1_900_000)
+    report = analyze_traces([build(tmp_path, b)])
+    # Each step (µs): copy call 15 + sync 56 + 24 launches x 5 + zero_grad 4 + loss copy 8 + sync 2 + Python 20
+    # = 225; the last step's loss copy ends 7 µs into its 8 µs call: the span is 4 x 225 + 15+56+120+4+7 = 1102.
+    step_us = 15 + 56 + KERNELS_PER_STEP * LAUNCH_GAP_NS / 1e3 + 4 + 8 + 2 + 20
+    span_us = (STEPS - 1) * step_us + 15 + 56 + KERNELS_PER_STEP * LAUNCH_GAP_NS / 1e3 + 4 + 7
+    assert report.summary.step_source == "GPU activity span" and len(report.steps) == 1
+    assert report.steps[0].duration_us == pytest.approx(span_us)
+    assert report.steps[0].breakdown_us["kernel"] == pytest.approx(STEPS * KERNELS_PER_STEP * KERNEL_NS / 1e3)
+    assert LOOP_START > 1_900_000  # the start-up above ends before the loop
+    assert report.patterns and report.patterns[0].id != "cpu_compute_bound"  # start-up decides nothing
+    assert any("no steps in the trace" in n and "--step-range" in n for n in report.notes)
 
 
 def test_open_nvtx_range_ends_at_the_trace_end(tmp_path: Path) -> None:

@@ -119,7 +119,26 @@ def test_gpu_compute_bound_as_the_largest_part_when_nothing_else_holds(tmp_path:
 
 
 def test_per_step_shares_and_primary_steps(tmp_path: Path) -> None:
-    """The first batch takes 20 ms to load; later steps are pure GPU work of 20 ms."""
+    """Every other batch takes 20 ms to load; the steps' GPU work is 20 ms. (Two of four steps: no one-off.)"""
+    b = TraceBuilder()
+    tl = Timeline(b)
+    for i in range(4):
+        with tl.step(i):
+            if i % 2 == 0:
+                tl.dataloader(20_000.0)
+            for _ in range(20):
+                with tl.op("aten::mm"):
+                    tl.kernel("sm80_xmma_gemm_bf16bf16_bf16f32_f32_tn_n", 1000.0)
+            tl.sync()
+    report = report_of(b, tmp_path)
+    loader = next(p for p in report.patterns if p.id == "input_bound")
+    per_step = loader.evidence["share_per_step"]
+    assert per_step["0"] == pytest.approx(0.5, abs=0.01) and per_step["1"] == per_step["3"] == 0.0
+    assert loader.evidence["primary_in_steps"] == ["0", "2"]
+
+
+def test_a_one_off_step_does_not_decide_the_verdict(tmp_path: Path) -> None:
+    """Only the first batch takes 20 ms to load (a 2x step among four): the verdict is the other steps'."""
     b = TraceBuilder()
     tl = Timeline(b)
     for i in range(4):
@@ -131,16 +150,15 @@ def test_per_step_shares_and_primary_steps(tmp_path: Path) -> None:
                     tl.kernel("sm80_xmma_gemm_bf16bf16_bf16f32_f32_tn_n", 1000.0)
             tl.sync()
     report = report_of(b, tmp_path)
-    loader = next(p for p in report.patterns if p.id == "input_bound")
-    per_step = loader.evidence["share_per_step"]
-    assert per_step["0"] == pytest.approx(0.5, abs=0.01) and per_step["1"] == per_step["3"] == 0.0
-    assert loader.evidence["primary_in_steps"] == ["0"]
+    assert [p.id for p in report.patterns] == ["gpu_compute_bound"]
+    assert report.patterns[0].evidence["share_per_step"]["0"] == pytest.approx(0.5, abs=0.01)
+    assert any("step 0 (" in n and "one-off" in n for n in report.notes)
 
 
 def test_first_call_cost_is_named_and_not_treated_as_steady_launch_overhead(tmp_path: Path) -> None:
     b = TraceBuilder()
     tl = Timeline(b)
-    for i in range(3):
+    for i in range(2):  # two steps: neither can be set aside as a one-off
         with tl.step(i):
             with tl.op("aten::add"):
                 tl.kernel(sc.ADD, 5.0, host_us=5000.0 if i == 0 else 5.0)
@@ -152,6 +170,21 @@ def test_first_call_cost_is_named_and_not_treated_as_steady_launch_overhead(tmp_
     assert launch.id == "launch_bound" and launch.evidence["slowest_call"]["first_call_cost"]
     assert "first-call cost" in launch.title
     assert not {r.id for r in report.recommendations} & {"cuda_graphs", "larger_batch"}
+
+
+def test_a_first_call_cost_in_one_step_of_several_is_a_one_off(tmp_path: Path) -> None:
+    b = TraceBuilder()
+    tl = Timeline(b)
+    for i in range(3):
+        with tl.step(i):
+            with tl.op("aten::add"):
+                tl.kernel(sc.ADD, 5.0, host_us=5000.0 if i == 0 else 5.0)
+            for _ in range(30):
+                with tl.op("aten::add"):
+                    tl.kernel(sc.ADD, 5.0)
+    report = report_of(b, tmp_path)
+    assert any(n.startswith("step 0 (") and "one-off" in n for n in report.notes)
+    assert report.patterns and all("first-call cost" not in p.title for p in report.patterns)
 
 
 SCENARIOS = [sc.gpu_bound_trace, sc.launch_bound_trace, sc.sync_bound_trace, sc.cpu_bound_trace,

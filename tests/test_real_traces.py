@@ -58,7 +58,7 @@ def test_old_category_names_without_device_properties() -> None:
     assert int((trace.events.kind == Kind.KERNEL).sum()) == 4
     assert int((trace.events.kind == Kind.RUNTIME).sum()) == 8
     report = analyze(kineto_trace("old_categories_inference_rank1.json.gz"))
-    assert report.summary.step_source == "whole trace"
+    assert report.summary.step_source == "GPU activity span"
     assert report.device is not None and report.device.kind == "cuda" and "unknown" in report.device.name
     assert any("deviceProperties" in n for n in report.notes)
     assert report.kernels is not None and report.kernels.launch_delay_us is not None  # runtime links kept
@@ -90,7 +90,7 @@ def test_event_sync_traces() -> None:
     causes = {c.op for c in report.syncs.causes}
     assert "aten::is_nonzero" in causes
     multi = analyze(kineto_trace("a100_event_sync_multistream_tiny.json.gz"))
-    assert multi.summary.step_source == "whole trace" and multi.kernels is not None
+    assert multi.summary.step_source == "GPU activity span" and multi.kernels is not None
 
 
 def test_non_gpu_accelerator_is_reported_as_such() -> None:

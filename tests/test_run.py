@@ -242,6 +242,7 @@ def test_inference_steps_from_the_models_forward(tmp_path: Path, capfd: pytest.C
     run_info = from_json((tmp_path / "out" / "report.json").read_bytes()).run
     assert run_info is not None and run_info.step_source == "forward"
     assert (run_info.batch_size, run_info.batch_size_source) == (6, "model input")
+    assert run_info.phase == "inference or evaluation only"  # said plainly: no backward pass was recorded
 
 
 def test_inference_steps_from_the_dataloader(tmp_path: Path, capfd: pytest.CaptureFixture[str]) -> None:
@@ -324,3 +325,32 @@ def test_entry_point_exit_code_in_a_child_process(tmp_path: Path) -> None:
     folders = list((tmp_path / "stepscope-runs").iterdir())
     assert len(folders) == 1 and folders[0].name.startswith("train-")
     assert done.stdout.strip().splitlines()[-1].startswith(f"stepscope: wrote stepscope-runs/{folders[0].name}/")
+    # torch's own native chatter (USDT profiler_start/stop, collection.cpp warnings) stays out of the terminal
+    assert "USDT" not in done.stderr and "collection.cpp" not in done.stderr, done.stderr
+
+
+def test_out_force_and_double_dash(tmp_path: Path, capfd: pytest.CaptureFixture[str]) -> None:
+    """-o/--out, -f/--force (nothing is overwritten unless asked), `--` before the script; everything after
+    the script is the script's, `--` and `-o` included."""
+    script = write(tmp_path / "echo.py", """
+        import sys
+        import torch
+        from torch.utils.data import DataLoader, TensorDataset
+        print("argv", sys.argv[1:])
+        model = torch.nn.Linear(8, 2)
+        opt = torch.optim.SGD(model.parameters(), lr=0.1)
+        for (x,) in DataLoader(TensorDataset(torch.randn(64, 8)), batch_size=4):
+            model(x).sum().backward()
+            opt.step()
+        """)
+    out = tmp_path / "out"
+    code, stdout, err = run(capfd, "-o", out, "--skip", "1", "--warmup", "0", "--steps", "2", "--", script,
+                            "-o", "mine", "--", "-f")
+    assert code == 0, err
+    assert "argv ['-o', 'mine', '--', '-f']" in stdout
+    first = (out / "report.json").read_bytes()
+    code, _, err = run(capfd, "-o", out, script)
+    assert code == 2 and "already exists" in err and (out / "report.json").read_bytes() == first
+    code, _, err = run(capfd, "--out", out, "--force", "--skip", "1", "--warmup", "0", "--steps", "3", script)
+    assert code == 0, err
+    assert len(from_json((out / "report.json").read_bytes()).steps) == 3

@@ -51,6 +51,11 @@ def dataloader_share(report: Report) -> float:
     return report.summary.breakdown_us["dataloader"] / report.summary.step_time_us
 
 
+def input_share(report: Report) -> float:
+    """The input_bound verdict's share of the step (0 when it does not hold)."""
+    return next((p.share for p in report.patterns if p.id == "input_bound"), 0.0)
+
+
 def test_input_bound_example_and_its_fix(tmp_path: Path) -> None:
     # 0.5 ms of storage latency per sample: loading a batch waits longer than the step computes. Latency,
     # unlike CPU-bound loading, is hidden by workers whatever the core count, so the test holds on 2 cores.
@@ -60,9 +65,11 @@ def test_input_bound_example_and_its_fix(tmp_path: Path) -> None:
     fixed = run_example_alone(tmp_path / "w4", "pattern_input_bound.py", "--work", "0", "--io-ms", "0.5",
                               "--workers", "4")
     assert slow.run is not None and slow.run.batch_size == 32 and slow.run.step_source == "optimizer"
-    # Measured here: ~60-75% of the step -> ~10-20% (what remains is receiving each batch from a worker).
-    assert dataloader_share(slow) > 0.45, dataloader_share(slow)
-    assert dataloader_share(fixed) < 0.4 * dataloader_share(slow), (dataloader_share(fixed), dataloader_share(slow))
+    # Measured here: ~60-75% of the step -> ~10-20% (what remains is receiving each batch from a worker). The
+    # shares are the verdict's, corrected for the profiler's overhead: as recorded, the wait's share depends on
+    # how much the profiler inflated the compute (with shapes recorded and the machine loaded, it fell to 43%).
+    assert input_share(slow) > 0.45, (input_share(slow), dataloader_share(slow))
+    assert input_share(fixed) < 0.4 * input_share(slow), (input_share(fixed), input_share(slow))
     assert slow.patterns and slow.patterns[0].id == "input_bound"
     assert not fixed.patterns or fixed.patterns[0].id != "input_bound"
 

@@ -8,31 +8,30 @@
     print(p.report.patterns)
 
 `stepscope.step()` marks a step in whichever capture is active (this API's, or `stepscope run`'s) and
-does nothing when none is, so a program can keep the call and still run under plain `python`.
+does nothing when none is, so a program can keep the call and still run under plain `python`. Without
+`out=`, the files go to a new run folder, `stepscope-runs/NAME-TIME/`, as `stepscope run` writes them;
+an `out=` folder must be new or empty unless `force=True`: nothing is overwritten silently.
 """
 
 from __future__ import annotations
 
 import atexit
 import contextlib
+import os
 import sys
-import tempfile
 from pathlib import Path
 from types import TracebackType
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
-import msgspec
-
-from stepscope.capture.session import TRACE_NAME, CaptureResult, CaptureSession, activate, active
+from stepscope.capture.options import DEFAULTS, CaptureOptions
+from stepscope.capture.session import CaptureResult, CaptureSession, activate, active
 from stepscope.capture.signals import EXIT_CODE as SIGTERM_EXIT_CODE
 from stepscope.capture.signals import SigtermHandler
 from stepscope.capture.telemetry import Telemetry, TelemetryReport
-from stepscope.capture.window import WindowSpec
 from stepscope.errors import StepscopeError
 from stepscope.model import report as s
 
-if TYPE_CHECKING:
-    from stepscope.predict import PredictRequest
+_D = DEFAULTS  # every default below is the one capture option's default
 
 
 def step() -> None:
@@ -42,35 +41,40 @@ def step() -> None:
         session.mark("manual")
 
 
+def program_name() -> str:
+    """The running script's stem (or "python"), to name the run folder."""
+    argv0 = Path(sys.argv[0] if sys.argv and sys.argv[0] not in ("", "-c", "-") else "python")
+    return (argv0.parent.name if argv0.stem == "__main__" else argv0.stem) or "python"  # python -m pkg: pkg
+
+
+def prepare_folder(out: str | Path | None, force: bool, name: str) -> Path:
+    """A new run folder (no `out`), or `out` when it is new, empty, or `force` lets its files be replaced."""
+    from stepscope.capture import runfolder
+
+    if out is not None and force:
+        folder = Path(out)
+        if folder.exists() and not folder.is_dir():
+            raise StepscopeError(f"{folder}: exists and is not a folder")
+        folder.mkdir(parents=True, exist_ok=True)
+        return folder
+    return runfolder.new_run_folder(name, out)
+
+
 class Profile:
     """A capture driven by explicit `step()` calls; use `stepscope.profile(...)` to make one."""
 
-    def __init__(
-        self,
-        *,
-        skip: int = 5,
-        warmup: int = 2,
-        steps: int = 5,
-        batch_size: int | None = None,
-        out: str | Path | None = None,
-        record_shapes: bool = False,
-        profile_memory: bool | None = None,
-        with_stack: bool = False,
-        telemetry: bool = False,
-        attribution: bool = True,
-        source: str = "manual",
-    ) -> None:
-        self.spec = WindowSpec(skip=skip, warmup=warmup, steps=steps, record_shapes=record_shapes,
-                               profile_memory=profile_memory, with_stack=with_stack)
+    def __init__(self, options: CaptureOptions = DEFAULTS, *, out: str | Path | None = None, force: bool = False,
+                 source: str = "manual", name: str | None = None) -> None:
+        self.spec = options
         self.source = source
-        self._batch_size = batch_size
         self._out = Path(out) if out is not None else None
-        self._tmp: tempfile.TemporaryDirectory[str] | None = None
-        self._want_telemetry = telemetry
-        self._want_attribution = attribution
+        self._force = force
+        self._name = name
+        self.folder: Path | None = None
         self._telemetry: Telemetry | None = None
         self._session: CaptureSession | None = None
         self._previous: CaptureSession | None = None
+        self._objects: dict[str, Any] = {}
         self._sigterm: SigtermHandler | None = None
         self.result: CaptureResult | None = None
         self.telemetry: TelemetryReport | None = None
@@ -84,28 +88,29 @@ class Profile:
                  tb: TracebackType | None) -> None:
         self.stop()
 
-    def start(self) -> None:
-        if self._out is None:
-            self._tmp = tempfile.TemporaryDirectory(prefix="stepscope-")
-            folder = Path(self._tmp.name)
-        else:
-            folder = self._out
-            if (folder / TRACE_NAME).exists():
-                raise StepscopeError(f"{folder / TRACE_NAME}: already exists",
-                                     hint="give out= a new folder, or leave it out for a temporary one")
-            folder.mkdir(parents=True, exist_ok=True)
-        if self._want_telemetry:
-            self._telemetry = Telemetry().start()
-        listeners: list = [self._telemetry] if self._telemetry is not None else []
-        if self._want_attribution:
-            from stepscope.capture.attribution import AttributionWindow
+    def observe(self, *, model: Any = None, loader: Any = None, optimizer: Any = None) -> None:
+        """Hand over the model, DataLoader and optimizer, so the report knows what they have set."""
+        self._objects.update({k: v for k, v in (("model", model), ("loader", loader), ("optimizer", optimizer))
+                              if v is not None})
 
-            listeners.append(AttributionWindow())
+    def start(self) -> None:
+        from stepscope.capture.attribution import AttributionWindow
+        from stepscope.capture.settings import SettingsWatch
+
+        self.folder = prepare_folder(self._out, self._force, self._name or program_name())
+        if self._force:
+            (self.folder / "trace.json.gz").unlink(missing_ok=True)
+        if self.spec.telemetry:
+            self._telemetry = Telemetry(self.spec.telemetry_interval).start()
+        watch = SettingsWatch(lambda: (self._objects.get("model"), self._objects.get("loader"),
+                                       self._objects.get("optimizer")))
         from stepscope.capture.census import MemoryCensus
 
-        listeners.append(MemoryCensus(folder))  # what the model and optimizer hold: the memory categories
-        self._session = CaptureSession(self.spec, folder, listeners=listeners)
-        self._session.set_batch_size(self._batch_size, "user")
+        attribution = AttributionWindow() if self.spec.attribution else None
+        # MemoryCensus: what the model and optimizer hold, for the memory categories.
+        listeners = [x for x in (self._telemetry, watch, attribution, MemoryCensus(self.folder)) if x is not None]
+        self._session = CaptureSession(self.spec, self.folder, listeners=listeners)
+        self._session.set_batch_size(self.spec.batch_size, "user")
         self._previous = activate(self._session)
         # SIGTERM ends the program as it would have, but through its `with` blocks and its exit handlers (which
         # stop a capture nobody stopped, as a trainer callback without an exception hook leaves it): the window
@@ -155,147 +160,63 @@ class Profile:
     def report(self) -> s.Report:
         """The diagnosis of the recorded window (analysed on first use)."""
         if self._report is None:
+            from stepscope.runreport import live_report
+
             result = self.stop()
-            self._report = live_report(result, self.spec, command=[], exit_code=None, telemetry=self.telemetry)
+            self._report = live_report(result, self.spec, command=[], exit_code=None, telemetry=self.telemetry,
+                                       folder=self.folder)
         return self._report
 
+    def write_files(self) -> list[str]:
+        """The run folder's report files beside the trace (report.json, report.txt, report.html, telemetry.json)."""
+        import msgspec
 
-def profile(**options: object) -> Profile:
-    """`with stepscope.profile(skip=5, warmup=2, steps=5, batch_size=None, ...) as p:`, `p.step()` per step.
+        from stepscope.atomic import write_atomic
+        from stepscope.capture.telemetry import to_json
+        from stepscope.runreport import WRITE_HINT, write_report_files
 
-    Options: out (a folder for the trace), record_shapes, profile_memory, with_stack, telemetry (CPU/GPU
-    readings, off by default), attribution (time by source line and module in the recorded steps, on)."""
-    return Profile(**options)  # type: ignore[arg-type]
+        assert self.folder is not None
+        written = []
+        telemetry = None
+        if self.telemetry is not None:
+            write_atomic(self.folder / "telemetry.json", to_json(self.telemetry), what="telemetry", hint=WRITE_HINT)
+            telemetry = msgspec.json.decode(to_json(self.telemetry))
+            written.append("telemetry.json")
+        from stepscope.trace.census import CENSUS_FILE
 
-
-def capture_status(result: CaptureResult, program_status: str = "finished") -> str:
-    if program_status == "exception" or program_status == "exit":
-        return "failed"
-    if program_status == "interrupted":
-        return "interrupted"
-    if program_status == "terminated":
-        return "terminated"
-    if result.trace_path is None or result.steps_recorded == 0:
-        return "nothing recorded"
-    return "window recorded" if result.window_complete else "ended early"
+        if (self.folder / CENSUS_FILE).exists():
+            written.append(CENSUS_FILE)
+        return sorted([*written, *write_report_files(self.report, self.folder, telemetry=telemetry)])
 
 
-def live_report(
-    result: CaptureResult,
-    spec: WindowSpec,
+def profile(
     *,
-    command: list[str],
-    exit_code: int | None,
-    program_status: str = "finished",
-    telemetry: TelemetryReport | None = None,
-    folder: Path | None = None,
-    files: list[str] | None = None,
-    predict: PredictRequest | None = None,
-) -> s.Report:
-    """Analyse the captured trace with the one pipeline, and add how the capture went (and, with `predict`,
-    the job on other GPUs)."""
-    from stepscope.pipeline import analyze_traces
-    from stepscope.trace.kineto import read_kineto
+    skip: int = _D.skip,
+    warmup: int = _D.warmup,
+    steps: int = _D.steps,
+    batch_size: int | None = _D.batch_size,
+    out: str | os.PathLike[str] | None = None,
+    force: bool = False,
+    record_shapes: bool = _D.record_shapes,
+    profile_memory: bool | None = _D.profile_memory,
+    with_stack: bool = _D.with_stack,
+    attribution: bool = _D.attribution,
+    telemetry: bool = _D.telemetry,
+    telemetry_interval: float = _D.telemetry_interval,
+    reference_steps: int = _D.reference_steps,
+) -> Profile:
+    """`with stepscope.profile() as p:` ... `p.step()` once per step; `p.report` afterwards.
 
-    if result.trace_path is None:
-        raise StepscopeError(nothing_recorded(result, spec),
-                             hint="mark steps with stepscope.step(), or lower the skip and warm-up")
-    power = None
-    if predict is not None and telemetry is not None and telemetry.window is not None:
-        from stepscope.predict.energy import window_power
-
-        power = window_power(msgspec.to_builtins(telemetry.window))
-    report = analyze_traces([read_kineto(result.trace_path)], batch_size=result.batch_size, predict=predict,
-                            power_w=power)
-    report.run = run_section(result, spec, command=command, exit_code=exit_code, program_status=program_status,
-                             telemetry=telemetry, folder=folder, files=files)
-    report.notes.extend(result.notes)
-    if result.overhead is not None:
-        o = result.overhead
-        report.notes.append(
-            f"profiler overhead {o.ratio:+.1%}: recorded steps took {o.recorded_step_ns / 1e6:.2f} ms, unprofiled "
-            f"ones {o.unprofiled_step_ns / 1e6:.2f} ms (medians of {o.recorded_steps} and {o.reference_steps} "
-            "steps, host clock)")
-    return report
-
-
-def run_section(result: CaptureResult, spec: WindowSpec, *, command: list[str], exit_code: int | None,
-                program_status: str = "finished", telemetry: TelemetryReport | None = None,
-                folder: Path | None = None, files: list[str] | None = None) -> s.Run:
-    o = result.overhead
-    window = telemetry.window if telemetry is not None else None
-    return s.Run(
-        command=list(command),
-        status=capture_status(result, program_status),
-        exit_code=exit_code,
-        step_source=result.step_source,
-        skip=spec.skip,
-        warmup=spec.warmup,
-        steps_requested=spec.steps,
-        steps_recorded=result.steps_recorded,
-        first_recorded_step=result.first_recorded_step,
-        batch_size=result.batch_size,
-        batch_size_source=result.batch_size_source,
-        profiled_device="cuda" if result.gpu else "cpu",
-        profiler_overhead=round(o.ratio, 4) if o else None,
-        unprofiled_step_us=round(o.unprofiled_step_ns / 1e3, 3) if o else None,
-        recorded_step_us=round(o.recorded_step_ns / 1e3, 3) if o else None,
-        telemetry=msgspec.to_builtins(window) if window is not None else None,
-        folder=str(folder) if folder is not None else None,
-        files=list(files or []),
-    )
-
-
-def nothing_recorded(result: CaptureResult, spec: WindowSpec) -> str:
-    """Why there is no trace, in one line."""
-    if result.notes:
-        return result.notes[-1]
-    if result.step_source is None:
-        return ("no steps were detected (no optimizer step, DataLoader iteration or model forward, "
-                "and no stepscope.step() call)")
-    needed = spec.skip + spec.warmup + 1
-    return (f"the program ran {result.steps_completed} steps ({result.step_source}); recording starts after "
-            f"{spec.skip} skipped and {spec.warmup} warm-up steps, so it needs at least {needed}")
-
-
-TEXT_WIDTH = 110  # report.txt is read in editors and diffs, not a terminal
-
-
-def text_report(report: s.Report, extra_lines: list[str] | None = None, width: int = TEXT_WIDTH) -> str:
-    """The terminal report as plain text."""
-    import io
-
-    from rich.console import Console
-
-    from stepscope.report.terminal import render_terminal
-
-    buffer = io.StringIO()
-    console = Console(file=buffer, width=width, color_system=None, force_terminal=False, highlight=False)
-    render_terminal(report, console)
-    for line in extra_lines or []:
-        console.print(line, markup=False)
-    return buffer.getvalue()
-
-
-def write_report_files(report: s.Report, folder: Path, extra_lines: list[str] | None = None,
-                       telemetry: dict[str, Any] | None = None) -> list[str]:
-    """report.json, report.txt and report.html beside the trace, each written whole or not at all; returns the
-    names written. A file that cannot be written is said on stderr and the others are still tried."""
-    from stepscope.atomic import write_atomic
-    from stepscope.report import render
-
-    pages = {"report.json": lambda: render("json", report), "report.txt": lambda: text_report(report, extra_lines),
-             "report.html": lambda: render("html", report, telemetry=telemetry)}
-    written = []
-    for name, make in pages.items():
-        try:
-            write_atomic(folder / name, make(), what="report", hint=WRITE_HINT)
-            written.append(name)
-        except StepscopeError as exc:
-            print(f"stepscope: {exc.message}" + (f"\n  hint: {exc.hint}" if exc.hint else ""), file=sys.stderr)
-        except Exception as exc:  # the page is a convenience: never let it cost the run its other files
-            print(f"stepscope: {name} was not written ({type(exc).__name__}: {exc})", file=sys.stderr)
-    return written
-
-
-WRITE_HINT = "give a folder you can write to, on a disk with room (stepscope run --out DIR, or out= in the API)"
+    skip: steps run unprofiled first; warmup: profiled steps thrown away; steps: steps recorded;
+    batch_size: samples per step (for samples/s); out: the folder for the trace and reports (default: a new
+    `stepscope-runs/NAME-TIME/`); force: let `out`'s files be replaced; record_shapes, profile_memory (None:
+    on with a GPU), with_stack: the profiler's options; attribution: time by source line and module;
+    telemetry: CPU/GPU readings every `telemetry_interval` seconds; reference_steps: unprofiled steps timed
+    after the window, so the profiler's overhead can be corrected for. The steps are the `p.step()` (or
+    `stepscope.step()`) calls.
+    """
+    options = CaptureOptions(skip=skip, warmup=warmup, steps=steps, step_on="marker", batch_size=batch_size,
+                             record_shapes=record_shapes, profile_memory=profile_memory, with_stack=with_stack,
+                             attribution=attribution, telemetry=telemetry, telemetry_interval=telemetry_interval,
+                             reference_steps=reference_steps)
+    return Profile(options, out=out, force=force)

@@ -40,29 +40,31 @@ def analyze(
 
 def analyze_traces(
     traces: Sequence[Trace], *, step_range: str | None = None, batch_size: int | None = None,
-    predict: PredictRequest | None = None, power_w: float | None = None,
+    predict: PredictRequest | None = None, power_w: float | None = None, run: s.Run | None = None,
 ) -> s.Report:
-    reports = [analyze_trace(t, step_range=step_range, batch_size=batch_size, predict=predict, power_w=power_w)
-               for t in traces]
+    """`run`: a live capture's run section (one trace), which the report carries and the advice reads."""
+    reports = [analyze_trace(t, step_range=step_range, batch_size=batch_size, predict=predict, power_w=power_w,
+                             run=run) for t in traces]
     if len(reports) == 1:
         return reports[0]
     return _with_cross_rank(reports)
 
 
 def analyze_trace(trace: Trace, *, step_range: str | None = None, batch_size: int | None = None,
-                  predict: PredictRequest | None = None, power_w: float | None = None) -> s.Report:
+                  predict: PredictRequest | None = None, power_w: float | None = None,
+                  run: s.Run | None = None) -> s.Report:
     """The report of one trace; with `predict`, its `prediction` section too (power_w: the origin GPU's mean
-    power from telemetry, for energy per step)."""
+    power from telemetry, for energy per step); `run`: a live capture's run section."""
     return facts_and_report(trace, step_range=step_range, batch_size=batch_size, predict=predict,
-                            power_w=power_w)[1]
+                            power_w=power_w, run=run)[1]
 
 
 def facts_and_report(trace: Trace, *, step_range: str | None = None, batch_size: int | None = None,
-                     predict: PredictRequest | None = None,
-                     power_w: float | None = None) -> tuple[Facts, s.Report]:
+                     predict: PredictRequest | None = None, power_w: float | None = None,
+                     run: s.Run | None = None) -> tuple[Facts, s.Report]:
     """The report with the facts it was made from, for outputs that read the trace again (--perfetto)."""
     facts = compute_facts(trace, step_range, census=read_census(trace.meta.path))
-    report = build_report(facts, batch_size=batch_size)
+    report = build_report(facts, batch_size=batch_size, run=run)
     if predict is not None:
         from stepscope.predict import predict as predict_section
 
@@ -74,7 +76,7 @@ def facts_and_report(trace: Trace, *, step_range: str | None = None, batch_size:
     return facts, report
 
 
-def build_report(facts: Facts, *, batch_size: int | None = None) -> s.Report:
+def build_report(facts: Facts, *, batch_size: int | None = None, run: s.Run | None = None) -> s.Report:
     trace, steps = facts.trace, facts.steps
     n = len(steps)
     per_step_util = facts.gpu.utilization(steps)
@@ -108,7 +110,9 @@ def build_report(facts: Facts, *, batch_size: int | None = None) -> s.Report:
         step_source=steps.source,
         dropped_steps=list(steps.dropped),
     )
-    patterns, recommendations = advise(facts)
+    advice = advise(facts, run)
+    if run is not None:
+        _fill_overhead(run, advice.correction)
     devices = _devices(trace)
     return s.Report(
         generator=GENERATOR,
@@ -126,15 +130,24 @@ def build_report(facts: Facts, *, batch_size: int | None = None) -> s.Report:
         copies=_copies(facts),
         memory=[s.MemoryRow(device=m.device, peak_allocated_bytes=m.peak_allocated_bytes,
                             peak_reserved_bytes=m.peak_reserved_bytes) for m in facts.memory],
-        patterns=patterns,
-        recommendations=recommendations,
-        notes=list(trace.meta.notes),
+        patterns=advice.patterns,
+        recommendations=advice.recommendations,
+        notes=[*trace.meta.notes, *advice.notes],
         lines=_lines(facts),
         modules=_modules(facts),
         timeline=_timeline(facts),
         utilization=utilization_section(facts),
         memory_usage=memory_section(facts, batch_size),
+        run=run,
     )
+
+
+def _fill_overhead(run: s.Run, correction: s.OverheadCorrection | None) -> None:
+    """The run section's overhead figures, like with like: the trace's median step over the reference."""
+    run.overhead_correction = correction
+    if correction is not None:
+        run.recorded_step_us = correction.profiled_step_us
+        run.profiler_overhead = correction.overhead
 
 
 def _timeline(facts: Facts) -> s.Timeline | None:

@@ -2,16 +2,28 @@
 
 from __future__ import annotations
 
+from dataclasses import dataclass, field
+
 from stepscope.analysis.facts import Facts
 from stepscope.model import report as s
 
 
-def advise(facts: Facts) -> tuple[list[s.Pattern], list[s.Recommendation]]:
-    """Patterns (primary first) and recommendations (best estimated gain first)."""
+@dataclass(frozen=True)
+class Advice:
+    patterns: list[s.Pattern]  # primary first
+    recommendations: list[s.Recommendation]  # best estimated gain first
+    correction: s.OverheadCorrection | None = None  # how the profiler's overhead was measured and taken out
+    notes: list[str] = field(default_factory=list)  # how the verdict was taken (correction, one-off steps)
+
+
+def advise(facts: Facts, run: s.Run | None = None) -> Advice:
+    """Patterns and recommendations; a live capture's `run` section lets them correct for the profiler's
+    overhead and know what the program has already set."""
     from stepscope.advice.context import Context
     from stepscope.advice.patterns import classify
     from stepscope.advice.rules import recommend
 
-    ctx = Context(facts)
+    ctx = Context(facts, run)
     patterns = classify(facts, ctx)
-    return patterns, recommend(facts, patterns, ctx)
+    correction = ctx.correction.record() if ctx.correction is not None else None
+    return Advice(patterns, recommend(facts, patterns, ctx), correction, ctx.notes() if len(facts.steps) else [])

@@ -1,20 +1,37 @@
 """What every pattern and rule reads: a view of the Facts (the attribution and the signals are computed with
-them) under the names the rules use."""
+them) under the names the rules use, and what a live capture adds (the run section: the program's settings,
+the unprofiled reference).
+
+The step's parts (`parts`, `durations`, `part_ns`, `share`, `step_ns`) are as the unprofiled program would
+show them when the capture measured the profiler's overhead (advice/correction.py), and are taken over the
+typical steps (a one-off first step aside); the raw figures stay in the facts.
+"""
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 from functools import cached_property
 
+import numpy as np
+
+from stepscope.advice import correction as corr
 from stepscope.analysis import signals
 from stepscope.analysis.costs import StepCosts
 from stepscope.analysis.facts import Facts
+from stepscope.analysis.steps import GPU_SPAN
+from stepscope.model import report as s
 from stepscope.trace.model import DeviceInfo
 
 
 @dataclass(frozen=True)
 class Context:
     facts: Facts
+    run: s.Run | None = None  # a live capture's run section
+
+    @property
+    def settings(self) -> s.Settings | None:
+        """What the program had set (a live capture), else None: fixes then judge from the trace alone."""
+        return self.run.settings if self.run is not None else None
 
     # -- the run -------------------------------------------------------------------------------
     @property
@@ -24,8 +41,8 @@ class Context:
 
     @property
     def step_ns(self) -> float:
-        """Mean step time."""
-        d = self.facts.steps.duration
+        """Mean step time over the typical steps, corrected for the profiler's overhead."""
+        d = self.durations[self.typical]
         return float(d.mean()) if len(d) else 0.0
 
     @cached_property
@@ -60,11 +77,69 @@ class Context:
     def costs(self) -> StepCosts | None:
         return self.facts.costs
 
+    @property
+    def raw_parts(self) -> dict[str, np.ndarray]:
+        """Per step, ns in each part of the step as recorded (analysis/hostwork.py: step_parts)."""
+        return self.facts.parts.parts
+
+    @property
+    def host_work(self) -> dict[str, np.ndarray]:
+        """Per part, per step: the host work inside it (what the profiler's overhead inflates)."""
+        return self.facts.parts.host_work
+
+    @cached_property
+    def correction(self) -> corr.Correction | None:
+        """The profiler's overhead against the unprofiled reference of a live capture (None without one)."""
+        if not self.host_work or self.run is None:
+            return None
+        total = np.sum([np.asarray(v, dtype=np.float64) for v in self.host_work.values()], axis=0)
+        return corr.measure(self.facts.steps.duration.astype(np.float64), total, self.run, self.accelerator == "gpu")
+
+    @cached_property
+    def parts(self) -> dict[str, np.ndarray]:
+        """Per step, ns in each part, corrected for the profiler's overhead when it was measured."""
+        fraction = self.correction.removed_fraction if self.correction is not None else 0.0
+        return corr.corrected(self.raw_parts, self.host_work, fraction)
+
+    @cached_property
+    def durations(self) -> np.ndarray:
+        """Per step, corrected: the raw duration less what the correction took out of its parts."""
+        raw = self.facts.steps.duration.astype(np.float64)
+        taken = sum((self.raw_parts[k] - self.parts[k] for k in self.parts), np.zeros(len(raw)))
+        return np.maximum(raw - taken, 1.0)
+
+    @cached_property
+    def typical(self) -> np.ndarray:
+        """Mask of the steps the verdict is taken over (a one-off first step left out)."""
+        return corr.typical_steps(self.facts.steps.duration.astype(np.float64))
+
+    @property
+    def host_scale(self) -> float:
+        """What remains of raw host times (a signal's host_ns) once the profiler's overhead is taken out."""
+        return 1.0 - (self.correction.removed_fraction if self.correction is not None else 0.0)
+
+    def notes(self) -> list[str]:
+        """What the report should say about how the verdict was taken."""
+        found = []
+        source = self.facts.steps.source
+        if source in (GPU_SPAN, "whole trace"):
+            span = ("the span of GPU activity (first launch to last GPU end)" if source == GPU_SPAN
+                    else "the whole trace")
+            found.append(f"no steps in the trace (no ProfilerStep, optimizer-step or NVTX step ranges): the window is "
+                         f"{span}, one step; mark steps with NVTX ranges or torch.profiler's prof.step(), or name "
+                         "a repeated range with --step-range NAME")
+        if self.correction is not None:
+            found.append(self.correction.note())
+        one_off = corr.one_off_note(self.facts.steps.ids, self.facts.steps.duration.astype(np.float64), self.typical)
+        if one_off:
+            found.append(one_off)
+        return found
+
     def part_ns(self, *parts: str) -> float:
-        """Mean ns per step of the named attribution parts."""
-        if self.costs is None:
+        """Mean ns per typical step of the named parts (corrected)."""
+        if not len(self.facts.steps):
             return 0.0
-        return float(sum(self.costs.parts[p].mean() for p in parts))
+        return float(sum(self.parts[p][self.typical].mean() for p in parts if p in self.parts))
 
     def share(self, *parts: str) -> float:
         return self.part_ns(*parts) / self.step_ns if self.step_ns else 0.0

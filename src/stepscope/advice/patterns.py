@@ -56,7 +56,7 @@ def classify(facts: Facts, ctx: Context | None = None) -> list[s.Pattern]:
         if not found and (f := gpu_compute_bound(ctx, fallback=True)) is not None:
             found = [f]
         _note_device_wait(ctx, found)
-    ranked = rank(found, facts.steps.ids, facts.steps.duration)
+    ranked = rank(found, facts.steps.ids, ctx.durations)
     if len(facts.steps) == 1 and ranked:
         ranked[0].title += " Only one step was profiled: one-time costs may dominate; profile several steps."
     return ranked
@@ -76,15 +76,20 @@ def rank(found: list[Found], step_ids: tuple[str, ...], durations: np.ndarray) -
     return [f.pattern for f in found]
 
 
-def make(pattern_id: str, per_step: np.ndarray, durations: np.ndarray, title: str, evidence: dict) -> Found:
-    share = float(per_step.sum() / max(durations.sum(), 1))
+def make(pattern_id: str, ctx: Context, per_step: np.ndarray, title: str, evidence: dict) -> Found:
+    """A pattern with its share of the typical steps (corrected for the profiler's overhead)."""
+    typical = ctx.typical
+    share = float(per_step[typical].sum() / max(ctx.durations[typical].sum(), 1.0))
     return Found(s.Pattern(id=pattern_id, share=r4(share), evidence=evidence, title=title), per_step)
 
 
-def _found(ctx: Context, pattern_id: str, parts: tuple[str, ...], title: str, evidence: dict) -> Found:
-    assert ctx.costs is not None
-    per_step = sum(ctx.costs.parts[p] for p in parts)
-    return make(pattern_id, np.asarray(per_step), ctx.facts.steps.duration, title, evidence)
+def from_parts(ctx: Context, pattern_id: str, parts: tuple[str, ...], title: str, evidence: dict) -> Found:
+    """A pattern whose cost is the named parts of the step; its evidence keeps the share as recorded."""
+    per_step = np.asarray(sum(ctx.parts[p] for p in parts), dtype=np.float64)
+    if ctx.correction is not None and ctx.correction.applied:  # the share as recorded, before the correction
+        raw, typical = sum(ctx.raw_parts[p] for p in parts), ctx.typical
+        evidence["profiled_share"] = r4(raw[typical].sum() / max(ctx.facts.steps.duration[typical].sum(), 1))
+    return make(pattern_id, ctx, per_step, title, evidence)
 
 
 def _steps(ctx: Context) -> int:
@@ -101,7 +106,7 @@ def input_bound(ctx: Context) -> Found | None:
     how = {"single-process": "single-process loading: num_workers=0",
            "multi-process": "worker processes cannot keep up"}.get(dl.iterator or "", "")
     title = f"The GPU waits for the DataLoader {pct(share)} of each step" + (f" ({how})." if how else ".")
-    return _found(ctx, "input_bound", ("input",), title, {
+    return from_parts(ctx, "input_bound", ("input",), title, {
         "dataloader_wait_share": r4(share), "dataloader_wait_us_per_step": us(ctx.part_ns("input")),
         "dataloader_us_per_step": us(dl.host_ns), "iterator": dl.iterator,
         "gpu_utilization": r4(ctx.compute_share)})
@@ -122,7 +127,7 @@ def copy_bound(ctx: Context) -> Found | None:
     title = (f"Host-to-device copies hold the GPU {pct(share)} of each step: {size}"
              + (f", {mb(pageable)} of it from pageable memory" if pageable else "")
              + (", each copy followed by a synchronisation." if synced else "."))
-    return _found(ctx, "copy_bound", ("copy_htod", "copy_sync"), title, {
+    return from_parts(ctx, "copy_bound", ("copy_htod", "copy_sync"), title, {
         "exposed_copy_share": r4(ctx.share("copy_htod")), "copy_sync_share": r4(ctx.share("copy_sync")),
         "htod_bytes_per_step": round(htod), "pageable_htod_bytes_per_step": round(pageable),
         "syncs_after_copy_per_step": round(synced, 2), "largest_copy_bytes": h2d.largest_copy_bytes,
@@ -143,7 +148,7 @@ def sync_bound(ctx: Context) -> Found | None:
     rows, points = costs.blocking_rows[keep], int(costs.blocking_first[keep].sum())
     title = (f"The GPU idles after synchronisations {pct(share)} of each step: {points / n:.3g} per step"
              + (f", mostly in {top.split(' > ')[0]}." if top else "."))
-    return _found(ctx, "sync_bound", ("sync",), title, {
+    return from_parts(ctx, "sync_bound", ("sync",), title, {
         "sync_idle_share": r4(share), "syncs_per_step": round(points / n, 2),
         "host_blocked_us_per_step": us(ctx.facts.trace.events.dur[rows].sum() / n),
         "causes_idle_us_per_step": {k: us(v / n) for k, v in list(causes.items())[:5]}})
@@ -175,7 +180,7 @@ def cpu_compute_bound(ctx: Context) -> Found | None:
     top = dict(Counter(costs.cpu_ops).most_common(3))
     title = (f"The GPU waits while the host does CPU work that launches nothing, {pct(share)} of each step"
              + (f" (mostly {next(iter(top))})." if top else "."))
-    return _found(ctx, "cpu_compute_bound", ("cpu",), title, {
+    return from_parts(ctx, "cpu_compute_bound", ("cpu",), title, {
         "cpu_wait_share": r4(share), "top_ops_us_per_step": {k: us(v / n) for k, v in top.items()},
         "launches_per_step": round(ctx.launches, 1)})
 
@@ -197,7 +202,7 @@ def launch_bound(ctx: Context) -> Found | None:
              f"{pct(k.short_share or 0)} under 10 µs, one launch every {ms(per_launch)}.")
     if one_call:
         title += f" Mostly one {call} call of {ms(call_ns)}: a first-call cost; profile steps after warm-up."
-    return _found(ctx, "launch_bound", ("launch",), title, {
+    return from_parts(ctx, "launch_bound", ("launch",), title, {
         "launch_wait_share": r4(share), "kernels_per_step": round(kernels, 1),
         "launches_per_step": round(ctx.launches, 1), "short_kernel_share": r4(k.short_share or 0),
         "mean_kernel_us": us(k.total_ns / k.count) if k.count else 0.0, "us_per_launch": us(per_launch),
@@ -214,7 +219,7 @@ def communication_bound(ctx: Context) -> Found | None:
     hidden = 1 - ctx.part_ns("communication") / coll.ns if coll.ns else 0.0
     title = (f"Collectives not hidden behind compute take {pct(share)} of each step: {coll.count:.0f} per step, "
              f"{ms(coll.ns)} of collective kernel time, {pct(max(hidden, 0))} of it hidden.")
-    return _found(ctx, "communication_bound", ("communication",), title, {
+    return from_parts(ctx, "communication_bound", ("communication",), title, {
         "exposed_communication_share": r4(share), "collectives_per_step": round(coll.count, 1),
         "collective_us_per_step": us(coll.ns), "hidden_share": r4(max(hidden, 0))})
 
@@ -230,7 +235,7 @@ def gpu_compute_bound(ctx: Context, fallback: bool = False) -> Found | None:
              f"(matmuls and convolutions {pct(matmul_share)} of kernel time, "
              f"{pct(mm.half / mm.total if mm.total else 0)} of that in half precision).")
     top = k.top[0] if k.top else None
-    return _found(ctx, "gpu_compute_bound", ("compute",), title, {
+    return from_parts(ctx, "gpu_compute_bound", ("compute",), title, {
         "gpu_busy_share": r4(share), "tensor_core_share": r4(k.tensor_core_share or 0),
         "matmul_share_of_kernel_time": r4(matmul_share), "kernels_per_step": round(k.count / _steps(ctx), 1),
         "top_kernel": {"name": top.name, "share": r4(top.share)} if top else None})

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from stepscope.advice import rules_comm, rules_copy, rules_gpu, rules_host, rules_input
+from stepscope.advice import rules_comm, rules_copy, rules_cpu, rules_gpu, rules_host, rules_input
 from stepscope.advice.context import Context
 from stepscope.analysis.facts import Facts
 from stepscope.model import report as s
@@ -27,6 +27,9 @@ RULES: tuple[Rule, ...] = (
     rules_host.offload_cpu_work,
     rules_host.fused_optimizer,
     rules_comm.overlap_communication,
+    rules_cpu.cpu_threads,
+    rules_cpu.channels_last,
+    rules_cpu.cpu_bf16,
 )
 
 

@@ -19,6 +19,9 @@ def pin_memory(ctx: Context, patterns: list[s.Pattern]) -> list[s.Recommendation
     pageable = float(ctx.facts.copies.pageable_htod_bytes_per_step.mean())
     if ctx.accelerator != "gpu" or pageable < PAGEABLE_MIN_BYTES:
         return []
+    loader = ctx.settings.dataloader if ctx.settings is not None else None
+    if loader is not None and loader.pin_memory:
+        return []  # the DataLoader pins already: these copies are not its batches
     exposed = ctx.part_ns("copy_htod")
     measured = ctx.host_to_device.pageable_gb_s
     target, how = pinned_gb_s(ctx)

@@ -23,10 +23,16 @@ def _tensor_cores(ctx: Context, min_major: int) -> bool:
     return cc is not None and cc[0] >= min_major
 
 
+def autocast_on(ctx: Context) -> bool:
+    """The model's forward ran under autocast (capture saw it)."""
+    st = ctx.settings
+    return st is not None and st.autocast not in (None, "off")
+
+
 def amp(ctx: Context, patterns: list[s.Pattern]) -> list[s.Recommendation]:
     """fp32 or TF32 matmuls on a GPU with tensor cores and little half-precision use."""
     mm = ctx.matmul
-    if ctx.accelerator != "gpu" or not _tensor_cores(ctx, 7) or not mm.kernel:
+    if ctx.accelerator != "gpu" or not _tensor_cores(ctx, 7) or not mm.kernel or autocast_on(ctx):
         return []
     eligible = mm.fp32 + mm.tf32
     if eligible < MATMUL_MIN_SHARE * mm.kernel or mm.half > HALF_MAX_SHARE * mm.total:
@@ -53,6 +59,9 @@ def tf32(ctx: Context, patterns: list[s.Pattern]) -> list[s.Recommendation]:
     cc = ctx.compute_capability
     if ctx.accelerator != "gpu" or cc is None or cc[0] < 8 or mm.fp32 < MATMUL_MIN_SHARE * max(mm.kernel, 1):
         return []
+    st = ctx.settings
+    if st is not None and (st.tf32_matmul or st.float32_matmul_precision in ("high", "medium")):
+        return []  # allowed already: these fp32 kernels are ones TF32 does not apply to
     est = step_without(ctx, mm.fp32 * (1 - 1 / TF32_FACTOR) * ctx.compute_share,
                        f"fp32 matmul time / {TF32_FACTOR:.0f} on TF32 tensor cores, counted where the GPU is the "
                        f"bottleneck ({pct(ctx.compute_share)})")

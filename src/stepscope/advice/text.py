@@ -9,6 +9,10 @@ def pct(share: float) -> str:
 
 
 def ms(ns: float) -> str:
+    if ns >= 1e9:
+        return f"{ns / 1e9:.3g} s"
+    if ns >= 1e8:
+        return f"{ns / 1e6:.0f} ms"
     return f"{ns / 1e6:.3g} ms" if ns >= 1e6 else f"{ns / 1e3:.3g} µs"
 
 

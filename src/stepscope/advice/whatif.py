@@ -54,9 +54,10 @@ def gpu_busy_ns(ctx: Context) -> float:
 
 
 def mixed_saving(ctx: Context, host_ns: float, gpu_ns: float) -> float:
-    """Removing work that costs host_ns on the host and gpu_ns on the GPU: host time shortens the step
-    where the GPU waits for the host, GPU time where the GPU is busy computing."""
-    return host_ns * ctx.host_wait_share + gpu_ns * ctx.compute_share
+    """Removing work that costs host_ns on the host (as recorded: corrected for the profiler's overhead here)
+    and gpu_ns on the GPU: host time shortens the step where the GPU waits for the host, GPU time where the
+    GPU is busy computing."""
+    return host_ns * ctx.host_scale * ctx.host_wait_share + gpu_ns * ctx.compute_share
 
 
 def pinned_gb_s(ctx: Context) -> tuple[float, str]:
@@ -67,6 +68,11 @@ def pinned_gb_s(ctx: Context) -> tuple[float, str]:
     cc = ctx.compute_capability
     bw = PINNED_GB_S_BY_MAJOR.get(cc[0], PINNED_GB_S_DEFAULT) if cc else PINNED_GB_S_DEFAULT
     return bw, f"assuming {bw:.0f} GB/s for pinned copies (PCIe x16 for this GPU generation)"
+
+
+def per_step_update_ns(ctx: Context) -> float:
+    """Host time per step in optimizer.step() and zero_grad(): work sized by the weights, not the batch."""
+    return (ctx.optimizer.host_ns + ctx.zeroing.host_ns) * ctx.host_scale
 
 
 def bigger_batch(ctx: Context, k: int) -> Estimate:
@@ -82,9 +88,11 @@ def bigger_batch(ctx: Context, k: int) -> Estimate:
         how = (f"launch and sync time per step stays, data loading, CPU work and all GPU work grow {k}x, "
                "the step is the longer of host and GPU")
     else:
-        b = ctx.facts.breakdown.mean()
-        new = step + (k - 1) * (b["cpu_exec"] + b["dataloader"])
-        how = f"op time and data loading grow {k}x, Python and dispatch overhead per step stays"
+        b = ctx.facts.breakdown.mean()  # as recorded: op time less the profiler's share of it
+        ops = max(b["cpu_exec"] * ctx.host_scale - per_step_update_ns(ctx), 0.0)
+        new = step + (k - 1) * (ops + ctx.part_ns("dataloader"))
+        how = (f"op time and data loading grow {k}x; Python and dispatch overhead and the optimizer's update "
+               "and zero_grad (sized by the weights, not the batch) stay")
     speedup = k * step / new if new else 1.0
     return Estimate(speedup, f"Batch {k}x bigger: {how}; step {ms(step)} -> ~{ms(new)} for {k}x the "
                                        f"samples ({speedup:.2f}x samples/s). {CAVEAT}")

@@ -17,6 +17,7 @@ import numpy as np
 
 from stepscope.analysis.categories import DATALOADER, is_collective_kernel
 from stepscope.analysis.hostops import count_inside, outermost
+from stepscope.analysis.hostwork import CPU_WORK_MIN_NS, active_intervals
 from stepscope.analysis.launches import launched_in_gap, launching_call
 from stepscope.analysis.steps import Steps
 from stepscope.analysis.syncs import is_sync_api
@@ -25,13 +26,14 @@ from stepscope.trace.model import CopyKind, HostMemory, Kind, Trace
 
 # Blocking calls this close together on one thread block as one episode (a copy, then its stream sync).
 EPISODE_GAP_NS = 50_000
-# A host op that runs this long without any CUDA call, or a host gap this long with no op at all, is
-# CPU work (math, Python, I/O); shorter ones are the per-op cost of dispatching GPU work.
-CPU_WORK_MIN_NS = 100_000
+# CPU_WORK_MIN_NS: a host op that runs this long without any CUDA call, or a host gap this long with no op
+# at all, is CPU work (math, Python, I/O); shorter ones are the per-op cost of dispatching GPU work.
 
 UNTRACED = "(no op: Python or untraced)"  # the cpu_ops key of host time outside any recorded op
 COST_PARTS = ("compute", "communication", "copy_htod", "copy_other", "device_wait",
               "input", "copy_sync", "sync", "cpu", "launch")
+# The parts in which the GPU waits for the host: there, host work the profiler inflated lengthens the step.
+HOST_PARTS = ("input", "copy_sync", "sync", "cpu", "launch")
 
 
 @dataclass(frozen=True)
@@ -46,6 +48,7 @@ class StepCosts:
     blocking_first: np.ndarray  # per blocking row, whether it begins its episode (count these as sync points)
     launch_ops: dict[str, int]  # outermost op name -> launch-attributed ns over all steps
     cpu_ops: dict[str, int]  # op name -> cpu-attributed ns over all steps ("(no op: Python)" for gaps)
+    host_work: dict[str, np.ndarray] | None = None  # per HOST_PARTS part, per step: ns of host work inside it
 
     def share(self, part: str) -> float:
         total = float(sum(p.sum() for p in self.parts.values()))
@@ -115,11 +118,14 @@ def step_costs(trace: Trace, steps: Steps) -> StepCosts | None:
             "cpu": cpu, "launch": launch}
     parts = {name: iv.coverage(sets[name], steps.start, steps.end) for name in COST_PARTS}
     steps_iv = iv.union(steps.start, steps.end)
+    work = active_intervals(trace, window)
+    host_work = {name: iv.coverage(iv.intersect(sets[name], work), steps.start, steps.end) for name in HOST_PARTS}
     return StepCosts(
         device=device, parts=parts, blocking_rows=blocking, blocking_idle=blocking_idle,
         blocking_after_htod=after_htod, blocking_first=episode_start == ev.start[blocking],
         launch_ops=_by_op(trace, iv.intersect(launch, steps_iv), _outer_ops(trace)),
         cpu_ops=_cpu_by_op(trace, iv.intersect(cpu, steps_iv), long_ops, gaps),
+        host_work=host_work,
     )
 
 

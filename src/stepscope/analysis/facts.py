@@ -11,6 +11,7 @@ from stepscope.analysis.copies import CopySummary, copy_summary
 from stepscope.analysis.costs import StepCosts, step_costs
 from stepscope.analysis.flops import FlopCount, count_flops
 from stepscope.analysis.gpu import GpuUsage, gpu_usage
+from stepscope.analysis.hostwork import StepParts, step_parts
 from stepscope.analysis.kernels import KernelSummary, kernel_summary
 from stepscope.analysis.lines import LineSummary, line_summary
 from stepscope.analysis.memory import DeviceMemory, memory_summary
@@ -36,6 +37,7 @@ class Facts:
     copies: CopySummary
     memory: tuple[DeviceMemory, ...]
     costs: StepCosts | None  # step-time attribution; GPU runs only
+    parts: StepParts  # the parts of each step (GPU: the attribution's; CPU: compute, Python, ...) and their host work
     signals: Signals  # what the advice rules weigh beyond the above
     lines: LineSummary | None  # time by user line, when the trace carries source information
     modules: ModuleSummary | None
@@ -52,16 +54,19 @@ def compute_facts(trace: Trace, step_range: str | None = None, census: RunCensus
     gpu = gpu_usage(trace, steps)
     syncs = sync_summary(trace, steps)
     flops = count_flops(trace, steps)
+    breakdown = step_breakdown(trace, steps)
+    costs = step_costs(trace, steps) if trace.platform == "gpu" else None
     return Facts(
         trace=trace,
         steps=steps,
-        breakdown=step_breakdown(trace, steps),
+        breakdown=breakdown,
         gpu=gpu,
         kernels=kernel_summary(trace, steps),
         syncs=syncs,
         copies=copy_summary(trace, steps),
         memory=memory_summary(trace),
-        costs=step_costs(trace, steps) if trace.platform == "gpu" else None,
+        costs=costs,
+        parts=step_parts(trace, steps, breakdown, costs),
         signals=compute_signals(trace, steps),
         lines=line_summary(trace, steps),
         modules=module_summary(trace, steps),

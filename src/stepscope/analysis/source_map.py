@@ -181,10 +181,8 @@ class _Builder:
         plain = (src.line_of_name[name[rows]] < 0) & (src.module_of_name[name[rows]] < 0)
         ops = rows[((kind[rows] == Kind.CPU_OP) | (kind[rows] == Kind.RUNTIME)) & plain & ~is_unit[name[rows]]
                    & ~is_step[name[rows]]]
-        in_unit = nesting.innermost(start[units], end[units], np.full(len(units), -1), start[ops], end[ops]) >= 0
-        ops = ops[~in_unit]
-
         range_parent = nesting.parents(start[ranges], end[ranges])
+        ops = ops[_outside_units(start, end, units, ranges, range_parent, ops)]
         op_parent = nesting.parents(start[ops], end[ops])
         op_range = nesting.innermost(start[ranges], end[ranges], range_parent, start[ops], end[ops])
         range_row = _take(ranges, op_range)
@@ -255,6 +253,20 @@ class _Builder:
             module_rows=np.concatenate(self.module_rows) if self.module_rows else np.zeros(0, np.int64),
             module_of_row=np.concatenate(self.module_of_row) if self.module_of_row else np.zeros(0, np.int64),
         )
+
+
+def _outside_units(start: np.ndarray, end: np.ndarray, units: np.ndarray, ranges: np.ndarray,
+                   range_parent: np.ndarray, ops: np.ndarray) -> np.ndarray:
+    """Mask of the ops that are anchors of their own: outside any unit, or inside a line range that is itself
+    inside the unit (`optimizer.step(closure)`: the closure's forward and backward keep their own lines; only
+    the update is the step's)."""
+    unit = nesting.innermost(start[units], end[units], np.full(len(units), -1), start[ops], end[ops])
+    inner = nesting.innermost(start[ranges], end[ranges], range_parent, start[ops], end[ops])
+    unit_row, range_row = _take(units, unit), _take(ranges, inner)
+    has = (unit >= 0) & (range_row >= 0)
+    nested = np.zeros(len(ops), dtype=bool)
+    nested[has] = (start[range_row[has]] >= start[unit_row[has]]) & (end[range_row[has]] <= end[unit_row[has]])
+    return (unit < 0) | nested
 
 
 def _through_launches(trace: Trace, row_anchor: np.ndarray) -> np.ndarray:

@@ -20,6 +20,8 @@ PHASE_ANNOTATION = re.compile(r"^## .* ##$")
 TRUNCATED_STEP_RATIO = 0.8
 MIN_REPEATS_FOR_STEP_RANGE = 3
 MAX_LISTED = 5  # left-out steps named one by one in the notes, then counted
+# With no step in the trace, the window is the GPU's working span: start-up before the first launch is no step.
+GPU_SPAN = "GPU activity span"
 
 
 @dataclass(frozen=True)
@@ -32,7 +34,7 @@ class Steps:
     cpu_start: np.ndarray  # the range as the host recorded it
     cpu_end: np.ndarray
     gpu_activity_count: np.ndarray  # GPU activities launched from inside each step
-    source: str  # "ProfilerStep", "optimizer step", "## annotations ##", "range NAME", "whole trace"
+    source: str  # "ProfilerStep", "optimizer step", "## annotations ##", "range NAME", GPU_SPAN, "whole trace"
     dropped: tuple[str, ...] = ()  # why steps were left out, for the user
 
     def __len__(self) -> int:
@@ -148,6 +150,17 @@ def _repeated_top_level_name(trace: Trace, annotations: np.ndarray) -> str | Non
     return trace.strings[name_id] if count >= MIN_REPEATS_FOR_STEP_RANGE else None
 
 
+def _gpu_span(trace: Trace) -> tuple[np.ndarray, np.ndarray] | None:
+    """From the first launch of GPU work (the runtime call, else the activity itself) to the last GPU end."""
+    ev = trace.events
+    gpu = np.flatnonzero(trace.is_gpu_activity)
+    if len(gpu) == 0:
+        return None
+    launcher = launching_call(trace)[gpu]
+    starts = np.where(launcher >= 0, ev.start[np.maximum(launcher, 0)], ev.start[gpu])
+    return np.array([starts.min()], dtype=np.int64), np.array([ev.end[gpu].max()], dtype=np.int64)
+
+
 def find_steps(trace: Trace, step_range: str | None = None) -> Steps:
     """The steps of a trace, per DESIGN.md's definition; ranges no step can be are left out, with the reason."""
     if step_range is not None:
@@ -173,6 +186,8 @@ def find_steps(trace: Trace, step_range: str | None = None) -> Steps:
             ids = [i for i, k in zip(ids, keep, strict=True) if k]
             return _stretch_to_gpu(trace, ids, cpu_start[keep], cpu_end[keep], source, notes)
         notes.append(f"no step from {source}: every range has zero length or lies inside another")
+    if (span := _gpu_span(trace)) is not None:
+        return _stretch_to_gpu(trace, ["all"], *span, GPU_SPAN, notes)
     ev = trace.events
     start = np.array([ev.start.min() if len(ev) else 0], dtype=np.int64)
     end = np.array([ev.end.max() if len(ev) else 0], dtype=np.int64)

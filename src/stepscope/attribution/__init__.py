@@ -40,9 +40,12 @@ def torch_compile_in_use() -> bool:
 class Attribution:
     """Line ranges for torch calls and module ranges for module forwards, between start() and stop()."""
 
-    def __init__(self, code_root: CodeRoot = None, *, modules: bool = True, compiled: bool | None = None) -> None:
-        """`compiled`: whether torch.compile runs in the window (None: whether it has compiled anything yet)."""
+    def __init__(self, code_root: CodeRoot = None, *, modules: bool = True, compiled: bool | None = None,
+                 libraries: bool = False) -> None:
+        """`compiled`: whether torch.compile runs in the window (None: whether it has compiled anything yet);
+        `libraries`: installed libraries' code counts as the user's (the lines below `trainer.train()`)."""
         self.code_root = code_root
+        self.libraries = libraries
         self.modules = modules
         self.compiled = compiled
         self.error: str | None = None  # why attribution is off or did not stop cleanly
@@ -63,7 +66,7 @@ class Attribution:
             from stepscope.attribution.lines import CallSitePatches, LineMode
             from stepscope.attribution.modules import ModuleRanges
 
-            user = UserCode(self.code_root)
+            user = UserCode(self.code_root, libraries=self.libraries)
             self._patches = CallSitePatches(user)
             if self.compiled if self.compiled is not None else torch_compile_in_use():
                 # torch.compile guards on the mode stack and the global module hooks: installing either would
@@ -117,9 +120,49 @@ class Attribution:
         self.stop()
 
 
+class Survey:
+    """Counts the torch calls of each user line between start() and stop() (no ranges, nothing recorded), to
+    tell whether one line runs nearly everything (a `trainer.train()` call)."""
+
+    def __init__(self, code_root: CodeRoot = None) -> None:
+        self.code_root = code_root
+        self._mode: Any = None
+
+    def start(self) -> None:
+        if self._mode is not None or torch_compile_in_use():  # a mode would make torch.compile recompile
+            return
+        try:
+            from stepscope.attribution.lines import LineSurvey
+
+            self._mode = LineSurvey(UserCode(self.code_root))
+            self._mode.__enter__()
+        except Exception:
+            self._mode = None
+
+    def stop(self) -> tuple[float, str | None]:
+        """The share of the calls made by the busiest line, and that line ('train.py:40'); (0, None) if none."""
+        mode, self._mode = self._mode, None
+        if mode is None:
+            return 0.0, None
+        mode.active = False
+        try:
+            import torch
+
+            depth = torch._C._len_torch_function_stack()
+            if depth and torch._C._get_function_stack_at(depth - 1) is mode:
+                mode.__exit__(None, None, None)
+        except Exception:
+            pass
+        total = sum(mode.counts.values())
+        if not total:
+            return 0.0, None
+        (file, line), top = mode.counts.most_common(1)[0]
+        return top / total, f"{mode.user.display(file) or file}:{line}"
+
+
 def enable(code_root: CodeRoot = None, *, modules: bool = True, compiled: bool | None = None) -> Attribution:
     """An Attribution to use as a context manager around the recorded steps."""
     return Attribution(code_root, modules=modules, compiled=compiled)
 
 
-__all__ = ["Attribution", "enable"]
+__all__ = ["Attribution", "Survey", "enable"]

@@ -13,6 +13,7 @@ from __future__ import annotations
 import functools
 import sys
 import threading
+from collections import Counter
 from collections.abc import Callable
 from typing import Any
 
@@ -96,6 +97,7 @@ def _call_site_wrapper(original: Callable, user: UserCode, state: _PatchState, q
         if mode is None or not mode.on_top():
             with _RecordFunctionFast(name):
                 return original(*args, **kwargs)
+        args, kwargs = _with_closure_attributed(args, kwargs, mode)
         _C._pop_torch_function_stack()  # out of the way entirely: not even a pass-through per call
         try:
             with _RecordFunctionFast(name):
@@ -106,6 +108,29 @@ def _call_site_wrapper(original: Callable, user: UserCode, state: _PatchState, q
 
     wrapper.__stepscope_wrapper__ = True  # type: ignore[attr-defined]
     return wrapper
+
+
+def _with_closure_attributed(args: tuple, kwargs: dict, mode: LineMode) -> tuple[tuple, dict]:
+    """`optimizer.step(closure)`: the closure runs the forward and backward passes (every Lightning loop does
+    this), so inside it the mode is back on and each torch call gets its own line, as in a plain loop."""
+    closure = kwargs.get("closure", args[1] if len(args) > 1 else None)
+    if not callable(closure):
+        return args, kwargs
+
+    @functools.wraps(closure)
+    def attributed(*c_args: Any, **c_kwargs: Any) -> Any:
+        if not mode.active:
+            return closure(*c_args, **c_kwargs)
+        _C._push_on_torch_function_stack(mode)
+        try:
+            return closure(*c_args, **c_kwargs)
+        finally:
+            if mode.on_top():
+                _C._pop_torch_function_stack()
+
+    if "closure" in kwargs:
+        return args, {**kwargs, "closure": attributed}
+    return (args[0], attributed, *args[2:]), kwargs
 
 
 def _subclasses(cls: type) -> list[type]:
@@ -165,3 +190,23 @@ class CallSitePatches:
                 else:
                     setattr(owner, attribute, original)
         self._installed.clear()
+
+
+class LineSurvey(TorchFunctionMode):
+    """Counts the torch calls each user line makes (a few steps before the window); records nothing."""
+
+    def __init__(self, user: UserCode) -> None:
+        super().__init__()
+        self.user = user
+        self.active = True
+        self.counts: Counter[tuple[str, int]] = Counter()
+
+    def __torch_function__(self, func: Any, types: Any, args: tuple = (), kwargs: dict | None = None) -> Any:
+        if self.active and not _compiling():
+            try:
+                frame = self.user.user_frame(sys._getframe(1))
+                if frame is not None:
+                    self.counts[(frame.f_code.co_filename, frame.f_lineno)] += 1
+            except Exception:  # never break the user's call
+                pass
+        return func(*args, **(kwargs or {}))

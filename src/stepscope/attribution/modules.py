@@ -128,5 +128,20 @@ class ModuleRanges:
         name = self._roots.get(id(module))
         if name is None:
             frame = self.user.user_frame(sys._getframe(2))
-            name = self._roots[id(module)] = _name_in_frame(frame, module) or type(module).__name__
+            name = self._path_in_owner(frame, module) or _name_in_frame(frame, module) or type(module).__name__
+            self._roots[id(module)] = name
         return name
+
+    def _path_in_owner(self, frame: FrameType | None, module: Any) -> str | None:
+        """A module called from inside another module's forward with no range open (the window began inside
+        that forward): its `named_modules()` path under that module, not the loop variable that holds it."""
+        import torch
+
+        owner = frame.f_locals.get("self") if frame is not None else None
+        if not isinstance(owner, torch.nn.Module) or owner is module:
+            return None
+        for sub, inner in owner.named_modules(remove_duplicate=False):
+            if inner is module and sub:
+                outer = self._roots.get(id(owner)) or _name_in_frame(self.user.user_frame(frame.f_back), owner)
+                return f"{outer or type(owner).__name__}.{sub}"
+        return None

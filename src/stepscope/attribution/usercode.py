@@ -1,7 +1,9 @@
 """Which frames are the user's own code, and the line annotation for the first such frame up a stack.
 
 User code is code outside the Python standard library, site-packages, torch and stepscope itself; a
-`code_root` (one folder or several) replaces that rule: then user code is exactly the code under it.
+`code_root` (one folder or several) replaces that rule: then user code is exactly the code under it. With
+`libraries=True` the code of installed libraries counts too (only the standard library, torch and
+stepscope do not): the lines below a user line that runs everything (`trainer.train()`).
 """
 
 from __future__ import annotations
@@ -38,10 +40,29 @@ def library_folders() -> tuple[str, ...]:
     return tuple(sorted(_folder(p) for p in found if p))
 
 
+def standard_and_torch_folders() -> tuple[str, ...]:
+    """The standard library and torch's own folder: never the place to blame, whatever calls into them."""
+    paths = sysconfig.get_paths()
+    found = {paths.get(k) for k in ("stdlib", "platstdlib")}
+    torch = sys.modules.get("torch")
+    if torch is not None and getattr(torch, "__file__", None):
+        found.add(os.path.dirname(torch.__file__))
+    return tuple(sorted(_folder(p) for p in found if p))
+
+
+def _installed_name(path: str) -> str | None:
+    """An installed library's file as its package path (`transformers/trainer.py`); None for other files."""
+    for marker in ("site-packages" + os.sep, "dist-packages" + os.sep):
+        if marker in path:
+            return path.split(marker, 1)[1]
+    return None
+
+
 class UserCode:
     """Classifies files (cached per file name) and names the line annotation of the first user frame."""
 
-    def __init__(self, code_root: CodeRoot = None) -> None:
+    def __init__(self, code_root: CodeRoot = None, libraries: bool = False) -> None:
+        self.libraries = libraries
         if code_root is None:
             self.roots: tuple[str, ...] | None = None
         elif isinstance(code_root, (str, os.PathLike)):
@@ -49,7 +70,11 @@ class UserCode:
         else:
             self.roots = tuple(_folder(p) for p in code_root)
         self.excluded = library_folders()
+        self.never = standard_and_torch_folders()  # not even with libraries=True
         self.cwd = _folder(os.getcwd())
+        # The script's folder (python puts it first on sys.path): paths outside the working folder are shown
+        # relative to it, so a script run from elsewhere does not fill the line table with absolute paths.
+        self.script_dir = _folder(sys.path[0]) if sys.path and sys.path[0] else None
         self._files: dict[str, str | None] = {}  # co_filename -> path to show, or None when not user code
         self._names: dict[tuple[str, int], str] = {}  # (co_filename, line) -> annotation name
 
@@ -60,13 +85,21 @@ class UserCode:
         path = _folder(filename)[:-1]
         if path.startswith(_STEPSCOPE_DIR + os.sep):
             return None
-        if self.roots is not None:
-            mine = any(path.startswith(root) for root in self.roots)
-        else:
-            mine = not path.startswith(self.excluded) and "site-packages" not in path and "dist-packages" not in path
-        if not mine:
+        if self.libraries:
+            if path.startswith(self.never):
+                return None
+            installed = _installed_name(path)
+            if installed is not None:
+                return installed
+        elif self.roots is not None:
+            if not any(path.startswith(root) for root in self.roots):
+                return None
+        elif path.startswith(self.excluded) or "site-packages" in path or "dist-packages" in path:
             return None
-        return path[len(self.cwd):] if path.startswith(self.cwd) else path
+        for base in (self.cwd, self.script_dir):
+            if base and path.startswith(base):
+                return path[len(base):]
+        return path
 
     def user_frame(self, frame: FrameType | None) -> FrameType | None:
         """The first frame of user code from `frame` outwards."""

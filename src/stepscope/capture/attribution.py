@@ -1,8 +1,16 @@
-"""Source attribution (`stepscope.attribution`) switched on for the recorded steps only, as a window listener."""
+"""Source attribution (`stepscope.attribution`) switched on for the recorded steps only, as a window listener.
+
+During the warm-up steps the torch calls of each user line are counted; when one line makes nearly all of
+them (`trainer.train()`: a trainer's own code runs the loop), the recorded steps are attributed to the
+lines below it, in the libraries it calls, rather than to that one line.
+"""
 
 from __future__ import annotations
 
-from stepscope.attribution import Attribution
+from stepscope.attribution import Attribution, Survey
+
+# One user line making this share of the torch calls tells nothing by itself: show the lines below it.
+DRILL_SHARE = 0.9
 
 
 class AttributionWindow:
@@ -10,14 +18,31 @@ class AttributionWindow:
     session calls both on the thread that runs the steps."""
 
     def __init__(self, code_root: str | None = None) -> None:
+        self.code_root = code_root
         self.attribution = Attribution(code_root)
+        self._survey: Survey | None = None
+        self.drill_note: str | None = None
+
+    def warmup_started(self) -> None:
+        self._survey = Survey(self.code_root)
+        self._survey.start()
 
     def window_started(self) -> None:
+        if self._survey is not None:
+            share, line = self._survey.stop()
+            self._survey = None
+            if share >= DRILL_SHARE and line is not None and not self.attribution.active:
+                self.attribution = Attribution(self.code_root, libraries=True)
+                self.drill_note = (f"{line} made {share:.0%} of the torch calls of the warm-up steps: the lines "
+                                   "below it, in the libraries it calls, are shown instead of that one line")
         self.attribution.start()
 
     def window_ended(self) -> None:
+        if self._survey is not None:
+            self._survey.stop()
+            self._survey = None
         self.attribution.stop()
 
     @property
     def notes(self) -> list[str]:
-        return [text for text in (self.attribution.error, self.attribution.note) if text]
+        return [text for text in (self.drill_note, self.attribution.error, self.attribution.note) if text]

@@ -1,21 +1,27 @@
-"""Step detection with no change to the program: hooks on the optimizer, the DataLoader and the model.
+"""Step detection with no change to the program: hooks on the optimizer, the backward pass, the DataLoader
+and the model.
 
 Each hook reports a completed step to the session, which keeps the strongest source; hooks of weaker
-sources are removed as soon as a stronger one leads, and all of them once the window is recorded, so
-the program runs at full speed outside the window. Hooks do nothing in other processes (forked
-DataLoader workers inherit them).
+sources are removed as soon as a stronger one leads, and all of them once the capture is over, so the
+program runs at full speed afterwards. The backward hook stays while the session may need it (it counts
+the backward passes of a gradient-accumulation cycle). The hooks also remember what the settings reader
+needs: the model, the main DataLoader and optimizer, and the line of the user's code that built each.
+Hooks do nothing in other processes (forked DataLoader workers inherit them).
 """
 
 from __future__ import annotations
 
 import functools
 import os
+import sys
 import weakref
+from collections.abc import Callable
 from typing import Any
 
 from stepscope.capture.arbiter import PRIORITY
 from stepscope.capture.batch import batch_size_of
 from stepscope.capture.session import CaptureSession
+from stepscope.capture.sites import Sites
 
 
 def _has_parameters(module: Any) -> bool:
@@ -37,6 +43,11 @@ class StepHooks:
         self._global_handles: list[Any] = []
         self._model_handle: Any = None
         self._depth = 0
+        self.model: weakref.ref | None = None
+        self.sites = Sites()
+        self._loaders: dict[int, weakref.ref] = {}  # id(dataset) -> the DataLoader iterating it
+        self.iterators_started = 0  # new iterators of the main DataLoader (epochs with worker start-ups)
+        self._patches: list[tuple[Any, str, Any, Any]] = []  # (owner, name, original, replacement)
 
     # -- install / remove ------------------------------------------------------------------------------
 
@@ -59,6 +70,10 @@ class StepHooks:
             return batch
 
         _BaseDataLoaderIter.__next__ = __next__  # type: ignore[method-assign]
+        self._patch(torch.autograd, "backward", self._backward_wrapper)
+        self._patch(torch.utils.data.DataLoader, "_get_iterator", self._iterator_wrapper)
+        self._patch(torch.utils.data.DataLoader, "__init__", self.sites.recorder)
+        self._patch(torch.optim.Optimizer, "__init__", self.sites.recorder)
         self._global_handles = [
             torch.nn.modules.module.register_module_forward_pre_hook(self._on_any_forward),
             torch.nn.modules.module.register_module_forward_hook(self._after_any_forward, always_call=True),
@@ -81,6 +96,34 @@ class StepHooks:
             self._optimizer_handle = None
         self._remove_dataloader()
         self._remove_forward()
+        for owner, name, original, replacement in reversed(self._patches):
+            if owner.__dict__.get(name) is replacement:  # someone else's wrapper over ours keeps ours, inert
+                setattr(owner, name, original)
+        self._patches = []
+
+    def _patch(self, owner: Any, name: str, make: Callable[[Any], Any]) -> None:
+        original = owner.__dict__[name]
+        replacement = make(original)
+        setattr(owner, name, replacement)
+        self._patches.append((owner, name, original, replacement))
+
+    @property
+    def active(self) -> bool:
+        return bool(self._patches) and os.getpid() == self.pid
+
+    # -- what the settings reader needs ----------------------------------------------------------------
+
+    def main_loader(self) -> Any:
+        """The DataLoader whose batches are the steps (the first to yield), if it is still alive."""
+        pinned = self._dataset() if self._dataset is not None else None
+        ref = self._loaders.get(id(pinned)) if pinned is not None else None
+        return ref() if ref is not None else None
+
+    def pinned_optimizer(self) -> Any:
+        return self._optimizer() if self._optimizer is not None else None
+
+    def known_model(self) -> Any:
+        return self.model() if self.model is not None else None
 
     def _remove_dataloader(self) -> None:
         if self._dataloader_next is None:
@@ -110,7 +153,38 @@ class StepHooks:
         if optimizer is pinned:
             self.session.mark("optimizer")
 
+    # -- the backward pass ------------------------------------------------------------------------------
+
+    def _backward_wrapper(self, original: Any) -> Any:
+        hooks = self
+
+        @functools.wraps(original)
+        def backward(*args: Any, **kwargs: Any) -> Any:
+            result = original(*args, **kwargs)
+            if hooks.active and not _compiling():
+                hooks.session.mark("backward")  # a backward pass just ended (a step, or one micro-batch)
+            return result
+
+        return backward
+
     # -- the DataLoader iteration ----------------------------------------------------------------------
+
+    def _iterator_wrapper(self, original: Any) -> Any:
+        hooks = self
+
+        @functools.wraps(original)
+        def _get_iterator(loader: Any) -> Any:  # a new iterator: a new epoch, workers started again
+            if hooks.active:
+                try:
+                    hooks._loaders[id(loader.dataset)] = weakref.ref(loader)
+                    main = hooks._dataset() if hooks._dataset is not None else None
+                    if main is None or loader.dataset is main:
+                        hooks.iterators_started += 1
+                except TypeError:
+                    pass
+            return original(loader)
+
+        return _get_iterator
 
     def _before_fetch(self, iterator: Any) -> None:
         # A fetch that follows a yielded batch ends that batch's step (not the first fetch of an epoch).
@@ -144,6 +218,7 @@ class StepHooks:
         if self._depth == 0 and os.getpid() == self.pid and _has_parameters(module):
             self._remove_forward()  # the global hooks slow every module call; keep one hook on the model
             self._model_handle = module.register_forward_pre_hook(self._on_model_forward)
+            self.model = weakref.ref(module)
             self.session.set_batch_size(batch_size_of(args), "model input")
             return
         self._depth += 1
@@ -154,3 +229,8 @@ class StepHooks:
     def _on_model_forward(self, module: Any, args: Any) -> None:
         if os.getpid() == self.pid:
             self.session.mark("forward")  # a call after the first ends the previous forward's step
+
+
+def _compiling() -> bool:
+    torch = sys.modules.get("torch")
+    return torch is not None and bool(torch.compiler.is_compiling())

@@ -8,11 +8,12 @@ from pathlib import Path
 from stepscope.capture.attribution import AttributionWindow
 from stepscope.capture.census import MemoryCensus
 from stepscope.capture.hooks import StepHooks
+from stepscope.capture.options import CaptureOptions
 from stepscope.capture.program import Outcome, Program, run_program
 from stepscope.capture.session import CaptureResult, CaptureSession, activate
+from stepscope.capture.settings import SettingsWatch
 from stepscope.capture.signals import SigtermHandler
 from stepscope.capture.telemetry import Telemetry, TelemetryReport
-from stepscope.capture.window import WindowSpec
 from stepscope.errors import StepscopeError
 
 
@@ -31,25 +32,19 @@ def require_torch() -> None:
                              hint="install torch, or run stepscope from the program's own environment") from None
 
 
-def capture_program(
-    program: Program,
-    spec: WindowSpec,
-    folder: Path,
-    *,
-    full: bool = False,
-    batch_size: int | None = None,
-    telemetry_interval: float | None = 0.2,
-    attribution: bool = True,
-    sigterm: SigtermHandler | None = None,
-) -> Captured:
+def capture_program(program: Program, spec: CaptureOptions, folder: Path, *, full: bool = False,
+                    sigterm: SigtermHandler | None = None) -> Captured:
     """Run `program` under the step hooks; stop it once the window is recorded unless `full`."""
     require_torch()
-    telemetry = Telemetry(telemetry_interval).start() if telemetry_interval else None
-    listeners = [x for x in (telemetry, AttributionWindow() if attribution else None) if x is not None]
-    listeners.append(MemoryCensus(folder))  # what the model and optimizer hold: the memory categories
-    session = CaptureSession(spec, folder, stop_when_done=not full, listeners=listeners)
-    session.set_batch_size(batch_size, "user")
+    telemetry = Telemetry(spec.telemetry_interval).start() if spec.telemetry else None
+    session = CaptureSession(spec, folder, stop_when_done=not full, sees_backward=True)
+    session.set_batch_size(spec.batch_size, "user")
     hooks = StepHooks(session)
+    watch = SettingsWatch(lambda: (hooks.known_model(), hooks.main_loader(), hooks.pinned_optimizer()),
+                          hooks.sites.location, lambda: hooks.iterators_started)
+    attribution = AttributionWindow() if spec.attribution else None
+    # MemoryCensus: what the model and optimizer hold, for the memory categories.
+    session.listeners = [x for x in (telemetry, watch, attribution, MemoryCensus(folder)) if x is not None]
     session.on_leader = hooks.drop_weaker_than
     previous = activate(session)
     try:

@@ -1,28 +1,40 @@
-"""A capture session: step boundaries in, one profiled window out, with the step times around it.
+"""A capture session: step boundaries in, one profiled window out, with unprofiled step times around it.
 
 Everything that captures (the `run` verb's hooks, the Python API, the trainer callbacks) reports step
-boundaries here with `mark(source)`; the session picks the leading source, starts the profiler after
-the skipped steps, advances it, writes the trace when the window is complete, and times every step so
-the profiler's own overhead can be told from the program's.
+boundaries here with `mark(source)`; the session picks the leading source, times unprofiled steps, starts
+the profiler after the skipped steps, advances it, writes the trace when the window is complete, and
+times more unprofiled steps after it, so the profiler's own overhead can be measured and corrected.
+
+A window of steps that may not be training steps (model forwards or DataLoader batches with no backward
+pass seen yet, or backward passes with no optimizer step yet) is provisional: the program is not stopped
+after it, and if a training source shows up later its window replaces the provisional one. A program that
+never trains keeps the provisional window, said to be inference or evaluation only.
 """
 
 from __future__ import annotations
 
 import _thread
+import os
 import threading
 import time
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import Protocol
+from typing import Any, Protocol
 
 from stepscope.capture.arbiter import Mark, StepArbiter
-from stepscope.capture.overhead import Overhead, StepTimes
-from stepscope.capture.window import ProfilerWindow, WindowSpec
+from stepscope.capture.cycle import DONE, REFERENCE, SKIP, WINDOW, Cycle
+from stepscope.capture.options import CaptureOptions
+from stepscope.capture.overhead import Reference
+from stepscope.capture.window import ProfilerWindow
 
 TRACE_NAME = "trace.json.gz"
 # Where a batch size came from, strongest first: the user's word, what the loader yields, the model's input.
 BATCH_SIZE_SOURCES = ("user", "trainer", "dataloader", "model input")
+# After a provisional window of backward passes, how many more to wait for an optimizer step (gradient
+# accumulation) before taking backward passes as the steps (a loop that updates weights by hand).
+WAIT_FOR_OPTIMIZER = 256
+INFERENCE = "inference or evaluation only"
 
 
 class StopProgram(BaseException):  # like SystemExit: not an error, and not caught by `except Exception`
@@ -45,45 +57,70 @@ class CaptureResult:
     batch_size: int | None
     batch_size_source: str | None
     gpu: bool | None  # None: the profiler never started
-    overhead: Overhead | None
+    reference: Reference | None  # the unprofiled step time
+    recorded_step_ns: float | None = None  # median recorded step, host clock
+    accumulation: int | None = None  # backward passes per optimizer step, when several
+    phase: str | None = None  # "training" | INFERENCE | None (not observable)
+    step_on: str | None = None  # the source the user chose
+    settings: Any = None  # capture.settings.Settings, when read
     notes: list[str] = field(default_factory=list)
+
+    @property
+    def samples_per_step(self) -> int | None:
+        """The batch size times the backward passes per step when a loader's batch is one micro-batch."""
+        if self.batch_size and self.accumulation and self.batch_size_source in ("dataloader", "model input"):
+            return self.batch_size * self.accumulation
+        return self.batch_size
 
 
 class CaptureSession:
     def __init__(
         self,
-        spec: WindowSpec,
+        spec: CaptureOptions,
         out_dir: Path,
         *,
         stop_when_done: bool = False,
         listeners: Sequence[WindowListener] = (),
         on_leader: Callable[[str], None] | None = None,
         trace_name: str = TRACE_NAME,
+        sees_backward: bool = False,
     ) -> None:
         self.spec = spec
         self.out_dir = Path(out_dir)
         self.trace_name = trace_name
         self.stop_when_done = stop_when_done
         self.listeners = list(listeners)  # told when the recorded steps begin and end (telemetry, attribution)
-        self._recording = False
-        self.on_leader = on_leader  # told when a source takes the lead or the window ends (hooks to drop)
-        self.arbiter = StepArbiter()
-        self.times = StepTimes()
+        self.on_leader = on_leader  # told when a source takes the lead or the capture ends (hooks to drop)
+        self.sees_backward = sees_backward  # backward passes are reported (so training can be told apart)
+        self.arbiter = StepArbiter(spec.step_on)
+        self.cycles: list[Cycle] = [self._cycle(None, 0)]
         self.notes: list[str] = []
         self.batch_size: int | None = None
         self.batch_size_source: str | None = None
-        self.window: ProfilerWindow | None = None
-        self.finished = False  # the window was recorded (or cannot be): marks do nothing more
+        self.finished = False  # the capture is over: marks do nothing more
         self.stop_requested = False
-        self._skip_target = spec.skip
+        self._recording = False
+        self._waited = 0  # leader steps since a provisional window
         self._lock = threading.RLock()
         self._closed = False
+
+    @property
+    def cycle(self) -> Cycle:
+        return self.cycles[-1]
+
+    @property
+    def window(self) -> ProfilerWindow | None:
+        return self.cycle.window
+
+    def _cycle(self, leader: str | None, index: int) -> Cycle:
+        name = self.trace_name if index == 0 else f"trace-{index}.json.gz"  # the reported one is renamed at the end
+        return Cycle(self.spec, leader, self.out_dir / name)
 
     # -- the boundary ----------------------------------------------------------------------------------
 
     def begin(self) -> None:
         """Before the program's first step: with nothing to skip the profiler starts now."""
-        if self._skip_target == 0:
+        if self.spec.skip == 0:
             self.arbiter.lock()
             self._start_window(0)
 
@@ -93,54 +130,95 @@ class CaptureSession:
             return
         t_enter = time.perf_counter_ns()
         with self._lock:
+            self.cycle.observe(source, self._recording)
             kind = self.arbiter.mark(source)
             if kind is Mark.IGNORE:
                 return
+            ended = False
             if kind is Mark.SWITCH:
-                self.times.restart()
-                if self.on_leader:
-                    self.on_leader(source)
-            completed = self.arbiter.completed
-            self.times.end_step(t_enter, self._phase())
-            ended = self._advance(completed)
-            self.times.begin_step(time.perf_counter_ns() if ended else t_enter)
+                self._switch(source)
+            elif self.cycle.phase == DONE:  # a provisional window is recorded: wait for a stronger source
+                self._wait(source)
+                ended = self.finished
+            if self.cycle.phase != DONE:
+                ended = self._boundary(self.arbiter.completed, t_enter)
         if ended and self.stop_requested:
             self._stop_program()
 
-    def _phase(self) -> str:
-        w = self.window
-        if w is None or not w.running:
-            return "unprofiled"
-        return "recorded" if w.recording else "warmup"
+    def _switch(self, source: str) -> None:
+        current = self.cycle
+        if current.leader is None and current.phase != SKIP:
+            current.leader = source  # the window began before any step (skip 0): the first source owns it
+        elif current.phase == DONE or current.window is not None:
+            self.cycles.append(self._cycle(source, len(self.cycles)))  # keep the provisional window; try again
+            self._waited = 0
+        else:
+            self.cycles[-1] = self._cycle(source, len(self.cycles) - 1)  # nothing recorded yet: start over
+        if self.on_leader:
+            self.on_leader(source)
 
-    def _advance(self, completed: int) -> bool:
-        """Move the window along; True when it has just ended."""
-        w = self.window
-        if w is None or not w.running:
-            if completed >= self._skip_target:
+    def _wait(self, source: str) -> None:
+        """Steps of the provisional leader: backward passes wait a while for an optimizer step, no longer."""
+        self._waited += 1
+        if source == "backward" and self._waited >= WAIT_FOR_OPTIMIZER:
+            self.notes.append(f"no optimizer step in {WAIT_FOR_OPTIMIZER} backward passes after the window: "
+                              "backward passes are the steps")
+            self._finish()
+            self.stop_requested = self.stop_when_done
+
+    def _boundary(self, completed: int, t_enter: int) -> bool:
+        """Move the cycle along; True when the capture has just finished."""
+        c = self.cycle
+        c.times.end_step(t_enter, c.step_phase)
+        t_next = t_enter
+        if c.phase == SKIP:
+            if completed == 1 and c.skip_target >= 2:
+                t_next = c.times.begin_slice(completed)  # steps 1..skip-1: the reference before the window
+            if completed >= c.skip_target:
+                c.times.end_slice(completed)
                 self.arbiter.lock()
                 self._start_window(completed)
-            return False
+                t_next = time.perf_counter_ns()
+        elif c.phase == WINDOW:
+            t_next = self._window_step(c, completed)
+        elif c.phase == REFERENCE and completed - (c.window_end or 0) >= self.spec.reference_steps:
+            c.times.end_slice(completed)
+            c.phase = DONE
+        c.times.begin_step(t_next)
+        return self._cycle_done() if c.phase == DONE else False
+
+    def _window_step(self, c: Cycle, completed: int) -> int:
+        w = c.window
+        assert w is not None
         was_recording = w.recording
         if w.boundaries + 1 >= w.length:
             self._tell_ended()  # before the export, which is no part of the window
         if not w.step():
             if w.recording and not was_recording:
                 self._tell_started()
-            return False
-        return self._window_ended(completed)
+            return time.perf_counter_ns()
+        self._window_ended(c, completed)
+        if c.phase == REFERENCE:
+            return c.times.begin_slice(completed)
+        return time.perf_counter_ns()
 
     def _start_window(self, first_step: int) -> None:
-        self.window = ProfilerWindow(self.spec, first_step, self.out_dir / self.trace_name)
+        c = self.cycle
+        c.window = ProfilerWindow(self.spec, first_step, c.trace_path)
+        c.phase = WINDOW
         try:
-            self.window.start()
+            c.window.start()
         except Exception as exc:  # e.g. the program runs its own profiler already
-            self.notes.append(f"could not start the profiler ({type(exc).__name__}: {exc}); nothing was recorded")
-            self.window = None
+            c.notes.append(f"could not start the profiler ({type(exc).__name__}: {exc}); nothing was recorded")
+            c.window = None
+            c.phase = DONE
             self._finish()
             return
         if self.spec.warmup == 0:
             self._tell_started()
+        else:
+            for listener in self.listeners:
+                getattr(listener, "warmup_started", lambda: None)()
 
     def _tell_started(self) -> None:
         self._recording = True
@@ -153,20 +231,33 @@ class CaptureSession:
             for listener in self.listeners:
                 listener.window_ended()
 
-    def _window_ended(self, completed: int) -> bool:
-        exported = self.window.exported if self.window else None
+    def _window_ended(self, c: Cycle, completed: int) -> None:
+        w = c.window
+        exported = w.exported if w else None
         if exported is not None:
-            self.notes.extend(exported.notes)
+            c.notes.extend(exported.notes)
         if (exported is None or exported.path is None) and self.spec.with_stack:
             # The with_stack export bug: record the window again without stacks rather than lose the run.
             why = exported.error if exported else "no trace"
-            self.notes.append(f"the trace with Python stacks could not be written ({why}); recorded again without")
-            self.spec = WindowSpec(**{**self.spec.__dict__, "with_stack": False})
-            self._skip_target = completed
+            c.notes.append(f"the trace with Python stacks could not be written ({why}); recorded again without")
+            self.spec = c.spec = replace(self.spec, with_stack=False)
             self._start_window(completed)
-            return False
+            return
         if exported is None or exported.path is None:
-            self.notes.append(f"the profiler wrote no trace ({exported.error if exported else 'no export'})")
+            c.notes.append(f"the profiler wrote no trace ({exported.error if exported else 'no export'})")
+        c.window_end = completed
+        c.phase = REFERENCE if self.spec.reference_steps > 0 else DONE
+
+    def _cycle_done(self) -> bool:
+        """The cycle's window and reference are done: finish, or wait for a stronger source."""
+        c = self.cycle
+        # Model forwards or batches may be an evaluation before training, backward passes one micro-batch of
+        # gradient accumulation: keep the window, but let a training source that shows up later replace it.
+        provisional = not self.arbiter.final() and c.recorded > 0 and (c.leader == "backward" or self.sees_backward)
+        if provisional:
+            self.arbiter.reopen()
+            self._waited = 0
+            return False
         self._finish()
         self.stop_requested = self.stop_when_done
         return True
@@ -198,32 +289,72 @@ class CaptureSession:
         with self._lock:
             if not self._closed:
                 self._closed = True
-                w = self.window
+                w = self.cycle.window
                 if w is not None and w.running:
                     self._tell_ended()
                     w.stop()
                     if w.exported is not None:
-                        self.notes.extend(w.exported.notes)
+                        self.cycle.notes.extend(w.exported.notes)
                     self._finish()
+                self.finished = True
             return self._result()
 
+    def _reported(self) -> Cycle:
+        """The cycle whose window is the answer: the last one that recorded steps, else the last."""
+        return next((c for c in reversed(self.cycles) if c.recorded and c.exported), self.cycle)
+
     def _result(self) -> CaptureResult:
-        w = self.window
-        path = w.exported.path if w is not None and w.exported is not None else None
-        recorded = w.recorded if w is not None else 0
+        c = self._reported()
+        path = self._settle_traces(c)
+        w = c.window
+        recorded = c.recorded
         return CaptureResult(
             trace_path=path,
-            step_source=self.arbiter.leader,
-            steps_completed=self.arbiter.completed,
+            step_source=c.leader,
+            steps_completed=self.arbiter.counts[c.leader] if c.leader else 0,
             first_recorded_step=(w.first_step + self.spec.warmup) if w is not None and recorded else None,
             steps_recorded=recorded,
             window_complete=recorded == self.spec.steps and path is not None,
             batch_size=self.batch_size,
             batch_size_source=self.batch_size_source,
             gpu=w.gpu if w is not None else None,
-            overhead=self.times.overhead(),
-            notes=[*self.notes, *(n for listener in self.listeners for n in getattr(listener, "notes", ()))],
+            reference=c.times.reference(),
+            recorded_step_ns=c.times.recorded_ns(),
+            accumulation=c.accumulation if c.leader == "optimizer" else None,
+            phase=self._phase(c),
+            step_on=self.spec.step_on,
+            settings=next((getattr(x, "settings", None) for x in self.listeners if getattr(x, "settings", None)),
+                          None),
+            notes=[*self._replaced_notes(c), *c.notes, *self.notes,
+                   *(n for listener in self.listeners for n in getattr(listener, "notes", ()))],
         )
+
+    def _phase(self, c: Cycle) -> str | None:
+        """Training, when a backward pass or optimizer step ran in the recorded steps; else, if backward passes
+        are observed at all, inference or evaluation only."""
+        if c.training_seen or c.leader in ("optimizer", "backward"):
+            return "training"
+        return INFERENCE if self.sees_backward and c.recorded else None
+
+    def _replaced_notes(self, c: Cycle) -> list[str]:
+        earlier = [x for x in self.cycles if x is not c and x.recorded and x.exported]
+        return [f"an earlier window recorded {x.recorded} {x.leader} steps with no "
+                f"{'optimizer step' if x.leader == 'backward' else 'backward pass'} (evaluation or a warm-up before "
+                f"training?); the window of {c.leader} steps replaces it" for x in earlier if c.recorded]
+
+    def _settle_traces(self, c: Cycle) -> Path | None:
+        """The reported cycle's trace becomes the trace; the others' files are removed."""
+        keep = c.exported
+        for other in self.cycles:
+            path = other.exported
+            if other is not c and path is not None and path != keep and path.exists():
+                path.unlink()
+        if keep is None:
+            return None
+        final = self.out_dir / self.trace_name
+        if keep != final:
+            os.replace(keep, final)
+        return final
 
 
 # -- the session `stepscope.step()` reports to ------------------------------------------------------------

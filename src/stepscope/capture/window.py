@@ -3,27 +3,14 @@
 from __future__ import annotations
 
 import warnings
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from stepscope.capture.export import Exported, export_trace
+from stepscope.capture.options import CaptureOptions
+from stepscope.capture.quiet import profiler_stderr
 
-
-@dataclass(frozen=True)
-class WindowSpec:
-    """Which steps to profile, and how."""
-
-    skip: int = 5  # steps run unprofiled first: start-up, compilation, allocator warm-up
-    warmup: int = 2  # profiled but discarded: the profiler's own start-up cost
-    steps: int = 5  # recorded
-    record_shapes: bool = False
-    profile_memory: bool | None = None  # None: on when a GPU is profiled (allocator peaks), off on a CPU
-    with_stack: bool = False  # off by default: costly, and the source of a known export crash
-
-    def __post_init__(self) -> None:
-        if self.skip < 0 or self.warmup < 0 or self.steps < 1:
-            raise ValueError("skip and warmup must be >= 0 and steps >= 1")
+WindowSpec = CaptureOptions  # the former name: which steps to profile, and how
 
 
 def cuda_available() -> bool:
@@ -35,7 +22,7 @@ def cuda_available() -> bool:
 class ProfilerWindow:
     """Started at step `first_step`; `step()` at each boundary; the trace is written when it completes."""
 
-    def __init__(self, spec: WindowSpec, first_step: int, trace_path: Path) -> None:
+    def __init__(self, spec: CaptureOptions, first_step: int, trace_path: Path) -> None:
         self.spec = spec
         self.first_step = first_step
         self.trace_path = trace_path
@@ -83,14 +70,16 @@ class ProfilerWindow:
             with_stack=self.spec.with_stack,
         )
         self._prof.step_num = first
-        self._prof.start()
+        with profiler_stderr():
+            self._prof.start()
 
     def step(self) -> bool:
         """One step boundary; True when this one completed the window (the trace is then exported)."""
         if self._prof is None:
             return False
         self.boundaries += 1
-        self._prof.step()
+        with profiler_stderr():
+            self._prof.step()
         if self.boundaries >= self.length:
             self._close()
             return True
@@ -106,7 +95,8 @@ class ProfilerWindow:
     def _close(self) -> None:
         prof, self._prof = self._prof, None
         try:
-            prof.stop()
+            with profiler_stderr():
+                prof.stop()
         except Exception as exc:  # a profiler failure must not take the program's results
             if self.exported is None:
                 self.exported = Exported(None, error=f"the profiler failed to stop: {type(exc).__name__}: {exc}")

@@ -14,45 +14,72 @@ from stepscope.commands.predict import add_predict_option, request_from_args
 from stepscope.errors import StepscopeError
 
 if TYPE_CHECKING:
+    from stepscope.capture.options import CaptureOptions
     from stepscope.capture.program import Program
     from stepscope.capture.runner import Captured
-    from stepscope.capture.window import WindowSpec
     from stepscope.predict import PredictRequest
 
 def add_parser(sub: argparse._SubParsersAction) -> None:
+    from stepscope.capture.options import DEFAULTS as D
+    from stepscope.capture.options import STEP_SOURCES
+
     p = sub.add_parser(
         "run",
         help="run a PyTorch script or module under the profiler and diagnose it",
         description="Run a script (or -m module) as python would, profile a window of its steps, and say why "
-                    "it is slow. Everything after the script or module name belongs to the program.",
-        usage="stepscope run [options] (script.py | -m module) [args ...]",
+                    "it is slow. Everything after the script or module name belongs to the program; `--` may "
+                    "come before it.",
+        usage="stepscope run [options] [--] (script.py | -m module) [args ...]",
         # No abbreviations: the program's own options (`--n 12`) would otherwise be matched against ours,
         # and an ambiguous prefix is an error even in the part that belongs to the program.
         allow_abbrev=False,
     )
-    p.add_argument("--skip", type=_count, default=5, metavar="N", help="steps to run unprofiled first (5)")
-    p.add_argument("--warmup", type=_count, default=2, metavar="N", help="profiled steps to discard (2)")
-    p.add_argument("--steps", type=_positive, default=5, metavar="N", help="steps to record (5)")
+    p.add_argument("--skip", type=_count, default=D.skip, metavar="N",
+                   help=f"steps to run unprofiled first ({D.skip}); counts the chosen steps")
+    p.add_argument("--warmup", type=_count, default=D.warmup, metavar="N",
+                   help=f"profiled steps to discard ({D.warmup})")
+    p.add_argument("--steps", type=_positive, default=D.steps, metavar="N", help=f"steps to record ({D.steps})")
+    p.add_argument("--step-on", choices=STEP_SOURCES, default=D.step_on, metavar="SOURCE",
+                   help="what marks a step: " + "|".join(STEP_SOURCES) + " (default: the strongest one the "
+                        "program shows, training boundaries first)")
     p.add_argument("--full", action="store_true", help="let the program run to its end after the window")
-    p.add_argument("--out", metavar="DIR", help="the run folder (new or empty; default stepscope-runs/NAME-TIME)")
-    p.add_argument("--batch-size", type=_positive, metavar="N",
+    p.add_argument("-o", "--out", metavar="DIR", help="the run folder (new or empty; default stepscope-runs/NAME-TIME)")
+    p.add_argument("-f", "--force", action="store_true", help="let the files of an existing --out folder be replaced")
+    p.add_argument("--batch-size", type=_positive, default=D.batch_size, metavar="N",
                    help="samples per step (default: the first dimension of the DataLoader's first batch)")
-    p.add_argument("--record-shapes", action=argparse.BooleanOptionalAction, default=True,
+    p.add_argument("--record-shapes", action=argparse.BooleanOptionalAction, default=D.record_shapes,
                    help="record operator input shapes, which the FLOP count (MFU, roofline) needs (default: on)")
-    p.add_argument("--profile-memory", action=argparse.BooleanOptionalAction, default=None,
+    p.add_argument("--profile-memory", action=argparse.BooleanOptionalAction, default=D.profile_memory,
                    help="record allocator events (default: on when a GPU is profiled)")
-    p.add_argument("--with-stack", action="store_true",
+    p.add_argument("--with-stack", action="store_true", default=D.with_stack,
                    help="record Python stacks (slower; falls back to no stacks if the profiler fails on them)")
-    p.add_argument("--no-attribution", dest="attribution", action="store_false",
+    p.add_argument("--no-attribution", dest="attribution", action="store_false", default=D.attribution,
                    help="no time-by-source-line ranges in the recorded steps (they cost a few µs per torch call)")
-    p.add_argument("--telemetry-interval", type=float, default=0.2, metavar="S",
-                   help="seconds between CPU/GPU telemetry readings (0 turns telemetry off)")
+    p.add_argument("--telemetry-interval", type=float, default=D.telemetry_interval if D.telemetry else 0,
+                   metavar="S", help=f"seconds between CPU/GPU telemetry readings ({D.telemetry_interval}; "
+                                     "0 turns telemetry off)")
+    p.add_argument("--reference-steps", type=_count, default=D.reference_steps, metavar="N",
+                   help=f"unprofiled steps timed after the window, for the profiler's overhead ({D.reference_steps})")
     p.add_argument("--width", type=int, default=None, help="terminal width for the report")
     add_predict_option(p)
     p.add_argument("-m", dest="module", nargs=argparse.REMAINDER, metavar="MODULE ...",
                    help="run a library module as a script, like python -m")
     p.add_argument("program", nargs=argparse.REMAINDER, metavar="script.py [args ...]", help=argparse.SUPPRESS)
     p.set_defaults(handler=main)
+
+
+def options_from_args(args: argparse.Namespace) -> CaptureOptions:
+    from stepscope.capture.options import CaptureOptions
+
+    interval = args.telemetry_interval
+    if interval < 0:
+        raise StepscopeError("--telemetry-interval must be 0 (off) or more")
+    return CaptureOptions(skip=args.skip, warmup=args.warmup, steps=args.steps, step_on=args.step_on,
+                          batch_size=args.batch_size, record_shapes=args.record_shapes,
+                          profile_memory=args.profile_memory, with_stack=args.with_stack,
+                          attribution=args.attribution, telemetry=interval > 0,
+                          telemetry_interval=interval if interval > 0 else 0.2,
+                          reference_steps=args.reference_steps)
 
 
 def _count(text: str) -> int:
@@ -72,42 +99,55 @@ def _positive(text: str) -> int:
 def program_from_args(args: argparse.Namespace) -> Program:
     from stepscope.capture.program import Program
 
+    program = list(args.program)
+    if args.module is None and program[:1] == ["--"]:  # `stepscope run [options] -- script.py ...`
+        program = program[1:]
+        if program[:1] == ["-m"]:
+            args.module, program = program[1:], []
     if args.module is not None:
-        if args.program:
-            raise StepscopeError("give a script or -m module, not both")
         if not args.module:
             raise StepscopeError("-m needs a module name", hint="stepscope run -m package.module [args]")
-        return Program(args.module[0], tuple(args.module[1:]), module=True)
-    if not args.program:
+        # argparse hands a `--` after the module name to the script's slot: it is the module's argument.
+        return Program(args.module[0], (*args.module[1:], *program), module=True)
+    if not program:
         raise StepscopeError("nothing to run", hint="stepscope run [options] script.py [args], or -m module [args]")
-    return Program(args.program[0], tuple(args.program[1:]))
+    return Program(program[0], tuple(program[1:]))
 
 
 def main(args: argparse.Namespace) -> int:
-    from stepscope.capture import runfolder
+    from stepscope.api import prepare_folder
     from stepscope.capture.program import check
     from stepscope.capture.runner import capture_program, require_torch
     from stepscope.capture.signals import EXIT_CODE, SigtermHandler
-    from stepscope.capture.window import WindowSpec
 
     program = program_from_args(args)
+    spec = options_from_args(args)
     request = request_from_args(args, args.predict)
     check(program)
     require_torch()
-    spec = WindowSpec(skip=args.skip, warmup=args.warmup, steps=args.steps, record_shapes=args.record_shapes,
-                      profile_memory=args.profile_memory, with_stack=args.with_stack)
-    folder = runfolder.new_run_folder(_run_name(program.name), args.out)
+    folder = prepare_folder(args.out, args.force, _run_name(program.name))
+    if args.force:
+        _clear_run_files(folder)
+    steps_on = f"{spec.step_on} " if spec.step_on else ""
     print(f"stepscope: running {' '.join(program.command)}: skip {spec.skip}, warm up {spec.warmup}, "
-          f"record {spec.steps} steps{'' if args.full else ', then stop'}", file=sys.stderr, flush=True)
+          f"record {spec.steps} {steps_on}steps{'' if args.full else ', then stop'}", file=sys.stderr, flush=True)
     # SIGTERM (timeout, SLURM, Kubernetes) as SIGINT: raised in the program, then only remembered while the
     # capture is exported and the reports written; the run then ends with 143.
     with SigtermHandler(raising=False) as sigterm:
-        captured = capture_program(program, spec, folder, full=args.full, batch_size=args.batch_size,
-                                   telemetry_interval=args.telemetry_interval or None, attribution=args.attribution,
-                                   sigterm=sigterm)
+        captured = capture_program(program, spec, folder, full=args.full, sigterm=sigterm)
         sys.stdout.flush()
         code = _finish(program, spec, folder, captured, width=args.width, predict=request)
     return EXIT_CODE if sigterm.received else code
+
+
+def _clear_run_files(folder: Path) -> None:
+    """--force: the files a run writes are replaced, not mixed with a previous run's (others are left alone)."""
+    from stepscope.capture import runfolder
+    from stepscope.trace.census import CENSUS_FILE
+
+    for name in (runfolder.TRACE, runfolder.REPORT_JSON, runfolder.REPORT_TEXT, runfolder.REPORT_HTML,
+                 runfolder.TELEMETRY, CENSUS_FILE):
+        (folder / name).unlink(missing_ok=True)
 
 
 def _run_name(name: str) -> str:
@@ -116,14 +156,14 @@ def _run_name(name: str) -> str:
     return f"{name}-rank{rank}" if rank is not None and world.isdigit() and int(world) > 1 else name
 
 
-def _finish(program: Program, spec: WindowSpec, folder: Path, captured: Captured, *, width: int | None,
+def _finish(program: Program, spec: CaptureOptions, folder: Path, captured: Captured, *, width: int | None,
             predict: PredictRequest | None = None) -> int:
-    from stepscope.api import WRITE_HINT, live_report, nothing_recorded, write_report_files
     from stepscope.atomic import write_atomic
     from stepscope.capture import runfolder
     from stepscope.capture.telemetry import to_json as telemetry_json
     from stepscope.report import render
     from stepscope.report.terminal import make_console
+    from stepscope.runreport import WRITE_HINT, live_report, nothing_recorded, write_report_files
     from stepscope.trace.census import CENSUS_FILE
 
     outcome, result, telemetry = captured.outcome, captured.result, captured.telemetry
@@ -165,3 +205,4 @@ def _finish(program: Program, spec: WindowSpec, folder: Path, captured: Captured
     if outcome.failed:
         return outcome.exit_code
     return 0 if report is not None else 2
+

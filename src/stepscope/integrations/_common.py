@@ -2,59 +2,78 @@
 
 from __future__ import annotations
 
+import dataclasses
 import sys
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
-from stepscope.api import Profile, write_report_files
+from stepscope.api import Profile
+from stepscope.capture.options import DEFAULTS, CaptureOptions
 from stepscope.errors import StepscopeError
 from stepscope.model import report as s
 
 
 @dataclass(frozen=True)
 class CallbackOptions:
-    skip: int = 5
-    warmup: int = 2
-    steps: int = 5
-    out: str | Path | None = None  # a folder for the trace and report files; None keeps them in a temp folder
-    batch_size: int | None = None  # default: from the trainer (its batch, or its arguments)
+    """The capture options (CaptureOptions' fields and defaults) and the callbacks' own."""
+
+    capture: CaptureOptions = DEFAULTS
+    out: str | Path | None = None  # the run folder; None: a new stepscope-runs/NAME-TIME/, as `stepscope run`
+    force: bool = False  # let an existing `out` folder's files be replaced
     stop: bool = False  # end training once the window is recorded
     print_report: bool = True
-    record_shapes: bool = False
-    profile_memory: bool | None = None
-    with_stack: bool = False
-    telemetry: bool = False
-    attribution: bool = True
+
+    @classmethod
+    def from_kwargs(cls, **options: Any) -> CallbackOptions:
+        """Split keyword options between the capture and the callback; an unknown name is an error."""
+        capture_fields = {f.name for f in dataclasses.fields(CaptureOptions)} - {"step_on"}
+        own = {f.name for f in dataclasses.fields(cls)} - {"capture"}
+        unknown = set(options) - capture_fields - own
+        if unknown:
+            raise TypeError(f"unknown stepscope callback option(s): {', '.join(sorted(unknown))}")
+        capture = DEFAULTS.replace(step_on="marker", **{k: v for k, v in options.items() if k in capture_fields})
+        return cls(capture=capture, **{k: v for k, v in options.items() if k in own})
 
     def profile(self, source: str, rank: int = 0, world_size: int = 1) -> Profile:
         out = self.out
         if out is not None and world_size > 1:
             out = Path(out) / f"rank{rank}"
-        return Profile(skip=self.skip, warmup=self.warmup, steps=self.steps, batch_size=self.batch_size, out=out,
-                       record_shapes=self.record_shapes, profile_memory=self.profile_memory,
-                       with_stack=self.with_stack, telemetry=self.telemetry, attribution=self.attribution,
-                       source=source)
+        from stepscope.api import program_name
+
+        name = program_name() + (f"-rank{rank}" if world_size > 1 else "")
+        return Profile(self.capture, out=out, force=self.force, source=source, name=name)
+
+
+def as_loader(obj: Any) -> Any:
+    """`obj` when it is a DataLoader (trainers may hold a list or a combined loader instead), else None."""
+    torch_data = sys.modules.get("torch.utils.data")
+    return obj if torch_data is not None and isinstance(obj, torch_data.DataLoader) else None
 
 
 def finish(profile: Profile, options: CallbackOptions, *, show: bool) -> s.Report | None:
-    """Stop the capture and analyse it; a capture that recorded nothing says why on stderr, never raises."""
+    """Stop the capture, analyse it and write the run folder; a capture that recorded nothing says why on
+    stderr, never raises."""
+    from stepscope.runreport import nothing_recorded
+
     result = profile.stop()
     if result.trace_path is None:
         if show:
-            from stepscope.api import nothing_recorded
-
             print(f"stepscope: {nothing_recorded(result, profile.spec)}", file=sys.stderr)
         return None
     try:
-        report = profile.report
+        written = profile.write_files()
     except StepscopeError as exc:
         print(f"stepscope: {exc.message}", file=sys.stderr)
         return None
-    if options.out is not None:
-        write_report_files(report, result.trace_path.parent)
+    report = profile.report
     if show and options.print_report:
         from stepscope.report import render
         from stepscope.report.terminal import make_console
 
-        make_console().print(render("terminal", report))
+        console = make_console()
+        console.print()  # start on a line of its own, not after a trainer's progress bar
+        console.print(render("terminal", report))
+        files = ", ".join(["trace.json.gz", *written])
+        console.print(f"stepscope: wrote {profile.folder}/: {files}", highlight=False, markup=False)
     return report

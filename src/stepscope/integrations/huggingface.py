@@ -13,15 +13,15 @@ from typing import Any
 from transformers import TrainerCallback
 
 from stepscope.api import Profile
-from stepscope.integrations._common import CallbackOptions, finish
+from stepscope.integrations._common import CallbackOptions, as_loader, finish
 from stepscope.model import report as s
 
 
 class StepscopeCallback(TrainerCallback):
     def __init__(self, **options: Any) -> None:
-        """Options: skip, warmup, steps, out, batch_size, stop, print_report, record_shapes,
-        profile_memory, with_stack, telemetry (see stepscope.integrations._common.CallbackOptions)."""
-        self.options = CallbackOptions(**options)
+        """Options: those of stepscope.profile() (skip, warmup, steps, batch_size, out, force, ...) and stop,
+        print_report (see stepscope.integrations._common.CallbackOptions)."""
+        self.options = CallbackOptions.from_kwargs(**options)
         self.report: s.Report | None = None
         self._profile: Profile | None = None
 
@@ -29,6 +29,8 @@ class StepscopeCallback(TrainerCallback):
         if self._profile is not None and self._profile.result is None:
             self._profile.stop()  # a previous fit() that failed before its end hook: let go of its profiler
         self._profile = self.options.profile("huggingface", args.process_index, args.world_size)
+        self._profile.observe(model=kwargs.get("model"), optimizer=kwargs.get("optimizer"),
+                              loader=as_loader(kwargs.get("train_dataloader")))
         self._profile.start()
         self._profile.set_batch_size(args.per_device_train_batch_size * args.gradient_accumulation_steps, "trainer")
 

@@ -10,7 +10,7 @@ from typing import Any
 
 from stepscope.api import Profile
 from stepscope.capture.batch import batch_size_of
-from stepscope.integrations._common import CallbackOptions, finish
+from stepscope.integrations._common import CallbackOptions, as_loader, finish
 from stepscope.model import report as s
 
 try:
@@ -21,10 +21,10 @@ except ImportError:  # the older package name
 
 class StepscopeCallback(Callback):
     def __init__(self, **options: Any) -> None:
-        """Options: skip, warmup, steps, out, batch_size, stop, print_report, record_shapes,
-        profile_memory, with_stack, telemetry (see stepscope.integrations._common.CallbackOptions)."""
+        """Options: those of stepscope.profile() (skip, warmup, steps, batch_size, out, force, ...) and stop,
+        print_report (see stepscope.integrations._common.CallbackOptions)."""
         super().__init__()
-        self.options = CallbackOptions(**options)
+        self.options = CallbackOptions.from_kwargs(**options)
         self.report: s.Report | None = None
         self._profile: Profile | None = None
 
@@ -32,10 +32,13 @@ class StepscopeCallback(Callback):
         if self._profile is not None and self._profile.result is None:
             self._profile.stop()  # a previous fit() that failed before its end hook: let go of its profiler
         self._profile = self.options.profile("lightning", trainer.global_rank, trainer.world_size)
+        optimizers = getattr(trainer, "optimizers", None) or [None]
+        self._profile.observe(model=pl_module, optimizer=optimizers[0],
+                              loader=as_loader(getattr(trainer, "train_dataloader", None)))
         self._profile.start()
 
     def on_train_batch_start(self, trainer: Any, pl_module: Any, batch: Any, batch_idx: int) -> None:
-        if self._profile is not None and self.options.batch_size is None and batch_idx == 0:
+        if self._profile is not None and self.options.capture.batch_size is None and batch_idx == 0:
             self._profile.set_batch_size(batch_size_of(batch), "trainer")
 
     def on_train_batch_end(self, trainer: Any, pl_module: Any, outputs: Any, batch: Any, batch_idx: int) -> None:

@@ -7,6 +7,14 @@ from typing import Any
 
 import msgspec
 
+from stepscope.model.run import (  # noqa: F401 - part of the Report's namespace
+    LoaderSettings,
+    OptimizerSettings,
+    OverheadCorrection,
+    Reference,
+    Run,
+    Settings,
+)
 from stepscope.model.usage import MemoryUsage, Utilization
 
 SCHEMA = "stepscope.report/1"
@@ -233,29 +241,6 @@ class Report(Struct, kw_only=True):
     prediction: Prediction | None = None  # this job on other GPUs (`--predict GPUS`, `stepscope predict`)
     utilization: Utilization | None = None  # FLOPs, MFU, roofline (model/usage.py)
     memory_usage: MemoryUsage | None = None  # the peak by category, memory over time, batch headroom
-
-
-class Run(Struct, kw_only=True):
-    """How a live capture went (`stepscope run`, the Python API, a trainer callback); absent for files."""
-
-    command: list[str]  # the program and its arguments, as run
-    status: str  # "window recorded" | "ended early" | "failed" | "interrupted" | "nothing recorded"
-    exit_code: int | None  # the program's own (None for the API and callbacks)
-    step_source: str | None  # optimizer | dataloader | forward | manual | lightning | huggingface
-    skip: int
-    warmup: int
-    steps_requested: int
-    steps_recorded: int
-    first_recorded_step: int | None  # the program's step number (from 0) of the first recorded step
-    batch_size: int | None
-    batch_size_source: str | None  # user | trainer | dataloader | model input
-    profiled_device: str  # "cuda" | "cpu"
-    profiler_overhead: float | None  # recorded step / unprofiled step - 1, both timed on the host clock
-    unprofiled_step_us: float | None
-    recorded_step_us: float | None
-    telemetry: dict[str, Any] | None = None  # the window summary of telemetry.json
-    folder: str | None = None
-    files: list[str] = msgspec.field(default_factory=list)
 
 
 class LineCost(Struct, kw_only=True):

@@ -71,20 +71,21 @@ def breakdown_table(report: Report) -> Table | None:
     if not report.steps:
         return None
     cats = [c for c in BREAKDOWN_COLORS if any(r.breakdown_us.get(c) for r in report.steps)]
+    gpu = report.accelerator != "none"  # a CPU-only run has no GPU utilisation, syncs or kernels to show
     rows = [[Cell(r.id, None, "text"), _num(r.duration_us, ms(r.duration_us)),
              *(_num(r.breakdown_us.get(c, 0.0), ms(r.breakdown_us.get(c, 0.0))) for c in cats),
-             _num(r.gpu_utilization, pct(r.gpu_utilization)), _num(r.sync_count, str(r.sync_count)),
-             _num(r.kernel_count, str(r.kernel_count))] for r in report.steps]
+             *((_num(r.gpu_utilization, pct(r.gpu_utilization)), _num(r.sync_count, str(r.sync_count)),
+                _num(r.kernel_count, str(r.kernel_count))) if gpu else ())] for r in report.steps]
     columns = [("step", "text"), ("total", ""), *((BREAKDOWN_LABELS[c], "") for c in cats),
-               ("GPU util", ""), ("syncs", ""), ("kernels", "")]
+               *((("GPU util", ""), ("syncs", ""), ("kernels", "")) if gpu else ())]
     s = report.summary
     total = s.step_time_us or 0
     footer = [[Cell("mean", None, "text"), _num(s.step_time_us, ms(s.step_time_us)),
                *(_num(s.breakdown_us.get(c, 0.0), ms(s.breakdown_us.get(c, 0.0))) for c in cats),
-               _num(s.gpu_utilization, pct(s.gpu_utilization)), Cell(""), Cell("")],
+               *((_num(s.gpu_utilization, pct(s.gpu_utilization)), Cell(""), Cell("")) if gpu else ())],
               [Cell("share", None, "text"), Cell("100%"),
                *(Cell(pct(s.breakdown_us.get(c, 0.0) / total if total else None)) for c in cats),
-               Cell(""), Cell(""), Cell("")]]
+               *((Cell(""), Cell(""), Cell("")) if gpu else ())]]
     return Table(columns, rows, id="steps", footer=footer, terminal_rows=12)
 
 
@@ -188,6 +189,10 @@ def struct_table(rows: list[Any], *, id: str, title: str = "", note: str = "", s
                  note=note, terminal_rows=terminal_rows)
 
 
+# Per-line and per-module GPU columns: empty on a CPU-only run.
+GPU_FIELDS = ("gpu_fwd_us", "gpu_bwd_us", "kernels", "own_gpu_us")
+
+
 def lines_tables(report: Report) -> list[Table]:
     """Time by user source line, the time no line can take, and the syncs by line (when the trace says)."""
     lines = getattr(report, "lines", None)
@@ -195,14 +200,15 @@ def lines_tables(report: Report) -> list[Table]:
         return []
     note = (f"From {getattr(lines, 'source', '?')}, by {getattr(lines, 'granularity', 'line')}; "
             f"{pct(getattr(lines, 'attributed_share', None))} of the host time of ops found a line. Times per step.")
+    gpu = () if report.accelerator != "none" else GPU_FIELDS  # no GPU columns in a CPU-only report
     tables = [
-        struct_table(getattr(lines, "rows", []), id="lines", note=note, skip=("file", "line"), first=("label",),
+        struct_table(getattr(lines, "rows", []), id="lines", note=note, skip=("file", "line", *gpu), first=("label",),
                      terminal_rows=15),
         struct_table(getattr(lines, "unattributed", []), id="lines-unattributed", title="Time no line can take",
-                     skip=("file", "line", "function", "code"), terminal_rows=3),
-        struct_table(getattr(lines, "syncs", []), id="line-syncs", terminal_rows=6,
-                     title="Host-device syncs by line" if report.accelerator != "none"
-                     else "Scalar reads by line (each would wait for the GPU)"),
+                     skip=("file", "line", "function", "code", *gpu), terminal_rows=3),
+        # A CPU-only run has no GPU to wait for: its scalar reads stay in the JSON, not in its report.
+        struct_table(getattr(lines, "syncs", []) if report.accelerator != "none" else [], id="line-syncs",
+                     terminal_rows=6, title="Host-device syncs by line"),
     ]
     return [t for t in tables if t is not None]
 
@@ -210,6 +216,7 @@ def lines_tables(report: Report) -> list[Table]:
 def modules_table(report: Report) -> Table | None:
     modules = getattr(report, "modules", None)
     return struct_table(getattr(modules, "rows", []), id="modules", terminal_rows=20,
+                        skip=() if report.accelerator != "none" else GPU_FIELDS,
                         note=f"From {getattr(modules, 'source', '?')}; times per step, with children (own_*: alone).")
 
 
@@ -225,9 +232,15 @@ def run_summary(report: Report) -> list[str]:
              f"{run.steps_requested} recorded after {run.skip} skipped and {run.warmup} warm-up)"]
     if run.batch_size:
         lines.append(f"batch size: {run.batch_size} (from the {run.batch_size_source})")
+    if getattr(run, "grad_accumulation", None):
+        lines.append(f"gradient accumulation: {run.grad_accumulation} backward passes per optimizer step, so "
+                     f"{run.samples_per_step or '?'} samples per step")
+    if getattr(run, "phase", None) and run.phase != "training":
+        lines.append(f"phase: {run.phase}: no backward pass ran in the recorded steps")
     if run.profiler_overhead is not None:
+        ref = getattr(run, "reference", None)
         lines.append(f"profiler overhead: {run.profiler_overhead:+.1%} (recorded steps {ms(run.recorded_step_us)}, "
-                     f"unprofiled {ms(run.unprofiled_step_us)}, host clock)")
+                     f"unprofiled {ms(run.unprofiled_step_us)}, {ref.method if ref else 'host clock'})")
     tel = run.telemetry or {}
     if tel.get("cpu_util_mean") is not None:
         lines.append(f"CPU busy during the window: {tel['cpu_util_mean']:.0f}% mean over "
@@ -238,8 +251,14 @@ def run_summary(report: Report) -> list[str]:
             parts.append(f"utilisation {g['util_mean']:.0f}%")
         if g.get("power_mean_w") is not None:
             parts.append(f"{g['power_mean_w']:.0f} W")
+            # The window is marked on the host clock, shorter than NVML's energy counter updates: its counter
+            # difference is not a step's energy; mean power x the unprofiled step time is.
+            step_us = run.unprofiled_step_us or report.summary.step_time_us
+            if step_us:
+                parts.append(f"~{g['power_mean_w'] * step_us / 1e6:.3g} J per step (mean power x "
+                             f"{'unprofiled ' if run.unprofiled_step_us else ''}step time)")
         if g.get("energy_j") is not None:
-            parts.append(f"{g['energy_j']:.1f} J over the window")
+            parts.append(f"{g['energy_j']:.1f} J counted over the window")
         lines.append(", ".join(parts))
     if run.profiled_device == "cpu":
         lines.append("device: no GPU found: profiled the CPU only")

@@ -6,7 +6,8 @@ from __future__ import annotations
 from typing import Any
 
 from rich import box
-from rich.console import Console, Group, RenderableType
+from rich.console import Console, ConsoleOptions, Group, RenderableType, RenderResult
+from rich.measure import Measurement
 from rich.panel import Panel
 from rich.table import Table
 from rich.text import Text
@@ -67,7 +68,8 @@ def header(report: Report) -> RenderableType:
         t.append(f"rank {report.rank}" + (f" of {report.world_size}" if report.world_size else "") + "\n")
     s = report.summary
     ids = [r.id for r in report.steps]
-    t.append(f"steps: {len(ids)} ({s.step_source})" + (f": {', '.join(ids[:8])}" if ids else "") + "\n")
+    t.append(f"steps: {len(ids)} ({s.step_source})" + (f": {', '.join(ids[:8])}" if ids else "")
+             + (", ..." if len(ids) > 8 else "") + "\n")
     return t
 
 
@@ -104,23 +106,107 @@ def render_section(section: sec.Section) -> RenderableType:
 
 
 def table(spec: CellTable) -> RenderableType:
-    """A report table as a rich Table: the first `terminal_rows` rows (the HTML page lists them all)."""
+    """A report table as a rich Table: as it is when it fits the width it is printed at, else fitted to it
+    (see _fitted_table)."""
+    return _Fitted(spec)
+
+
+class _Fitted:
+    """A table built for the width it is printed at."""
+
+    def __init__(self, spec: CellTable) -> None:
+        self.spec = spec
+
+    def __rich_console__(self, console: Console, options: ConsoleOptions) -> RenderResult:
+        whole = _fitted_table(self.spec, None)
+        wraps = any(_wraps(self.spec, i) for i in range(len(self.spec.columns)))  # prose wraps to fit anyway
+        if wraps or Measurement.get(console, options.update(width=10_000), whole).maximum <= options.max_width:
+            yield whole
+        else:
+            yield _fitted_table(self.spec, options.max_width)
+
+
+# Text columns whose cells are paths: cut on the left, so the file name and line stay ('…/gpt.py:88').
+PATH_COLUMNS = ("label", "path", "module", "file", "line")
+MIN_TEXT_WIDTH = 10
+COMFORTABLE_TEXT_WIDTH = 16  # below it, a droppable column makes room first
+
+
+# Columns a narrow terminal can do without (the JSON and the HTML page keep them), dropped in this order.
+DROPPABLE = ("function", "kernels", "own gpu us", "own cpu us", "calls", "collective", "tensor cores", "inner op",
+             "count")
+
+
+def _fitted_table(spec: CellTable, width: int | None) -> Table:
+    """The first `terminal_rows` rows (the HTML page lists them all). Numbers keep their width; text columns
+    share what is left, each cut with an ellipsis rather than folded into tall rows (paths on the left); on a
+    narrow terminal the least useful columns give way first."""
     out = _table(spec.title or None, caption=spec.note or None, caption_justify="left", caption_style="dim")
-    for label, cls in spec.columns:
-        classes = cls.split()
-        out.add_column(label, justify="left" if "text" in classes else "right",
-                       overflow="ellipsis" if "name" in classes else "fold", no_wrap="name" in classes,
-                       max_width=70 if "name" in classes else 48 if label == "code" else None)
     rows = spec.rows if spec.terminal_rows is None else spec.rows[:spec.terminal_rows]
+    keep = list(range(len(spec.columns)))
+    widths: dict[int, int] | None = {}
+    if width is not None:
+        widths = _text_widths(spec, rows, width, keep)
+        for name in DROPPABLE:
+            if widths is not None:
+                break
+            keep = [i for i in keep if spec.columns[i][0] != name]
+            widths = _text_widths(spec, rows, width, keep)
+        widths = widths or _text_widths(spec, rows, width, keep, squeeze=True) or {}
+    for i in keep:
+        label, cls = spec.columns[i]
+        text, wrap = "text" in cls.split(), _wraps(spec, i)
+        out.add_column(_header(label), justify="left" if text else "right", no_wrap=not wrap,
+                       overflow="fold" if wrap or not text else "ellipsis", max_width=widths.get(i))
     for row in rows:
-        out.add_row(*(Text(c.text) for c in row))
+        out.add_row(*(Text(_cut(row[i].text, spec.columns[i][0], widths.get(i))) for i in keep))
     if spec.terminal_rows is not None and len(spec.rows) > spec.terminal_rows:
         out.add_row(Text(f"... {len(spec.rows) - spec.terminal_rows} more"), style="dim")
     if spec.footer:
         out.add_section()
         for i, row in enumerate(spec.footer):
-            out.add_row(*(Text(c.text) for c in row), style="bold" if i == 0 else "dim")
+            out.add_row(*(Text(row[j].text) for j in keep), style="bold" if i == 0 else "dim")
     return out
+
+
+def _text_widths(spec: CellTable, rows: list, width: int, keep: list[int],
+                 squeeze: bool = False) -> dict[int, int] | None:
+    """Column index -> width for the kept text columns: what the numeric columns leave, shared by natural
+    width; None when that leaves under COMFORTABLE_TEXT_WIDTH each (unless `squeeze`)."""
+    natural = {i: max([len(_header(spec.columns[i][0])), *(len(row[i].text) for row in rows)]) for i in keep}
+    texts = [i for i in keep if "text" in spec.columns[i][1].split()]
+    if not texts:
+        return {}  # numbers only: nothing to cut or drop
+    # Columns are padded by one on each inner side and the box puts a space between columns and at the edges.
+    free = width - sum(natural[i] for i in keep if i not in texts) - (3 * len(keep) - 1) - 1
+    if free < COMFORTABLE_TEXT_WIDTH * len(texts) and not squeeze:
+        return None
+    free = max(free, MIN_TEXT_WIDTH * len(texts))
+    total = sum(natural[i] for i in texts) or 1
+    out = {}
+    for i in texts:
+        cap = 70 if "name" in spec.columns[i][1].split() else natural[i]
+        out[i] = min(natural[i], cap, max(MIN_TEXT_WIDTH, free * natural[i] // total))
+    for i in sorted(texts, key=lambda j: -out[j]):  # the minimums may overshoot: the widest give it back
+        out[i] = max(MIN_TEXT_WIDTH, out[i] - max(sum(out.values()) - free, 0))
+    return out
+
+
+def _wraps(spec: CellTable, column: int) -> bool:
+    """A column of prose (a fix's title, its reasoning): it wraps rather than being cut."""
+    return "wrap" in spec.columns[column][1].split() or any(
+        "wrap" in (row[column].cls or "").split() for row in spec.rows[:1])
+
+
+def _header(label: str) -> str:
+    """'cpu fwd us' -> 'cpu fwd': the cells carry their unit."""
+    return label.removesuffix(" us")
+
+
+def _cut(text: str, column: str, width: int | None) -> str:
+    if width is None or len(text) <= width or column not in PATH_COLUMNS:
+        return text
+    return "…" + text[-(width - 1):]
 
 
 class TerminalRenderer:

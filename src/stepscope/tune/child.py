@@ -71,14 +71,14 @@ def _status(outcome: Outcome, stopped: bool, aborted: bool, leader: str | None, 
 
 def profile(spec: TrialSpec, program: Program) -> ChildResult:
     """What `stepscope run` does, with the fixes in place: one profiled window, then its report.json."""
-    from stepscope.api import live_report, nothing_recorded, write_report_files
+    from stepscope.capture.options import CaptureOptions
     from stepscope.capture.runner import capture_program
-    from stepscope.capture.window import WindowSpec
+    from stepscope.runreport import live_report, nothing_recorded, write_report_files
 
-    window = WindowSpec()
+    window = CaptureOptions(batch_size=spec.batch_size, telemetry=False)
     folder = Path(spec.profile_folder or ".")
     folder.mkdir(parents=True, exist_ok=True)
-    captured = capture_program(program, window, folder, batch_size=spec.batch_size, telemetry_interval=None)
+    captured = capture_program(program, window, folder)
     outcome, result = captured.outcome, captured.result
     if result.trace_path is None:
         return ChildResult(status="failed", exit_code=outcome.exit_code or 2, program_status=outcome.status,

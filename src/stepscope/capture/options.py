@@ -1,0 +1,45 @@
+"""Capture options: the one place their defaults live, for `stepscope run`, the Python API and the callbacks.
+
+`stepscope run`'s flags, `stepscope.profile(...)`'s keyword arguments and the trainer callbacks' options
+all take their defaults from `CaptureOptions` (a test checks that they agree).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass
+
+# What can mark a step, strongest first; `--step-on` takes one of these ("marker": stepscope.step() only).
+STEP_SOURCES = ("optimizer", "backward", "dataloader", "forward", "marker")
+
+
+@dataclass(frozen=True)
+class CaptureOptions:
+    """Which steps to profile and how. Every field's default here is the default everywhere."""
+
+    skip: int = 5  # steps of the step source run unprofiled first: start-up, compilation, allocator warm-up
+    warmup: int = 2  # profiled but discarded: the profiler's own start-up cost
+    steps: int = 5  # recorded
+    step_on: str | None = None  # one of STEP_SOURCES; None: the strongest source the program shows
+    batch_size: int | None = None  # samples per step; None: from the data
+    record_shapes: bool = True  # operator input shapes: the FLOP count (MFU, roofline) needs them
+    profile_memory: bool | None = None  # None: on when a GPU is profiled (allocator peaks), off on a CPU
+    with_stack: bool = False  # off by default: costly, and the source of a known export crash
+    attribution: bool = True  # source-line and module ranges in the recorded steps
+    telemetry: bool = True  # CPU (and GPU) readings on a background thread (~0.1% of one core)
+    telemetry_interval: float = 0.2  # seconds between readings
+    reference_steps: int = 5  # unprofiled steps timed after the window, besides those before it
+
+    def __post_init__(self) -> None:
+        if self.skip < 0 or self.warmup < 0 or self.steps < 1 or self.reference_steps < 0:
+            raise ValueError("skip, warmup and reference_steps must be >= 0 and steps >= 1")
+        if self.step_on is not None and self.step_on not in STEP_SOURCES:
+            raise ValueError(f"step_on must be one of {', '.join(STEP_SOURCES)}, not {self.step_on!r}")
+        if self.telemetry_interval <= 0:
+            raise ValueError("telemetry_interval must be > 0 (telemetry=False turns telemetry off)")
+
+    def replace(self, **changes: object) -> CaptureOptions:
+        return dataclasses.replace(self, **changes)  # type: ignore[arg-type]
+
+
+DEFAULTS = CaptureOptions()

@@ -1,0 +1,103 @@
+"""The report's `run` section (stepscope.report/1): how a live capture went, the unprofiled reference the
+profiler's overhead is corrected against, and the settings the program had. Fields are added, never renamed or
+removed, within the schema version."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import msgspec
+
+
+class Struct(msgspec.Struct, kw_only=True, omit_defaults=False):
+    pass
+
+
+class Run(Struct, kw_only=True):
+    """How a live capture went (`stepscope run`, the Python API, a trainer callback); absent for files."""
+
+    command: list[str]  # the program and its arguments, as run
+    status: str  # "window recorded" | "ended early" | "failed" | "interrupted" | "nothing recorded"
+    exit_code: int | None  # the program's own (None for the API and callbacks)
+    step_source: str | None  # optimizer | dataloader | forward | manual | lightning | huggingface
+    skip: int
+    warmup: int
+    steps_requested: int
+    steps_recorded: int
+    first_recorded_step: int | None  # the program's step number (from 0) of the first recorded step
+    batch_size: int | None
+    batch_size_source: str | None  # user | trainer | dataloader | model input
+    profiled_device: str  # "cuda" | "cpu"
+    profiler_overhead: float | None  # recorded step / unprofiled step - 1 (see overhead_correction for how)
+    unprofiled_step_us: float | None
+    recorded_step_us: float | None
+    telemetry: dict[str, Any] | None = None  # the window summary of telemetry.json
+    folder: str | None = None
+    files: list[str] = msgspec.field(default_factory=list)
+    step_on: str | None = None  # the step source the user chose (--step-on), None: the strongest one seen
+    phase: str | None = None  # "training" | "inference or evaluation only" (no backward pass recorded)
+    grad_accumulation: int | None = None  # backward passes per optimizer step, when more than one
+    samples_per_step: int | None = None  # batch_size x grad_accumulation when the batch is one micro-batch
+    reference: Reference | None = None  # how the unprofiled steps were timed
+    overhead_correction: OverheadCorrection | None = None  # the profiler's cost taken out of shares and estimates
+    settings: Settings | None = None  # what the program had set (every fix is conditional on it)
+
+
+class Reference(Struct, kw_only=True):
+    """The unprofiled step time the profiler's overhead is measured against."""
+
+    method: str  # "synchronized slices" (GPU: torch.cuda.synchronize() at each end) | "host clock"
+    step_us: float  # the mean over the slices, or the median unprofiled step
+    values_us: list[float]  # per slice (its mean step), or per step
+    steps: int
+    noise: float  # half the range of the values over the reference: overheads inside it are noise
+
+
+class OverheadCorrection(Struct, kw_only=True):
+    """The profiler's overhead, measured like with like, and how the verdict was corrected for it."""
+
+    profiled_step_us: float  # the median recorded step as the trace has it (GPU time included)
+    unprofiled_step_us: float
+    overhead: float | None  # profiled / unprofiled - 1; None when they are not comparable
+    noise: float
+    within_noise: bool
+    applied: bool  # shares and estimates were corrected
+    host_work_us_per_step: float  # host time the profiler's per-op cost falls on (median step)
+    removed_us_per_step: float  # taken out of it (the overhead)
+    removed_share_of_host_work: float
+
+
+class LoaderSettings(Struct, kw_only=True):
+    num_workers: int
+    pin_memory: bool
+    persistent_workers: bool
+    prefetch_factor: int | None = None
+    batch_size: int | None = None
+    batches_per_epoch: int | None = None
+    iterators_started: int = 0  # new iterators (epochs: workers started again) while the steps were recorded
+    location: dict[str, Any] | None = None  # the line that built the DataLoader
+
+
+class OptimizerSettings(Struct, kw_only=True):
+    name: str
+    foreach: bool | None = None
+    fused: bool | None = None
+    location: dict[str, Any] | None = None  # the line that built the optimizer
+
+
+class Settings(Struct, kw_only=True):
+    """What the program had set when the recorded steps began; None: not known."""
+
+    dataloader: LoaderSettings | None = None
+    optimizer: OptimizerSettings | None = None
+    autocast: str | None = None  # the autocast dtype in the model's forward ("bfloat16") or "off"
+    compiled: bool | None = None  # torch.compile in use
+    channels_last: bool | None = None  # the convolutions' weights are channels_last
+    conv_layers: int | None = None
+    tf32_matmul: bool | None = None
+    tf32_cudnn: bool | None = None
+    float32_matmul_precision: str | None = None
+    cpu_cores: int | None = None  # cores the process may run on
+    intra_op_threads: int | None = None  # torch.get_num_threads()
+    cpu_capability: str | None = None  # the CPU kernels torch uses: "AVX512", "AVX2", ...
+    cpu_bf16: str | None = None  # the CPU flag for native bf16 ("amx_bf16", "avx512_bf16"), None without

@@ -1,0 +1,157 @@
+"""The Report of a live capture (`stepscope run`, the Python API, the trainer callbacks): the one pipeline's
+report of the recorded trace, told how the capture went (the run section: the unprofiled reference the
+profiler's overhead is corrected against, the program's settings), and the files of its run folder."""
+
+from __future__ import annotations
+
+import dataclasses
+import io
+import sys
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import msgspec
+
+from stepscope.capture.options import CaptureOptions
+from stepscope.capture.session import CaptureResult
+from stepscope.capture.telemetry import TelemetryReport
+from stepscope.errors import StepscopeError
+from stepscope.model import report as s
+
+if TYPE_CHECKING:
+    from stepscope.predict import PredictRequest
+
+TEXT_WIDTH = 110  # report.txt is read in editors and diffs, not a terminal
+
+
+def capture_status(result: CaptureResult, program_status: str = "finished") -> str:
+    if program_status == "exception" or program_status == "exit":
+        return "failed"
+    if program_status == "interrupted":
+        return "interrupted"
+    if program_status == "terminated":
+        return "terminated"
+    if result.trace_path is None or result.steps_recorded == 0:
+        return "nothing recorded"
+    return "window recorded" if result.window_complete else "ended early"
+
+
+def live_report(
+    result: CaptureResult,
+    spec: CaptureOptions,
+    *,
+    command: list[str],
+    exit_code: int | None,
+    program_status: str = "finished",
+    telemetry: TelemetryReport | None = None,
+    folder: Path | None = None,
+    files: list[str] | None = None,
+    predict: PredictRequest | None = None,
+) -> s.Report:
+    """Analyse the captured trace with the one pipeline, told how the capture went (and, with `predict`, the
+    job on other GPUs)."""
+    from stepscope.pipeline import analyze_traces
+    from stepscope.trace.kineto import read_kineto
+
+    if result.trace_path is None:
+        raise StepscopeError(nothing_recorded(result, spec),
+                             hint="mark steps with stepscope.step(), or lower the skip and warm-up")
+    run = run_section(result, spec, command=command, exit_code=exit_code, program_status=program_status,
+                      telemetry=telemetry, folder=folder, files=files)
+    power = None
+    if predict is not None and telemetry is not None and telemetry.window is not None:
+        from stepscope.predict.energy import window_power
+
+        power = window_power(msgspec.to_builtins(telemetry.window))
+    report = analyze_traces([read_kineto(result.trace_path)], batch_size=result.samples_per_step, run=run,
+                            predict=predict, power_w=power)
+    report.notes[:0] = result.notes
+    return report
+
+
+def run_section(result: CaptureResult, spec: CaptureOptions, *, command: list[str], exit_code: int | None,
+                program_status: str = "finished", telemetry: TelemetryReport | None = None,
+                folder: Path | None = None, files: list[str] | None = None) -> s.Run:
+    """How the capture went; the profiler's overhead is filled in by the analysis, which sees the trace."""
+    window = telemetry.window if telemetry is not None else None
+    ref = result.reference
+    return s.Run(
+        command=list(command),
+        status=capture_status(result, program_status),
+        exit_code=exit_code,
+        step_source=result.step_source,
+        skip=spec.skip,
+        warmup=spec.warmup,
+        steps_requested=spec.steps,
+        steps_recorded=result.steps_recorded,
+        first_recorded_step=result.first_recorded_step,
+        batch_size=result.batch_size,
+        batch_size_source=result.batch_size_source,
+        profiled_device="cuda" if result.gpu else "cpu",
+        profiler_overhead=None,
+        unprofiled_step_us=round(ref.step_ns / 1e3, 3) if ref else None,
+        recorded_step_us=None,
+        telemetry=msgspec.to_builtins(window) if window is not None else None,
+        folder=str(folder) if folder is not None else None,
+        files=list(files or []),
+        step_on=result.step_on,
+        phase=result.phase,
+        grad_accumulation=result.accumulation,
+        samples_per_step=result.samples_per_step if result.accumulation else None,
+        reference=s.Reference(method=ref.method, step_us=round(ref.step_ns / 1e3, 3),
+                              values_us=[round(v / 1e3, 3) for v in ref.values_ns], steps=ref.steps,
+                              noise=round(ref.noise, 4)) if ref else None,
+        settings=msgspec.convert(dataclasses.asdict(result.settings), s.Settings) if result.settings else None,
+    )
+
+
+def nothing_recorded(result: CaptureResult, spec: CaptureOptions) -> str:
+    """Why there is no trace, in one line."""
+    # The profiler's own failure says why, before later notes (a census the full disk also refused).
+    failure = next((n for n in result.notes if n.startswith(("the profiler wrote no trace", "could not start"))), None)
+    if failure or result.notes:
+        return failure or result.notes[-1]
+    if result.step_source is None:
+        return ("no steps were detected (no optimizer step, backward pass, DataLoader iteration or model forward, "
+                "and no stepscope.step() call)")
+    needed = spec.skip + spec.warmup + 1
+    return (f"the program ran {result.steps_completed} steps ({result.step_source}); recording starts after "
+            f"{spec.skip} skipped and {spec.warmup} warm-up steps, so it needs at least {needed}")
+
+
+def text_report(report: s.Report, extra_lines: list[str] | None = None, width: int = TEXT_WIDTH) -> str:
+    """The terminal report as plain text."""
+    from rich.console import Console
+
+    from stepscope.report.terminal import render_terminal
+
+    buffer = io.StringIO()
+    console = Console(file=buffer, width=width, color_system=None, force_terminal=False, highlight=False)
+    render_terminal(report, console)
+    for line in extra_lines or []:
+        console.print(line, markup=False)
+    return buffer.getvalue()
+
+
+def write_report_files(report: s.Report, folder: Path, extra_lines: list[str] | None = None,
+                       telemetry: dict[str, Any] | None = None) -> list[str]:
+    """report.json, report.txt and report.html beside the trace, each written whole or not at all; returns the
+    names written. A file that cannot be written is said on stderr and the others are still tried."""
+    from stepscope.atomic import write_atomic
+    from stepscope.report import render
+
+    pages = {"report.json": lambda: render("json", report), "report.txt": lambda: text_report(report, extra_lines),
+             "report.html": lambda: render("html", report, telemetry=telemetry)}
+    written = []
+    for name, make in pages.items():
+        try:
+            write_atomic(folder / name, make(), what="report", hint=WRITE_HINT)
+            written.append(name)
+        except StepscopeError as exc:
+            print(f"stepscope: {exc.message}" + (f"\n  hint: {exc.hint}" if exc.hint else ""), file=sys.stderr)
+        except Exception as exc:  # the page is a convenience: never let it cost the run its other files
+            print(f"stepscope: {name} was not written ({type(exc).__name__}: {exc})", file=sys.stderr)
+    return written
+
+
+WRITE_HINT = "give a folder you can write to, on a disk with room (stepscope run --out DIR, or out= in the API)"
