@@ -30,6 +30,32 @@ def test_summary_of_eight_steps_by_hand() -> None:
     assert s.se == pytest.approx(1.2533 * (3.5 / 1.349) / math.sqrt(8) / 4.5)
 
 
+def test_drift_is_spread_over_the_runs_between_the_two_compared() -> None:
+    from stepscope.model.tune import Trial
+    from stepscope.tune.review import _reread, pair_drift
+
+    # The H100 tune of examples/cifar_resnet.py: the baseline moved 41% over 11 trials (12 runs apart).
+    assert pair_drift(0.41, 1, 12) == pytest.approx(0.41 / 12)
+    assert pair_drift(0.41, 3, 12) == pytest.approx(0.41 * 3 / 12) and pair_drift(0.41, 20, 12) == 0.41
+
+    def trial(rung: int, on: int, gain: float) -> Trial:
+        return Trial(fixes=["x"], params={}, step_time_us=1000.0, steps_per_s=None, samples_per_s=None, speedup=None,
+                     spread=None, estimated_speedup=None, accepted=True, reason="faster", numerics=None,
+                     compile_s=None, exit_code=0, rung=rung, builds_on=on, gain=gain, tried=[f"fix{rung}"])
+
+    class Median:
+        median_ns = 2e6
+
+    trials = [trial(1, 0, 1.2), trial(2, 1, 1.25), *[trial(r, r - 1, 1.5) for r in range(3, 12)]]
+    trials[0].builds_on = 0  # 1 run from the first baseline: exposed to 0.41 / 12 = 3.4%
+    long_jump = trial(11, 1, 1.10)  # 10 runs from rung 1: exposed to 0.41 * 10 / 12 = 34%
+    trials[-1] = long_jump
+    _reread(trials, Median(), None, 0.41)
+    assert trials[0].accepted and trials[1].accepted  # 1.2x and 1.25x beat a 3.4% drift
+    assert not long_jump.accepted and "~34% over the 10 runs between this one and rung 1" in long_jump.reason
+    assert trials[0].speedup == 2.0  # against the pooled baseline: 2 ms / 1 ms
+
+
 def test_summary_ignores_non_positive_and_handles_few() -> None:
     assert summarize([]) is None and summarize([0, -1]) is None
     s = summarize([10, 30])

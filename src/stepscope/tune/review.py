@@ -55,26 +55,38 @@ def finish(tuner: Tuner, last: ChildRun) -> None:
 
 def _reread(trials: list[Trial], baseline: Any, batch: int | None, moved: float) -> None:
     """Speed-ups against the pooled baseline (a trial's gain stays the one measured against the rung it was
-    compared with, the first baseline run for the first rungs); a kept gain inside the drift is no longer kept."""
+    compared with, the first baseline run for the first rungs); a kept gain inside the drift is no longer kept.
+
+    The drift is spread over the tune: the baseline's two runs are len(trials) + 1 runs apart, and a trial
+    compared with the rung just before it is exposed to that share of the drift, not all of it."""
+    runs_apart = len(trials) + 1
     for t in trials:
         if t.step_time_us is None:
             continue
         ns = t.step_time_us * 1e3
         scale = (t.batch_size / batch) if t.batch_size and batch else 1.0
         t.speedup = round(baseline.median_ns * scale / ns, 4)  # the gain stays what was decided on
-        if t.accepted and t.gain is not None and moved > MIN_BAND and t.gain <= 1 + moved:
+        exposed = pair_drift(moved, t.rung - t.builds_on, runs_apart)
+        if t.accepted and t.gain is not None and exposed > MIN_BAND and t.gain <= 1 + exposed:
             t.accepted = False
-            t.reason = (f"within noise: {t.gain:.2f}x, and the baseline itself moved {moved:.0%} between its "
-                        "first and last run")
-            _reinstate(trials, t, moved)
+            t.reason = (f"within noise: {t.gain:.2f}x, and the baseline itself moved {moved:.0%} over the tune, "
+                        f"~{exposed:.0%} over the {t.rung - t.builds_on} runs between this one and rung "
+                        f"{t.builds_on}")
+            _reinstate(trials, t, moved, runs_apart)
 
 
-def _reinstate(trials: list[Trial], dropped: Trial, moved: float) -> None:
+def pair_drift(moved: float, runs_between: int, runs_apart: int) -> float:
+    """The drift two runs `runs_between` apart are exposed to, when the baseline moved by `moved` over
+    `runs_apart` runs (taken as spread evenly over them)."""
+    return moved * min(max(runs_between, 1), runs_apart) / max(runs_apart, 1)
+
+
+def _reinstate(trials: list[Trial], dropped: Trial, moved: float, runs_apart: int) -> None:
     """A setting superseded by one now dropped (2 workers, then 4 within the noise) is kept again if it holds."""
     before = next((t for t in trials if t.rung == dropped.builds_on), None)
     if before is None or before.tried != dropped.tried or "; superseded by" not in before.reason:
         return
-    if before.gain is not None and before.gain > 1 + moved:
+    if before.gain is not None and before.gain > 1 + pair_drift(moved, before.rung - before.builds_on, runs_apart):
         before.accepted = True
         before.reason = before.reason.split("; superseded by")[0]
 
