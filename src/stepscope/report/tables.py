@@ -220,6 +220,10 @@ def modules_table(report: Report) -> Table | None:
                         note=f"From {getattr(modules, 'source', '?')}; times per step, with children (own_*: alone).")
 
 
+# NVML's energy counter moves in steps of tens of ms: over a shorter window its difference says nothing.
+MIN_COUNTED_WINDOW_S = 1.0
+
+
 def run_summary(report: Report) -> list[str]:
     """How the capture went, in a few lines: what was recorded, on what, at what cost."""
     run = report.run
@@ -257,8 +261,9 @@ def run_summary(report: Report) -> list[str]:
             if step_us:
                 parts.append(f"~{g['power_mean_w'] * step_us / 1e6:.3g} J per step (mean power x "
                              f"{'unprofiled ' if run.unprofiled_step_us else ''}step time)")
-        if g.get("energy_j") is not None:
-            parts.append(f"{g['energy_j']:.1f} J counted over the window")
+        window_s = (tel.get("end_s") or 0) - (tel.get("start_s") or 0)
+        if g.get("energy_j") is not None and window_s >= MIN_COUNTED_WINDOW_S:
+            parts.append(f"{g['energy_j']:.1f} J counted over the {window_s:.1f} s window")
         lines.append(", ".join(parts))
     if run.profiled_device == "cpu":
         lines.append("device: no GPU found: profiled the CPU only")
