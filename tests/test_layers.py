@@ -23,6 +23,8 @@ ALLOWED: dict[str, set[str]] = {
     # Renderers format what they are handed; the Perfetto renderer is handed the trace and its annotations.
     "report": {"model", "trace.model", "analysis.annotations", "errors", "version"},
     "capture": {"attribution", "trace", "errors", "version"},
+    # Below the pipeline: the per-rank tasks and the reduce, never the renderers nor the CLI.
+    "ranks": {"analysis", "advice", "trace", "model", "errors"},
 }
 # What a layer must not have loaded at run time after importing it (the static check misses imports made by
 # the package's __init__ or inside functions).
@@ -33,6 +35,8 @@ NOT_LOADED_BY: dict[str, tuple[str, ...]] = {
                                   "stepscope.model"),
     "stepscope.model": ("stepscope.analysis", "stepscope.advice", "stepscope.report", "stepscope.trace"),
     "stepscope.analysis.facts": ("stepscope.advice", "stepscope.report", "stepscope.model"),
+    # What every per-rank worker imports: no renderer, no pipeline, no capture.
+    "stepscope.ranks.summarize": ("stepscope.report", "stepscope.pipeline", "stepscope.capture"),
 }
 NOBODY_IMPORTS = {"cli"}
 

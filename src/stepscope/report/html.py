@@ -13,7 +13,7 @@ from jinja2 import Environment, FunctionLoader, StrictUndefined
 from markupsafe import Markup
 
 from stepscope.model.report import Report
-from stepscope.report import figures
+from stepscope.report import figures, ranks
 from stepscope.report import tables as t
 from stepscope.report.format import count, ms, pct, size
 
@@ -66,7 +66,8 @@ class HtmlRenderer:
     def render(self, report: Report) -> bytes:
         figs = {"fig-breakdown": figures.breakdown_figure(report), "fig-gpu": figures.gpu_figure(report),
                 "fig-timeline": figures.timeline_figure(report.timeline),
-                "fig-telemetry": figures.telemetry_figure(self.telemetry)}
+                "fig-telemetry": figures.telemetry_figure(self.telemetry),
+                "fig-ranks": ranks.heatmap_figure(report)}
         return page(
             "report.html.j2",
             title=self.title or f"stepscope: {', '.join(report.source.paths[:2])}",
@@ -78,6 +79,6 @@ class HtmlRenderer:
             run=t.run_items(report),
             tables={"steps": t.breakdown_table(report), "gpu": t.gpu_table(report), "kernels": t.kernels_table(report),
                     "syncs": t.sync_tables(report), "copies": t.copies_table(report),
-                    "memory": t.memory_table(report), "ranks": t.ranks_table(report),
+                    "memory": t.memory_table(report), "ranks": ranks.rank_tables(report),
                     "lines": t.lines_tables(report), "modules": t.modules_table(report)},
         )

@@ -215,19 +215,9 @@ def recommendations(report: Report) -> RenderableType | None:
 
 
 def ranks(report: Report) -> RenderableType | None:
-    if not report.ranks or report.cross_rank is None:
-        return None
-    cr = report.cross_rank
-    table = _table(f"Ranks: {cr.ranks}; slowest rank {cr.slowest_rank}, spread {pct(cr.step_time_spread, 1)} "
-                   "(details below are the slowest rank's)")
-    for col in ("rank", "step time", "GPU util", "kernel", "comm", "cpu exec", "pattern", "file"):
-        table.add_column(col, justify="left" if col in ("pattern", "file") else "right", overflow="fold")
-    for r in report.ranks:
-        b = r.breakdown_us
-        table.add_row("-" if r.rank is None else str(r.rank), ms(r.step_time_us), pct(r.gpu_utilization),
-                      ms(b.get("kernel")), ms(b.get("communication")), ms(b.get("cpu_exec")),
-                      r.primary_pattern or "", Text(r.path))
-    return table
+    from stepscope.report.ranks import terminal_section
+
+    return terminal_section(report)
 
 
 MAX_LINE_ROWS = 15
