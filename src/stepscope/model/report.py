@@ -154,7 +154,8 @@ class RankRow(Struct, kw_only=True):
     breakdown_us: dict[str, float]
     gpu_utilization: float | None
     primary_pattern: str | None = None
-    # Cross-rank figures (docs/distributed.md); per-step values are means over the rank's profiled steps.
+    # Cross-rank figures (docs/distributed.md). Per step: over the steps in which it shares a collective (waits);
+    # over its profiled steps (communication, exposed communication).
     collectives: int = 0  # collectives it shares with another rank
     arrived_last_share: float | None = None  # share of them it arrived last at
     wait_us: float | None = None  # per step: its time in collectives beyond the fastest rank's

@@ -66,6 +66,11 @@ def find_collectives(trace: Trace, steps: Steps, args: dict[tuple[int, str], Col
     else:
         backend = np.flatnonzero(host & trace.names_where(lambda s: COLLECTIVE_OP.match(s) is not None))
         found = [_collective(trace, [r], r, [r], args) for r in outermost(trace, backend).tolist()]
+    # One still running when the profiler stopped ends at the cut, not its own end: leave out those that end at
+    # the trace's end or after the last step (gloo closes the last step's range only as the profiler stops).
+    trace_end = int(ev.end.max()) if len(ev) else 0
+    last_step_end = int(steps.end[-1]) if len(steps) else trace_end
+    found = [c for c in found if c.end < trace_end and c.end <= last_step_end]
     found.sort(key=lambda c: (c.issued, c.start))  # program order: what order-based keys count
     return _with_keys(found, steps, on_device=bool(len(kernels)))
 

@@ -22,7 +22,7 @@ class CrossRankAnalysis:
     step_ids: tuple[str, ...]
     step_times: np.ndarray  # ranks x steps, ns (NaN where a rank lacks the step)
     step_waits: np.ndarray  # ranks x steps, ns waited in collectives issued in the step
-    own_time: np.ndarray  # per rank: mean step time less its mean wait, ns
+    own_time: np.ndarray  # per rank: mean step time less its wait per step, ns
     slowest: int
     fastest: int
     median: int
@@ -38,12 +38,11 @@ def rank_order(summary: RankSummary) -> tuple[bool, int, str]:
 def cross_rank(summaries: list[RankSummary]) -> CrossRankAnalysis:
     summaries = sorted(summaries, key=rank_order)
     al = align(summaries)
-    waits = rank_waits(al)
+    waits = rank_waits(al, summaries)
     step_ids = _step_ids(summaries)
     step_times, step_waits = _per_step(summaries, al, step_ids)
     mean_step = np.array([s.step_time_ns if s.step_time_ns is not None else np.nan for s in summaries])
-    steps_per_rank = np.array([max(len(s.step_ids), 1) for s in summaries])
-    own_time = mean_step - waits.wait / steps_per_rank
+    own_time = mean_step - waits.wait / waits.steps
     timed = np.flatnonzero(~np.isnan(mean_step))
     slowest = int(timed[np.argmax(mean_step[timed])]) if len(timed) else 0
     fastest = int(timed[np.argmin(mean_step[timed])]) if len(timed) else 0

@@ -23,6 +23,7 @@ class RankWaits:
     arrived_last: np.ndarray  # how many of them it arrived last at
     wait: np.ndarray  # its own waiting in collectives
     wait_caused: np.ndarray  # the others' waiting at the collectives it arrived last at, summed over ranks
+    steps: np.ndarray  # steps in which it has a shared collective (at least 1): the "per step" divisor
 
     @property
     def last_share(self) -> np.ndarray:
@@ -51,12 +52,14 @@ class Straggler:
     cause: Cause | None
 
 
-def rank_waits(al: Alignment) -> RankWaits:
+def rank_waits(al: Alignment, summaries: list[RankSummary]) -> RankWaits:
     present = al.present
     n_ranks = present.shape[0]
+    steps = np.array([max(len(np.unique(s.collectives.step[rows][s.collectives.step[rows] >= 0])), 1)
+                      for s, (rows, _) in zip(summaries, al.placement, strict=True)], dtype=np.int64)
     if present.shape[1] == 0:
         zeros = np.zeros(n_ranks)
-        return RankWaits(np.zeros(n_ranks, np.int64), np.zeros(n_ranks, np.int64), zeros, zeros)
+        return RankWaits(np.zeros(n_ranks, np.int64), np.zeros(n_ranks, np.int64), zeros, zeros, steps)
     last = al.last
     wait = np.where(present, al.wait, 0.0)
     others_wait = wait.sum(axis=0) - wait[last, np.arange(len(last))]
@@ -65,6 +68,7 @@ def rank_waits(al: Alignment) -> RankWaits:
         arrived_last=np.bincount(last, minlength=n_ranks),
         wait=wait.sum(axis=1),
         wait_caused=np.bincount(last, weights=others_wait, minlength=n_ranks),
+        steps=steps,
     )
 
 
@@ -80,8 +84,7 @@ def find_straggler(summaries: list[RankSummary], al: Alignment, waits: RankWaits
     if len(summaries) < 2 or not waits.wait_caused.any():
         return None
     index = int(np.argmax(waits.wait_caused))
-    steps = max(len(summaries[index].step_ids), 1)
-    per_rank_step = float(waits.wait_caused[index]) / (len(summaries) - 1) / steps
+    per_rank_step = float(waits.wait_caused[index]) / (len(summaries) - 1) / waits.steps[index]
     if step_ns <= 0 or per_rank_step < STRAGGLER_MIN_WAIT_SHARE * step_ns:
         return None
     others = np.array([i for i in range(len(summaries)) if i != index])
