@@ -127,9 +127,11 @@ def _write(doc: dict, events: list[dict], timed: list[dict], ts: np.ndarray, dur
                 e["dur"] = round(float(dur[i]), 3)
         rows.append(e)
     info = {**doc.get("distributedInfo", {}), "rank": rank, "world_size": ranks}
-    payload = {**doc, "distributedInfo": info, "traceEvents": rows}
+    payload = {"distributedInfo": info, **{k: v for k, v in doc.items() if k != "distributedInfo"}, "traceEvents": rows}
+    # A space after the colon, as PyTorch writes it: HTA finds a file's rank with the regex '"rank":\s+(\d+)'.
+    data = msgspec.json.encode(payload).replace(b'"rank":', b'"rank": ', 1)
     path = out / f"rank{rank:04d}.json.gz"
-    path.write_bytes(gzip.compress(msgspec.json.encode(payload), compresslevel=1))
+    path.write_bytes(gzip.compress(data, compresslevel=1))
     return path
 
 
