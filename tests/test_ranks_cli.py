@@ -106,3 +106,33 @@ def test_ray_takes_a_folder_after_it_as_a_path(job: Path) -> None:
     args = argparse.Namespace(ray="ray://head:10001", paths=[str(job)])
     take_paths_from_ray(args)
     assert args.ray == "ray://head:10001"
+
+
+def test_heatmap_is_drawn_in_a_real_browser(job: Path, tmp_path: Path) -> None:
+    webdriver = pytest.importorskip("selenium.webdriver", reason="selenium is not installed")
+    from test_html_browser import CHROMIUM, DRIVER, FLAGS
+
+    if not CHROMIUM or not DRIVER:
+        pytest.skip("Chromium or chromedriver is not installed")
+    page = tmp_path / "r.html"
+    assert _run(job, "--workers", "1", "--html", page, "--quiet").returncode == 0
+    options = webdriver.ChromeOptions()
+    options.binary_location = CHROMIUM
+    for flag in FLAGS:
+        options.add_argument(flag)
+    options.add_argument(f"--user-data-dir={tmp_path / 'profile'}")
+    options.set_capability("goog:loggingPrefs", {"browser": "ALL"})
+    from selenium.webdriver.chrome.service import Service
+
+    driver = webdriver.Chrome(service=Service(DRIVER), options=options)
+    try:
+        driver.get(page.as_uri())
+        cells = driver.execute_script("return document.querySelectorAll('#fig-ranks .heatmaplayer image, "
+                                      "#fig-ranks .hm').length")
+        labels = driver.execute_script("return Array.from(document.querySelectorAll('#fig-ranks .ytick text'))"
+                                       ".map(t => t.textContent)")
+        errors = [e for e in driver.get_log("browser") if e["level"] == "SEVERE"]
+    finally:
+        driver.quit()
+    assert cells >= 1 and sorted(labels) == [f"rank {r}" for r in range(4)]
+    assert not errors

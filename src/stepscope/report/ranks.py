@@ -91,8 +91,9 @@ def straggler_table(report: Report) -> Table | None:
         theirs = st.median_lead_in_us.get(cat, 0.0)
         if mine or theirs:
             ratio = mine / theirs if theirs else None
+            grew = round(mine - theirs, 3) + 0.0  # no "-0.00" from rounding
             rows.append([Cell(cat.replace("_", " "), None, "text"), _cell(mine, ms(mine)), _cell(theirs, ms(theirs)),
-                         _cell(mine - theirs, ms(mine - theirs)),
+                         _cell(grew, ms(grew)),
                          _cell(ratio, "-" if ratio is None else f"{ratio:,.1f}x")])
     return Table([("before arriving", "text"), (f"straggler (rank {_rank(st.rank)})", ""),
                   (f"median rank {_rank(st.median_rank)}", ""), ("difference", ""), ("ratio", "")], rows,
@@ -142,7 +143,8 @@ def rank_tables(report: Report) -> list[Table]:
 
 
 def heatmap_figure(report: Report) -> Figure | None:
-    """Ranks x steps: each rank's step time, or (from the menu) its waiting in collectives per step."""
+    """Ranks x steps: each rank's waiting in collectives per step (the straggler's row stays dark), or from the
+    menu its step time."""
     cr = report.cross_rank
     if cr is None or not cr.step_ids or len(report.ranks) < 2:
         return None
@@ -156,11 +158,11 @@ def heatmap_figure(report: Report) -> Figure | None:
     fig = go.Figure(layout={**LAYOUT, "height": min(200 + 14 * len(labels), 900),
                             "xaxis": {"type": "category"},
                             "yaxis": {"type": "category", "autorange": "reversed", "automargin": True}})
-    fig.add_heatmap(z=times, x=steps, y=labels, colorscale="Viridis", colorbar={"title": {"text": "ms"}},
+    fig.add_heatmap(z=waits, x=steps, y=labels, colorscale="Viridis", colorbar={"title": {"text": "ms"}},
                     hovertemplate="%{y}, %{x}: %{z:.2f} ms<extra></extra>")
     buttons: list[dict[str, Any]] = [
-        {"label": "step time", "method": "restyle", "args": [{"z": [times]}]},
         {"label": "wait in collectives", "method": "restyle", "args": [{"z": [waits]}]},
+        {"label": "step time", "method": "restyle", "args": [{"z": [times]}]},
     ]
     fig.update_layout(updatemenus=[{"buttons": buttons, "direction": "right", "x": 0, "y": 1.12,
                                     "xanchor": "left", "showactive": True, "type": "buttons"}])
