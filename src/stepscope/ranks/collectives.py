@@ -57,6 +57,7 @@ def _normalised(name: str) -> str:
 
 
 def find_collectives(trace: Trace, steps: Steps, args: dict[tuple[int, str], CollectiveArgs]) -> Found:
+    """This rank's collectives: kernel groups on a GPU rank, backend ranges on a CPU-only one."""
     ev = trace.events
     host = ev.of_kind(Kind.CPU_OP, Kind.USER_ANNOTATION)
     launchers = np.flatnonzero(host & trace.names_where(lambda s: COLLECTIVE_LAUNCHER.match(s) is not None))
@@ -65,14 +66,19 @@ def find_collectives(trace: Trace, steps: Steps, args: dict[tuple[int, str], Col
         found = _device_collectives(trace, kernels, launchers, args)
     else:
         backend = np.flatnonzero(host & trace.names_where(lambda s: COLLECTIVE_OP.match(s) is not None))
-        found = [_collective(trace, [r], r, [r], args) for r in outermost(trace, backend).tolist()]
-    # One still running when the profiler stopped ends at the cut, not its own end: leave out those that end at
-    # the trace's end or after the last step (gloo closes the last step's range only as the profiler stops).
-    trace_end = int(ev.end.max()) if len(ev) else 0
-    last_step_end = int(steps.end[-1]) if len(steps) else trace_end
-    found = [c for c in found if c.end < trace_end and c.end <= last_step_end]
+        found = _finished([_collective(trace, [r], r, [r], args) for r in outermost(trace, backend).tolist()],
+                          trace, steps)
     found.sort(key=lambda c: (c.issued, c.start))  # program order: what order-based keys count
     return _with_keys(found, steps, on_device=bool(len(kernels)))
+
+
+def _finished(found: list[_Collective], trace: Trace, steps: Steps) -> list[_Collective]:
+    """Leave out a backend range still open when the profiler stopped: its end is the cut, not its own. It ends
+    at the trace's end, or after the last step (gloo closes the last step's range only as the profiler stops).
+    Kernels need no such care: the GPU records them whole."""
+    trace_end = int(trace.events.end.max()) if len(trace.events) else 0
+    last_step_end = int(steps.end[-1]) if len(steps) else trace_end
+    return [c for c in found if c.end < trace_end and c.end <= last_step_end]
 
 
 @dataclass(frozen=True)
