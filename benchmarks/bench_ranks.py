@@ -116,6 +116,26 @@ def _child_stepscope(folder: Path, engine_spec: str) -> dict[str, Any]:
             "straggler": st.rank if st else None, "cause": st.cause.category if st and st.cause else None}
 
 
+def _spin(seconds: float) -> None:
+    start = time.process_time()
+    while time.process_time() - start < seconds:
+        pass
+
+
+def _child_probe() -> dict[str, Any]:
+    """What two processes can get here now: the same CPU-bound tasks (40 x 50 ms) on one and on two workers. On a
+    machine shared with other work this ceiling can be far below 2."""
+    from stepscope.ranks.engines import LocalPool
+
+    walls = {}
+    for n in (1, 2):
+        with LocalPool(n) as engine:
+            t0 = time.perf_counter()
+            list(engine.map(_spin, [0.05] * 40))
+            walls[n] = time.perf_counter() - t0
+    return {"one_s": walls[1], "two_s": walls[2], "ratio": walls[1] / walls[2]}
+
+
 def _child_hta(folder: Path) -> dict[str, Any]:
     from hta.trace_analysis import TraceAnalysis
 
@@ -187,12 +207,17 @@ def main() -> None:
     parser.add_argument("--child", nargs="+", help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.child:
-        kind, folder, *rest = args.child
-        result = _child_hta(Path(folder)) if kind == "hta" else _child_stepscope(Path(folder), rest[0])
+        kind, *rest = args.child
+        result = (_child_probe() if kind == "probe" else _child_hta(Path(rest[0])) if kind == "hta"
+                  else _child_stepscope(Path(rest[0]), rest[1]))
         print(json.dumps(result))
         return
     print(f"{os.cpu_count()} CPUs; load average {os.getloadavg()[0]:.2f} (1 min) before")
     results: dict[str, Any] = {"ranks": args.ranks, "cpus": os.cpu_count(), "rows": []}
+    results["probe"] = probe = run_child(Path(sys.executable), ["probe"])
+    if "ratio" in probe:
+        print(f"CPU available now: plain CPU-bound tasks run {probe['ratio']:.2f}x faster on 2 workers than on 1 "
+              f"({probe['one_s']:.2f} s -> {probe['two_s']:.2f} s): the ceiling for the speed-ups below")
     with tempfile.TemporaryDirectory(prefix="bench-ranks-") as tmp:
         folders = {}
         for label, small in (("full", False), ("small", True)):

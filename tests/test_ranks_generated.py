@@ -3,7 +3,9 @@ answers from every engine."""
 
 from __future__ import annotations
 
+from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pytest
@@ -11,8 +13,8 @@ import pytest
 from rank_generator import generate
 from stepscope.model.report import to_json
 from stepscope.pipeline import analyze_files
-from stepscope.ranks.driver import summarize_files
-from stepscope.ranks.engines import Engine, InProcess, LocalPool
+from stepscope.ranks.driver import chunk_size, summarize_files
+from stepscope.ranks.engines import Engine, InProcess, LocalPool, TaskError
 from stepscope.ranks.reduce import CrossRankAnalysis, cross_rank
 
 BASE = Path(__file__).parent / "data" / "gloo_ddp" / "dataloader_straggler" / "rank0.json.gz"
@@ -72,3 +74,20 @@ def test_every_engine_gives_the_same_report(tmp_path: Path) -> None:
     from stepscope.ranks.engines import RayEngine
 
     assert _report_json(truth.files, RayEngine(None, workers=2)) == reference
+
+
+class _DiesOnBigTasks(InProcess):
+    """An engine whose worker dies on every task of more than one file (as if a big trace ran it out of memory)."""
+
+    def map(self, fn: Callable[[Any], Any], items: Sequence[Any]) -> Iterator[tuple[int, Any]]:
+        for i, item in enumerate(items):
+            yield i, TaskError("worker killed") if len(item) > 1 else fn(item)
+
+
+def test_files_of_a_lost_task_are_retried_one_by_one(tmp_path: Path) -> None:
+    assert chunk_size(1024) == 8 and chunk_size(200) == 1
+    truth = generate(BASE, tmp_path, ranks=256, straggler=3, small=True)  # 2 files per task
+    outcome = summarize_files(truth.files, _DiesOnBigTasks())
+    assert not outcome.failures and len(outcome.summaries) == 256
+    one = summarize_files(truth.files[:1], _DiesOnBigTasks())
+    assert len(one.summaries) == 1

@@ -37,6 +37,11 @@ def summarize_file(path: str | Path, step_range: str | None = None) -> RankSumma
         return RankFailure(str(path), f"internal error ({type(exc).__name__}: {exc})")
 
 
+def summarize_chunk(paths: list[str], step_range: str | None = None) -> list[RankSummary | RankFailure]:
+    """Several files in one task: fewer, larger tasks cost a cluster's scheduler less per rank."""
+    return [summarize_file(p, step_range) for p in paths]
+
+
 def collective_args_of(trace: Trace) -> dict[tuple[int, str], CollectiveArgs]:
     """The collective args of a Kineto trace's file; only looked for when the trace holds collective events."""
     if trace.meta.format != "kineto" or not trace.names_where(is_collective_name).any():
