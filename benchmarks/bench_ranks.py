@@ -228,8 +228,9 @@ def main() -> None:
         engines = ["pool:1", "pool:2"] + ([] if args.no_dask else ["dask:1", "dask:2"])
         for label in ("full", "small"):
             for spec in engines if label == "full" else ["pool:2"]:
-                row = {"folder": label, "engine": spec, **run_child(Path(sys.executable), ["ss", str(folders[label]),
-                                                                                           spec])}
+                probe = run_child(Path(sys.executable), ["probe"])  # the CPU this session gets, just before
+                row = {"folder": label, "engine": spec, "probe": probe.get("ratio"),
+                       **run_child(Path(sys.executable), ["ss", str(folders[label]), spec])}
                 results["rows"].append(row)
                 print_row(row)
         print_ratios(results["rows"])
@@ -247,7 +248,7 @@ def print_row(row: dict[str, Any]) -> None:
     print(f"  {row['folder']:5} {row['engine']:7} {row['seconds']:7.2f} s  (engine start {row['start_s']:.2f} s)  "
           f"driver peak {row['peak_kb'] / 1024:6.1f} MB (after imports {row['rss_import_kb'] / 1024:.1f} MB), "
           f"all processes {row['tree_peak_kb'] / 1024:6.1f} MB  straggler {row['straggler']} ({row['cause']}), "
-          f"{row['failures']} failures")
+          f"{row['failures']} failures; probe {row['probe']:.2f}x")
 
 
 def print_ratios(rows: list[dict[str, Any]]) -> None:

@@ -9,6 +9,7 @@ import multiprocessing
 import os
 from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import ProcessPoolExecutor, as_completed
+from concurrent.futures.process import BrokenProcessPool
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -66,6 +67,7 @@ class LocalPool(Engine):
         self.workers = workers or default_workers()
         self.name = f"a local pool of {self.workers} processes"
         self._pool: ProcessPoolExecutor | None = None
+        self._ran = False  # some task has returned: workers can start here
 
     def _executor(self) -> ProcessPoolExecutor:
         if self._pool is None:
@@ -81,13 +83,26 @@ class LocalPool(Engine):
         futures = {pool.submit(fn, item): i for i, item in enumerate(items)}
         for future in as_completed(futures):
             try:
-                yield futures[future], future.result()
-            except Exception as exc:  # a worker killed (out of memory, a signal) breaks the pool's futures
-                yield futures[future], TaskError(f"the worker process failed ({type(exc).__name__}: {exc})")
+                result = future.result()
+            except BrokenProcessPool as exc:  # a worker killed (out of memory, a signal), or none could start
+                if not self._ran:
+                    self.close()
+                    raise StepscopeError(
+                        "the local process pool's workers died before finishing any task",
+                        hint="a script that calls stepscope.analyze on several files needs an `if __name__ == "
+                             "'__main__':` guard (each worker imports it), or pass engine=InProcess()") from None
+                result = TaskError(f"the worker process died ({exc})")
+            except Exception as exc:  # the task could not be sent or returned
+                result = TaskError(f"the worker process failed ({type(exc).__name__}: {exc})")
+            else:
+                self._ran = True
+            yield futures[future], result
+        if getattr(pool, "_broken", False):
+            self.close()  # the next map starts a fresh pool
 
     def close(self) -> None:
         if self._pool is not None:
-            self._pool.shutdown(wait=True, cancel_futures=True)
+            self._pool.shutdown(wait=not getattr(self._pool, "_broken", False), cancel_futures=True)
             self._pool = None
 
 
