@@ -28,6 +28,8 @@ ALLOWED: dict[str, set[str]] = {
     # Tune runs programs through capture in child processes and reads the reports they write; the profiled child
     # writes them through runreport, as `stepscope run` does.
     "tune": {"capture", "model", "errors", "version", "runreport", "atomic"},
+    # Below the pipeline: the per-rank tasks and the reduce, never the renderers nor the CLI.
+    "ranks": {"analysis", "advice", "trace", "model", "errors"},
 }
 # What a layer must not have loaded at run time after importing it (the static check misses imports made by
 # the package's __init__ or inside functions).
@@ -42,6 +44,8 @@ NOT_LOADED_BY: dict[str, tuple[str, ...]] = {
     "stepscope.tune.child": ("stepscope.analysis", "stepscope.advice", "stepscope.report", "stepscope.pipeline",
                              "stepscope.api", "stepscope.runreport"),
     "stepscope.tune.ladder": ("stepscope.analysis", "stepscope.advice", "stepscope.report", "stepscope.pipeline"),
+    # What every per-rank worker imports: no renderer, no pipeline, no capture.
+    "stepscope.ranks.summarize": ("stepscope.report", "stepscope.pipeline", "stepscope.capture"),
 }
 NOBODY_IMPORTS = {"cli"}
 

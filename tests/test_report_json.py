@@ -21,6 +21,25 @@ STEP_FIELDS = {"id", "duration_us", "breakdown_us", "gpu_utilization", "kernel_c
 SUMMARY_FIELDS = {"step_time_us", "breakdown_us", "gpu_utilization", "samples_per_s", "steps_per_s",
                   "step_count", "step_source", "dropped_steps"}
 BREAKDOWN_KEYS = {"kernel", "memcpy", "memset", "communication", "runtime", "dataloader", "cpu_exec", "other"}
+# The rank folder's sections (docs/distributed.md): the first six and four fields, then the cross-rank additions.
+RANK_FIELDS = {
+    "rank", "path", "step_time_us", "breakdown_us", "gpu_utilization", "primary_pattern",
+    "collectives", "arrived_last_share", "wait_us", "wait_caused_us", "own_time_us", "communication_us",
+    "exposed_communication_us", "overlap_ratio", "clock_offset_us", "step_times_us", "step_wait_us",
+}
+CROSS_RANK_FIELDS = {
+    "ranks", "slowest_rank", "fastest_rank", "step_time_spread",
+    "step_ids", "step_time_us", "matched_by", "collectives", "arrival_skew_us", "median_rank", "straggler",
+    "exposed_communication_us", "overlap_ratio", "top_collectives", "diagnoses", "failures", "notes",
+    "duplicate_ranks",
+}
+STRAGGLER_FIELDS = {"rank", "path", "median_rank", "arrived_last_share", "late_collectives", "collectives",
+                    "wait_caused_per_rank_us", "cause", "lead_in_us", "median_lead_in_us", "statement"}
+CAUSE_FIELDS = {"category", "label", "straggler_us", "median_us", "ratio"}
+COLLECTIVE_FIELDS = {"name", "group", "seq", "step", "bytes", "ranks", "arrival_skew_us", "last_rank",
+                     "max_wait_us", "mean_wait_us"}
+DIAGNOSIS_FIELDS = {"role", "rank", "path", "step_time_us", "patterns", "recommendations"}
+GLOO_JOB = Path(__file__).parent / "data" / "gloo_ddp" / "dataloader_straggler"
 
 
 def _report(tmp_path: Path) -> Report:
@@ -58,3 +77,19 @@ def test_round_trip_and_refusal_of_other_schemas(tmp_path: Path) -> None:
     else:
         raise AssertionError("another schema version must be refused")
     assert msgspec.json.decode(to_json(report))["generator"].startswith("stepscope ")
+
+
+def test_rank_folder_field_names_are_stable() -> None:
+    from stepscope import analyze_traces
+    from stepscope.model.report import RankFailure
+    from stepscope.trace.load import load_traces
+
+    doc = json.loads(to_json(analyze_traces(load_traces([GLOO_JOB]))))  # four real gloo ranks, rank 2 late
+    assert set(doc) == REPORT_FIELDS
+    assert len(doc["ranks"]) == 4 and all(set(row) == RANK_FIELDS for row in doc["ranks"])
+    cross = doc["cross_rank"]
+    assert set(cross) == CROSS_RANK_FIELDS
+    assert set(cross["straggler"]) == STRAGGLER_FIELDS and set(cross["straggler"]["cause"]) == CAUSE_FIELDS
+    assert cross["top_collectives"] and all(set(c) == COLLECTIVE_FIELDS for c in cross["top_collectives"])
+    assert cross["diagnoses"] and all(set(d) == DIAGNOSIS_FIELDS for d in cross["diagnoses"])
+    assert set(msgspec.to_builtins(RankFailure(path="a", error="b"))) == {"path", "error"}

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
+from functools import partial
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -17,12 +18,14 @@ from stepscope.errors import StepscopeError
 from stepscope.model import report as s
 from stepscope.pipeline_usage import memory_section, utilization_section
 from stepscope.trace.census import read_census
-from stepscope.trace.load import load_traces
+from stepscope.trace.load import read_trace
 from stepscope.trace.model import Trace
 from stepscope.version import __version__
 
 if TYPE_CHECKING:
     from stepscope.predict import PredictRequest
+    from stepscope.ranks.driver import Progress
+    from stepscope.ranks.engines import Engine
 
 GENERATOR = f"stepscope {__version__}"
 
@@ -30,24 +33,89 @@ GENERATOR = f"stepscope {__version__}"
 def analyze(
     paths: str | Path | Iterable[str | Path], *, step_range: str | None = None, batch_size: int | None = None,
     predict: PredictRequest | None = None, power_w: float | None = None,
+    engine: Engine | None = None, progress: Progress | None = None,
 ) -> s.Report:
-    """Read trace files or rank folders and return the report (the slowest rank's, with a cross-rank summary)."""
+    """Read trace files, rank folders, globs or list files and return the report; several files are the ranks
+    of one job (see analyze_files)."""
+    from stepscope.ranks.inputs import rank_files
+
     if isinstance(paths, (str, Path)):
         paths = [paths]
-    return analyze_traces(load_traces(paths), step_range=step_range, batch_size=batch_size, predict=predict,
-                          power_w=power_w)
+    files = rank_files(paths)
+    if len(files) == 1:
+        return analyze_file(files[0], step_range=step_range, batch_size=batch_size, predict=predict, power_w=power_w)
+    return analyze_files(files, engine=engine, step_range=step_range, batch_size=batch_size, predict=predict,
+                         power_w=power_w, progress=progress)
+
+
+def analyze_file(path: str | Path, *, step_range: str | None = None, batch_size: int | None = None,
+                 predict: PredictRequest | None = None, power_w: float | None = None) -> s.Report:
+    """One trace file's full report."""
+    return analyze_trace(read_trace(path), step_range=step_range, batch_size=batch_size, predict=predict,
+                         power_w=power_w)
+
+
+def analyze_files(
+    files: Sequence[str | Path], *, engine: Engine | None = None, step_range: str | None = None,
+    batch_size: int | None = None, predict: PredictRequest | None = None, power_w: float | None = None,
+    progress: Progress | None = None,
+) -> s.Report:
+    """The ranks of one job, never all in memory: a small summary per file mapped over `engine` (a local process
+    pool by default), reduced into the cross-rank figures; then the full diagnosis of the straggler (else the
+    slowest rank) and of the median rank. A file that fails is listed in the report; the others go on. The
+    prediction, when asked for, is the main rank's (the report's own)."""
+    from stepscope.ranks import driver, reduce, to_report
+    from stepscope.ranks.engines import LocalPool
+
+    own = engine is None
+    engine = engine or LocalPool()
+    try:
+        outcome = driver.summarize_files(files, engine, step_range=step_range, progress=progress)
+        if not outcome.summaries:
+            first = outcome.failures[0]
+            raise StepscopeError(f"none of the {len(files)} rank files could be analysed; {first.path}: {first.error}")
+        analysis = reduce.cross_rank(outcome.summaries)
+        task = partial(_chosen_report, step_range=step_range, batch_size=batch_size, predict=predict,
+                       power_w=power_w)
+        chosen = to_report.chosen_paths(analysis)
+        reports = {}
+        for i, report in engine.map(task, [(p, i == 0) for i, p in enumerate(chosen)]):
+            if not isinstance(report, s.Report):
+                raise StepscopeError(f"{chosen[i]}: the full diagnosis failed ({getattr(report, 'error', report)})")
+            reports[chosen[i]] = report
+    finally:
+        if own:
+            engine.close()
+    return to_report.assemble(analysis, reports, outcome.failures)
+
+
+def _chosen_report(job: tuple[str, bool], *, step_range: str | None, batch_size: int | None,
+                   predict: PredictRequest | None, power_w: float | None) -> s.Report:
+    """A chosen rank's full report (a task on the engine); only the main rank's (`job[1]`) predicts."""
+    path, main = job
+    return analyze_file(path, step_range=step_range, batch_size=batch_size, predict=predict if main else None,
+                        power_w=power_w)
 
 
 def analyze_traces(
     traces: Sequence[Trace], *, step_range: str | None = None, batch_size: int | None = None,
     predict: PredictRequest | None = None, power_w: float | None = None, run: s.Run | None = None,
 ) -> s.Report:
-    """`run`: a live capture's run section (one trace), which the report carries and the advice reads."""
-    reports = [analyze_trace(t, step_range=step_range, batch_size=batch_size, predict=predict, power_w=power_w,
-                             run=run) for t in traces]
-    if len(reports) == 1:
-        return reports[0]
-    return _with_cross_rank(reports)
+    """`run`: a live capture's run section (one trace), which the report carries and the advice reads. Several
+    traces are the ranks of one job, analysed in this process (analyze_files maps files over an engine)."""
+    if len(traces) == 1:
+        return analyze_trace(traces[0], step_range=step_range, batch_size=batch_size, predict=predict,
+                             power_w=power_w, run=run)
+    from stepscope.ranks import reduce, to_report
+    from stepscope.ranks.summarize import collective_args_of, summarize_trace
+
+    summaries = [summarize_trace(t, step_range=step_range, args=collective_args_of(t)) for t in traces]
+    analysis = reduce.cross_rank(summaries)
+    by_path = {t.meta.path: t for t in traces}
+    reports = {p: analyze_trace(by_path[p], step_range=step_range, batch_size=batch_size,
+                                predict=predict if i == 0 else None, power_w=power_w, run=run if i == 0 else None)
+               for i, p in enumerate(to_report.chosen_paths(analysis))}
+    return to_report.assemble(analysis, reports, [])
 
 
 def analyze_trace(trace: Trace, *, step_range: str | None = None, batch_size: int | None = None,
@@ -252,30 +320,6 @@ def _copies(facts: Facts) -> s.Copies | None:
         pageable_htod_bytes_per_step=float(c.pageable_htod_bytes_per_step.mean()),
         count_per_step=float(c.count_per_step.mean()),
     )
-
-
-def _with_cross_rank(reports: list[s.Report]) -> s.Report:
-    """The slowest rank's report in full, with one row per rank and the spread of their step times."""
-    rows = [
-        s.RankRow(rank=r.rank, path=r.source.paths[0], step_time_us=r.summary.step_time_us,
-                  breakdown_us=r.summary.breakdown_us, gpu_utilization=r.summary.gpu_utilization,
-                  primary_pattern=r.patterns[0].id if r.patterns else None)
-        for r in reports
-    ]
-    timed = [(r.summary.step_time_us, i) for i, r in enumerate(reports) if r.summary.step_time_us]
-    slowest = max(timed)[1] if timed else 0
-    fastest = min(timed)[1] if timed else 0
-    spread = max(timed)[0] / min(timed)[0] - 1 if timed else None
-    main = reports[slowest]
-    main.ranks = rows
-    main.source = s.Source(paths=[p for r in reports for p in r.source.paths], format=main.source.format)
-    main.cross_rank = s.CrossRank(
-        ranks=len(reports),
-        slowest_rank=reports[slowest].rank if reports[slowest].rank is not None else slowest,
-        fastest_rank=reports[fastest].rank if reports[fastest].rank is not None else fastest,
-        step_time_spread=round(spread, 4) if spread is not None else None,
-    )
-    return main
 
 
 def _line_cost(cost: Cost, n: int, step_ns: int, **where: object) -> s.LineCost:

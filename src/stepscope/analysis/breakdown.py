@@ -25,18 +25,29 @@ class Breakdown:
         return dict(zip(self.categories, (float(v) for v in values), strict=True))
 
 
-def step_breakdown(trace: Trace, steps: Steps) -> Breakdown:
-    """Give each category the part of each step not yet taken by a higher-priority category."""
+def exclusive_categories(trace: Trace, step_source: str) -> dict[str, iv.Intervals]:
+    """Each category's time not taken by a higher-priority one ('other' excluded: it is the remainder)."""
     ev = trace.events
-    masks = category_masks(trace, steps.source)
+    masks = category_masks(trace, step_source)
     taken = iv.EMPTY
-    columns = []
+    exclusive: dict[str, iv.Intervals] = {}
     for name in BREAKDOWN_CATEGORIES[:-1]:
         rows = masks[name]
-        events = iv.union(ev.start[rows], ev.end[rows])
-        exclusive = iv.subtract(events, taken)
-        columns.append(iv.coverage(exclusive, steps.start, steps.end))
-        taken = iv.union(np.concatenate([taken.starts, exclusive.starts]), np.concatenate([taken.ends, exclusive.ends]))
-    per_step = np.stack(columns, axis=1) if columns else np.zeros((len(steps), 0), dtype=np.int64)
-    other = steps.duration - per_step.sum(axis=1)
-    return Breakdown(BREAKDOWN_CATEGORIES, np.concatenate([per_step, other[:, None]], axis=1))
+        exclusive[name] = iv.subtract(iv.union(ev.start[rows], ev.end[rows]), taken)
+        taken = iv.union(np.concatenate([taken.starts, exclusive[name].starts]),
+                         np.concatenate([taken.ends, exclusive[name].ends]))
+    return exclusive
+
+
+def window_breakdown(trace: Trace, step_source: str, lo: np.ndarray, hi: np.ndarray) -> np.ndarray:
+    """The breakdown of any windows [lo, hi) (shape: windows x categories, int64 ns); rows add up to hi - lo."""
+    exclusive = exclusive_categories(trace, step_source)
+    columns = [iv.coverage(exclusive[name], lo, hi) for name in BREAKDOWN_CATEGORIES[:-1]]
+    per_window = np.stack(columns, axis=1) if len(lo) else np.zeros((0, len(columns)), dtype=np.int64)
+    other = (np.asarray(hi, np.int64) - np.asarray(lo, np.int64)) - per_window.sum(axis=1)
+    return np.concatenate([per_window, other[:, None]], axis=1)
+
+
+def step_breakdown(trace: Trace, steps: Steps) -> Breakdown:
+    """Give each category the part of each step not yet taken by a higher-priority category."""
+    return Breakdown(BREAKDOWN_CATEGORIES, window_breakdown(trace, steps.source, steps.start, steps.end))

@@ -8,6 +8,7 @@ import sys
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from stepscope.commands import ranks
 from stepscope.commands.output import write_output
 from stepscope.commands.predict import add_predict_option, origin_power, request_from_args
 from stepscope.errors import StepscopeError
@@ -23,8 +24,9 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
         help="analyse PyTorch profiler traces, rank folders or Nsight Systems exports",
         description="Read traces and explain where every step's time goes, and why.",
     )
-    p.add_argument("paths", nargs="+", metavar="PATH",
-                   help="a Kineto trace (.json/.json.gz), a folder of per-rank traces, or an nsys .sqlite/.nsys-rep")
+    p.add_argument("paths", nargs="*", metavar="PATH",
+                   help="a Kineto trace (.json/.json.gz), a folder of per-rank traces, or an nsys .sqlite/.nsys-rep; "
+                        "also a quoted glob or a list file (@ranks.txt) of rank traces")
     p.add_argument("--json", metavar="FILE", help="also write the report as stepscope.report/1 JSON ('-' for stdout)")
     p.add_argument("--html", metavar="FILE", help="also write the report as one self-contained HTML page")
     p.add_argument("--perfetto", metavar="FILE",
@@ -34,32 +36,39 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--width", type=int, default=None, help="terminal width for the report")
     p.add_argument("--quiet", "-q", action="store_true", help="print nothing but errors (with --json)")
     add_predict_option(p)
+    ranks.add_options(p)
     p.set_defaults(handler=run)
 
 
 def run(args: argparse.Namespace) -> int:
-    from stepscope.pipeline import analyze_traces, facts_and_report
+    from stepscope.pipeline import facts_and_report
+    from stepscope.ranks.inputs import rank_files
     from stepscope.report import render
     from stepscope.report.terminal import make_console
-    from stepscope.trace.load import load_traces
+    from stepscope.trace.load import read_trace
 
     request = request_from_args(args, args.predict)
-    traces = load_traces(args.paths)
-    if args.perfetto and len(traces) != 1:
-        raise StepscopeError(f"--perfetto annotates one trace, and {len(traces)} were given",
+    ranks.take_paths_from_ray(args)
+    if not args.paths:
+        raise StepscopeError("no trace given", hint="stepscope analyze TRACE_OR_FOLDER [...]")
+    files = rank_files(args.paths)
+    if args.perfetto and len(files) != 1:
+        raise StepscopeError(f"--perfetto annotates one trace, and {len(files)} were given",
                              hint="give one rank's trace file, e.g. the slowest rank's")
-    power = origin_power(args.paths[0]) if request is not None and len(traces) == 1 else None
     facts = None
-    if args.perfetto:
-        facts, report = facts_and_report(traces[0], step_range=args.step_range, batch_size=args.batch_size,
-                                         predict=request, power_w=power)
+    if len(files) > 1:
+        report = ranks.analyze_ranks(args, files, show_progress=not args.quiet and sys.stderr.isatty(),
+                                     predict=request)
     else:
-        report = analyze_traces(traces, step_range=args.step_range, batch_size=args.batch_size, predict=request,
-                                power_w=power)
+        power = origin_power(files[0]) if request is not None else None
+        facts, report = facts_and_report(read_trace(files[0]), step_range=args.step_range,
+                                         batch_size=args.batch_size, predict=request, power_w=power)
+        facts = facts if args.perfetto else None  # only the annotated trace reads them again
     to_stdout = args.json == "-"
     console = make_console(width=args.width, stderr=to_stdout)
     if not args.quiet:
         console.print(render("terminal", report))
+    ranks.warn(report, args.quiet)
     written = []
     if args.json:
         path = write_output(args.json, render("json", report), "JSON report")

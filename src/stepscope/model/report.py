@@ -7,6 +7,13 @@ from typing import Any
 
 import msgspec
 
+from stepscope.model.ranks import (  # noqa: F401 - part of the Report's namespace
+    CollectiveRow,
+    RankFailure,
+    RankRow,
+    Straggler,
+    StragglerCause,
+)
 from stepscope.model.run import (  # noqa: F401 - part of the Report's namespace
     LoaderSettings,
     OptimizerSettings,
@@ -157,13 +164,15 @@ class Recommendation(Struct, kw_only=True):
     estimate: str = ""  # the reasoning behind the estimate, in words
 
 
-class RankRow(Struct, kw_only=True):
+class RankDiagnosis(Struct, kw_only=True):
+    """The full single-rank diagnosis of one chosen rank."""
+
+    role: str  # "straggler" | "slowest" | "median"
     rank: int | None
     path: str
     step_time_us: float | None
-    breakdown_us: dict[str, float]
-    gpu_utilization: float | None
-    primary_pattern: str | None = None
+    patterns: list[Pattern]
+    recommendations: list[Recommendation]
 
 
 class CrossRank(Struct, kw_only=True):
@@ -171,6 +180,20 @@ class CrossRank(Struct, kw_only=True):
     slowest_rank: int | None
     fastest_rank: int | None
     step_time_spread: float | None  # slowest / fastest - 1
+    step_ids: list[str] = msgspec.field(default_factory=list)
+    step_time_us: dict[str, float] | None = None  # min, median, max of the ranks' mean step times
+    matched_by: str = ""  # "seq" | "order" | "seq and order" | "" (no collective on two ranks)
+    collectives: int = 0  # collectives matched on two ranks or more
+    arrival_skew_us: dict[str, float] | None = None  # mean, p50, p90, max over collectives
+    median_rank: int | None = None
+    straggler: Straggler | None = None
+    exposed_communication_us: float | None = None  # per step, mean over ranks
+    overlap_ratio: float | None = None  # mean over ranks
+    top_collectives: list[CollectiveRow] = msgspec.field(default_factory=list)  # largest skew first
+    diagnoses: list[RankDiagnosis] = msgspec.field(default_factory=list)
+    failures: list[RankFailure] = msgspec.field(default_factory=list)
+    notes: list[str] = msgspec.field(default_factory=list)
+    duplicate_ranks: list[int] = msgspec.field(default_factory=list)  # rank numbers claimed by several files
 
 
 class TimelineRow(Struct, kw_only=True):

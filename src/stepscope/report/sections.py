@@ -15,6 +15,7 @@ from typing import Any
 from stepscope.model.report import Report
 from stepscope.report import figures, usage_figures
 from stepscope.report import prediction as pred
+from stepscope.report import ranks as rk
 from stepscope.report import tables as t
 from stepscope.report import usage_tables as ut
 from stepscope.report.format import count, ms, pct
@@ -53,8 +54,12 @@ def recommendations(report: Report, telemetry: dict[str, Any] | None = None) -> 
 
 
 def ranks(report: Report, telemetry: dict[str, Any] | None = None) -> Section | None:
-    table = t.ranks_table(report)
-    return None if table is None else Section("ranks", "Ranks", tables=(table,))
+    """The job across its ranks: the straggler and why, waits, exposed communication (docs/distributed.md)."""
+    tables = rk.rank_tables(report)
+    if not tables:
+        return None
+    return Section("ranks", "Ranks", rk.INTRO, lead=tuple(rk.lead(report)), tables=tuple(tables),
+                   figure=rk.heatmap_figure(report), lines=tuple(report.cross_rank.notes if report.cross_rank else ()))
 
 
 def breakdown(report: Report, telemetry: dict[str, Any] | None = None) -> Section | None:

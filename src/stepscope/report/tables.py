@@ -158,20 +158,6 @@ def memory_table(report: Report) -> Table | None:
     return Table([("device", ""), ("peak allocated", ""), ("peak reserved", "")], rows, id="memory")
 
 
-def ranks_table(report: Report) -> Table | None:
-    if not report.ranks or report.cross_rank is None:
-        return None
-    cr = report.cross_rank
-    rows = [[_num(r.rank, "-" if r.rank is None else str(r.rank)), _num(r.step_time_us, ms(r.step_time_us)),
-             _num(r.gpu_utilization, pct(r.gpu_utilization)),
-             *(_num(r.breakdown_us.get(c), ms(r.breakdown_us.get(c))) for c in ("kernel", "communication", "cpu_exec")),
-             Cell(r.primary_pattern or "", None, "text"), Cell(r.path, None, "text mono")] for r in report.ranks]
-    return Table([("rank", ""), ("step time", ""), ("GPU util", ""), ("kernel", ""), ("communication", ""),
-                  ("CPU ops", ""), ("pattern", "text"), ("file", "text")], rows, id="ranks",
-                 title=f"{cr.ranks} ranks; slowest rank {cr.slowest_rank}, spread {pct(cr.step_time_spread, 1)} "
-                       "(the rest of this page is the slowest rank's)")
-
-
 def struct_table(rows: list[Any], *, id: str, title: str = "", note: str = "", skip: tuple[str, ...] = (),
                  first: tuple[str, ...] = (), terminal_rows: int | None = None) -> Table | None:
     """A table of any list of report rows: one column per plain field (`first` ones first), formatted by the

@@ -134,7 +134,7 @@ COMFORTABLE_TEXT_WIDTH = 16  # below it, a droppable column makes room first
 
 # Columns a narrow terminal can do without (the JSON and the HTML page keep them), dropped in this order.
 DROPPABLE = ("function", "kernels", "own gpu us", "own cpu us", "calls", "collective", "tensor cores", "inner op",
-             "count")
+             "count", "clock offset", "overlap", "file")
 
 
 def _fitted_table(spec: CellTable, width: int | None) -> Table:
