@@ -222,3 +222,12 @@ def test_clock_stops_a_trial_far_slower_than_its_reference(monkeypatch: pytest.M
             time.sleep(0.01)  # 10 ms steps
             clock.mark("optimizer")
     assert clock.aborted and clock.completed == 3  # the first two boundaries, then one slow step after them
+
+
+def test_torch_compile_is_set_on_the_model_found_and_undone(patches) -> None:
+    model = nn.Linear(4, 2)
+    p = patches({"torch_compile": {"mode": "default"}})
+    model(torch.randn(3, 4))  # the first forward finds the model and compiles it from then on
+    assert p.applied["torch_compile"] == 1 and model._compiled_call_impl is not None
+    p.undo()
+    assert model._compiled_call_impl is None
