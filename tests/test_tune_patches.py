@@ -140,14 +140,24 @@ def test_loss_per_step_from_backward() -> None:
 
 
 def test_float16_autocast_scales_the_loss_and_skips_a_step_that_overflowed() -> None:
+    # Set by hand, not drawn: outputs of at most 0.2, so the scaled float16 gradients (65,536 x 2 x out / 8,
+    # summed over 8 samples for the bias: at most ~26,000) stay well inside float16's 65,504.
+    weight = torch.tensor([[0.1, -0.2, 0.3, -0.4]])
+    x = torch.tensor([[0.1 * ((i + j) % 5 - 2) for j in range(4)] for i in range(8)])
+
+    def fresh() -> nn.Linear:
+        model = nn.Linear(4, 1)
+        with torch.no_grad():
+            model.weight.copy_(weight)
+            model.bias.fill_(0.05)
+        return model
+
     def train(fixes: dict, poison: bool = False) -> tuple[torch.Tensor, Patches]:
-        torch.manual_seed(0)
         p = Patches(lambda: 0)
         p.install(fixes)
         try:
-            model = nn.Linear(4, 1)
+            model = fresh()
             opt = torch.optim.SGD(model.parameters(), lr=0.1)
-            x = 0.1 * torch.randn(8, 4)  # small outputs: the scaled float16 gradients stay finite
             model(x)  # the first forward finds the model
             loss = model(x).float().pow(2).mean()
             if poison:
@@ -159,8 +169,7 @@ def test_float16_autocast_scales_the_loss_and_skips_a_step_that_overflowed() -> 
         finally:
             p.undo()
 
-    torch.manual_seed(0)
-    before = nn.Linear(4, 1).weight.detach().clone()
+    before = fresh().weight.detach().clone()
     scaled, p = train({"amp": {"dtype": "float16"}})
     plain, _ = train({})
     assert p.losses.scaler is not None and p.losses.scaler.get_scale() == 65536.0
