@@ -4,6 +4,9 @@ used and where, and `undo()` puts torch back as it was. Also the step clock the 
 from __future__ import annotations
 
 import inspect
+import os
+import subprocess
+import sys
 import time
 
 import pytest
@@ -140,14 +143,34 @@ def test_loss_per_step_from_backward() -> None:
 
 
 def test_float16_autocast_scales_the_loss_and_skips_a_step_that_overflowed() -> None:
+    # Run in a fresh process, as every tune trial is: after some earlier tests in the same process the first
+    # float16 step overflows even on these hand-set values (the cause is not pinned down; leftover global
+    # optimizer hooks were removed and were not it).
+    if os.environ.get("STEPSCOPE_TEST_ISOLATED") != "1":
+        name = "test_float16_autocast_scales_the_loss_and_skips_a_step_that_overflowed"
+        done = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", f"{__file__}::{name}"],
+                              env={**os.environ, "STEPSCOPE_TEST_ISOLATED": "1"}, capture_output=True, text=True,
+                              timeout=300)
+        assert done.returncode == 0, done.stdout[-3000:]
+        return
+    # Set by hand, not drawn: outputs of at most 0.2, so the scaled float16 gradients (65,536 x 2 x out / 8,
+    # summed over 8 samples for the bias: at most ~26,000) stay well inside float16's 65,504.
+    weight = torch.tensor([[0.1, -0.2, 0.3, -0.4]])
+    x = torch.tensor([[0.1 * ((i + j) % 5 - 2) for j in range(4)] for i in range(8)])
+
+    def fresh() -> nn.Linear:
+        model = nn.Linear(4, 1)
+        with torch.no_grad():
+            model.weight.copy_(weight)
+            model.bias.fill_(0.05)
+        return model
+
     def train(fixes: dict, poison: bool = False) -> tuple[torch.Tensor, Patches]:
-        torch.manual_seed(0)
         p = Patches(lambda: 0)
         p.install(fixes)
         try:
-            model = nn.Linear(4, 1)
+            model = fresh()
             opt = torch.optim.SGD(model.parameters(), lr=0.1)
-            x = 0.1 * torch.randn(8, 4)  # small outputs: the scaled float16 gradients stay finite
             model(x)  # the first forward finds the model
             loss = model(x).float().pow(2).mean()
             if poison:
@@ -159,8 +182,7 @@ def test_float16_autocast_scales_the_loss_and_skips_a_step_that_overflowed() -> 
         finally:
             p.undo()
 
-    torch.manual_seed(0)
-    before = nn.Linear(4, 1).weight.detach().clone()
+    before = fresh().weight.detach().clone()
     scaled, p = train({"amp": {"dtype": "float16"}})
     plain, _ = train({})
     assert p.losses.scaler is not None and p.losses.scaler.get_scale() == 65536.0
@@ -222,3 +244,12 @@ def test_clock_stops_a_trial_far_slower_than_its_reference(monkeypatch: pytest.M
             time.sleep(0.01)  # 10 ms steps
             clock.mark("optimizer")
     assert clock.aborted and clock.completed == 3  # the first two boundaries, then one slow step after them
+
+
+def test_torch_compile_is_set_on_the_model_found_and_undone(patches) -> None:
+    model = nn.Linear(4, 2)
+    p = patches({"torch_compile": {"mode": "default"}})
+    model(torch.randn(3, 4))  # the first forward finds the model and compiles it from then on
+    assert p.applied["torch_compile"] == 1 and model._compiled_call_impl is not None
+    p.undo()
+    assert model._compiled_call_impl is None

@@ -184,16 +184,18 @@ def test_bad_arguments_are_one_line_errors(tmp_path: Path) -> None:
 
 @pytest.mark.slow
 def test_cpu_bound_convolutional_example_keeps_only_what_is_faster(tmp_path: Path) -> None:
-    """ResNet-18 on 32 px images on the CPU: channels_last, bfloat16 autocast and torch.compile are tried; every
-    one kept cleared the noise band with its numerics intact, every other says why not."""
+    """ResNet-18 on 32 px images on the CPU: channels_last and bfloat16 autocast are tried; every one kept
+    cleared the noise band with its numerics intact, every other says why not. (torch.compile is left out: its
+    minute of compilation on 2 cores is too long for CI; tests/test_tune_patches.py applies it.)"""
     out = tmp_path / "tune"
-    done, doc = run_tune(tmp_path, out, "--fixes", "channels_last,amp,torch_compile", "--trial-seconds", "3",
-                         "--budget", "14m", str(EXAMPLES / "cifar_resnet.py"), "--image-size", "32", "--steps", "60",
-                         "--num-images", "2000", timeout=1000)
+    done, doc = run_tune(tmp_path, out, "--fixes", "channels_last,amp", "--trial-seconds", "1",
+                         "--trial-steps", "10", "--budget", "4m", "--no-final-diagnosis",
+                         str(EXAMPLES / "cifar_resnet.py"), "--image-size", "32", "--steps", "40",
+                         "--num-images", "640", timeout=400)
     assert done.returncode == 0, done.stderr[-3000:]
     band = doc["baseline"]["noise_band"]
     seen = {f for t in doc["trials"] for f in t["tried"]} | {n["id"] for n in doc["not_tried"]}
-    assert {"channels_last", "amp", "torch_compile"} <= seen
+    assert {"channels_last", "amp"} <= seen
     for t in doc["trials"]:
         if t["accepted"]:
             assert t["gain"] > 1 + band and t["reason"].startswith("faster")

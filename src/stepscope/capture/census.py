@@ -133,6 +133,11 @@ class MemoryCensus:
     def window_started(self) -> None:
         pass
 
+    def session_closed(self) -> None:
+        """A session that ended before its window did leaves no global hook behind."""
+        self._drop("_forward_hook")
+        self._drop("_optimizer_hook")
+
     def window_ended(self) -> None:
         if self._devices is None and self._model is not None and self._model() is not None:
             self._devices, self._taken = memory_census(self._model(), None), "from the model (no optimizer stepped)"

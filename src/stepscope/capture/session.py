@@ -297,6 +297,8 @@ class CaptureSession:
                         self.cycle.notes.extend(w.exported.notes)
                     self._finish()
                 self.finished = True
+                for listener in self.listeners:  # global hooks a listener holds go with the session
+                    getattr(listener, "session_closed", lambda: None)()
             return self._result()
 
     def _reported(self) -> Cycle:

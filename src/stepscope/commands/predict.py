@@ -8,6 +8,7 @@ import sys
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from stepscope.commands.argtypes import positive_float, positive_int
 from stepscope.commands.output import write_output
 from stepscope.errors import StepscopeError
 
@@ -29,11 +30,11 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--gpu", required=True, metavar="GPUS",
                    help="target GPUs, comma-separated ids or aliases from the hardware table: h100,h200,a100-80gb,l4")
     add_cost_options(p)
-    p.add_argument("--samples-per-epoch", type=_positive, metavar="N", help="samples per epoch, for cost per epoch")
-    p.add_argument("--steps-per-epoch", type=_positive, metavar="N", help="steps per epoch, for cost per epoch")
-    p.add_argument("--batch-size", type=_positive, metavar="N",
+    p.add_argument("--samples-per-epoch", type=positive_int, metavar="N", help="samples per epoch, for cost per epoch")
+    p.add_argument("--steps-per-epoch", type=positive_int, metavar="N", help="steps per epoch, for cost per epoch")
+    p.add_argument("--batch-size", type=positive_int, metavar="N",
                    help="samples per step (default: what the run recorded), for samples/s and cost per sample")
-    p.add_argument("--host-speed", type=_positive_float, default=1.0, metavar="X",
+    p.add_argument("--host-speed", type=positive_float, default=1.0, metavar="X",
                    help="the target machine runs host code X times as fast as the one traced (default 1: the same)")
     p.add_argument("--origin", metavar="GPU", help="the GPU the trace was recorded on, when the table does not "
                                                      "know the trace's device name")
@@ -57,18 +58,6 @@ def add_predict_option(p: argparse.ArgumentParser) -> None:
     add_cost_options(p)
 
 
-def _positive(text: str) -> int:
-    value = int(text)
-    if value < 1:
-        raise argparse.ArgumentTypeError("must be 1 or more")
-    return value
-
-
-def _positive_float(text: str) -> float:
-    value = float(text)
-    if not value > 0:
-        raise argparse.ArgumentTypeError("must be more than 0")
-    return value
 
 
 def request_from_args(args: argparse.Namespace, gpus: str | None) -> PredictRequest | None:

@@ -10,6 +10,7 @@ from typing import TYPE_CHECKING
 
 import msgspec
 
+from stepscope.commands.argtypes import count, positive_int
 from stepscope.commands.predict import add_predict_option, request_from_args
 from stepscope.errors import StepscopeError
 
@@ -34,18 +35,18 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
         # and an ambiguous prefix is an error even in the part that belongs to the program.
         allow_abbrev=False,
     )
-    p.add_argument("--skip", type=_count, default=D.skip, metavar="N",
+    p.add_argument("--skip", type=count, default=D.skip, metavar="N",
                    help=f"steps to run unprofiled first ({D.skip}); counts the chosen steps")
-    p.add_argument("--warmup", type=_count, default=D.warmup, metavar="N",
+    p.add_argument("--warmup", type=count, default=D.warmup, metavar="N",
                    help=f"profiled steps to discard ({D.warmup})")
-    p.add_argument("--steps", type=_positive, default=D.steps, metavar="N", help=f"steps to record ({D.steps})")
+    p.add_argument("--steps", type=positive_int, default=D.steps, metavar="N", help=f"steps to record ({D.steps})")
     p.add_argument("--step-on", choices=STEP_SOURCES, default=D.step_on, metavar="SOURCE",
                    help="what marks a step: " + "|".join(STEP_SOURCES) + " (default: the strongest one the "
                         "program shows, training boundaries first)")
     p.add_argument("--full", action="store_true", help="let the program run to its end after the window")
     p.add_argument("-o", "--out", metavar="DIR", help="the run folder (new or empty; default stepscope-runs/NAME-TIME)")
     p.add_argument("-f", "--force", action="store_true", help="let the files of an existing --out folder be replaced")
-    p.add_argument("--batch-size", type=_positive, default=D.batch_size, metavar="N",
+    p.add_argument("--batch-size", type=positive_int, default=D.batch_size, metavar="N",
                    help="samples per step (default: the first dimension of the DataLoader's first batch)")
     p.add_argument("--record-shapes", action=argparse.BooleanOptionalAction, default=D.record_shapes,
                    help="record operator input shapes, which the FLOP count (MFU, roofline) needs (default: on)")
@@ -58,7 +59,7 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--telemetry-interval", type=float, default=D.telemetry_interval if D.telemetry else 0,
                    metavar="S", help=f"seconds between CPU/GPU telemetry readings ({D.telemetry_interval}; "
                                      "0 turns telemetry off)")
-    p.add_argument("--reference-steps", type=_count, default=D.reference_steps, metavar="N",
+    p.add_argument("--reference-steps", type=count, default=D.reference_steps, metavar="N",
                    help=f"unprofiled steps timed after the window, for the profiler's overhead ({D.reference_steps})")
     p.add_argument("--width", type=int, default=None, help="terminal width for the report")
     add_predict_option(p)
@@ -82,18 +83,6 @@ def options_from_args(args: argparse.Namespace) -> CaptureOptions:
                           reference_steps=args.reference_steps)
 
 
-def _count(text: str) -> int:
-    value = int(text)
-    if value < 0:
-        raise argparse.ArgumentTypeError("must be 0 or more")
-    return value
-
-
-def _positive(text: str) -> int:
-    value = int(text)
-    if value < 1:
-        raise argparse.ArgumentTypeError("must be 1 or more")
-    return value
 
 
 def program_from_args(args: argparse.Namespace) -> Program:

@@ -14,7 +14,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from stepscope.atomic import write_atomic
-from stepscope.commands.run import _count, _positive, program_from_args
+from stepscope.commands.argtypes import count, positive_int
+from stepscope.commands.run import program_from_args
 
 if TYPE_CHECKING:
     from rich.console import Console
@@ -38,15 +39,15 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     )
     p.add_argument("--budget", type=_duration, default=600.0, metavar="TIME",
                    help="time for the whole tune, e.g. 90s, 15m, 1h (10m)")
-    p.add_argument("--max-trials", type=_positive, metavar="N", help="at most N trials")
+    p.add_argument("--max-trials", type=positive_int, metavar="N", help="at most N trials")
     p.add_argument("--fixes", type=_ids, metavar="IDS",
                    help="only these fixes (comma-separated): dataloader_workers, persistent_workers, pin_memory, "
                         "non_blocking_copy, set_to_none, fused_optimizer, tf32, cudnn_benchmark, amp, "
                         "channels_last, torch_compile, cuda_graphs, larger_batch")
     p.add_argument("--skip-fixes", type=_ids, default=(), metavar="IDS", help="never these fixes")
-    p.add_argument("--trial-steps", type=_positive, default=20, metavar="N",
+    p.add_argument("--trial-steps", type=positive_int, default=20, metavar="N",
                    help="steps timed per trial, at least (20)")
-    p.add_argument("--warmup-steps", type=_count, default=3, metavar="N",
+    p.add_argument("--warmup-steps", type=count, default=3, metavar="N",
                    help="steps run before the timing starts: worker start-up, compilation, autotuning (3)")
     p.add_argument("--trial-seconds", type=float, default=2.0, metavar="S",
                    help="and time at least this long, if the program runs that long (2)")
@@ -55,7 +56,7 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
                         "and profiled runs always get the default)")
     p.add_argument("--allow-batch-change", action="store_true",
                    help="also try bigger batches (larger_batch): this changes the optimisation")
-    p.add_argument("--batch-size", type=_positive, metavar="N",
+    p.add_argument("--batch-size", type=positive_int, metavar="N",
                    help="samples per step (default: the first dimension of the DataLoader's first batch)")
     p.add_argument("--seed", type=int, default=0, help="the seed of random, numpy and torch in every trial (0)")
     p.add_argument("--no-final-diagnosis", dest="final_diagnosis", action="store_false",

@@ -11,6 +11,7 @@ from typing import Any
 
 import msgspec
 
+from stepscope.atomic import write_atomic
 from stepscope.capture.program import Program
 from stepscope.errors import StepscopeError
 from stepscope.model.report import Report, from_json
@@ -274,12 +275,14 @@ class Tuner:
         applied, device = self.tune.applied, self.tune.device
         if not applied or self.current is None:
             return
-        header = [f"stepscope tune: kept {', '.join(applied)}, measured "
-                  f"{self.tune.speedup or 0:.2f}x on {device.name if device else 'this machine'}"]
+        where = device.name if device else "this machine"
+        measured = (f"measured {self.tune.speedup:.2f}x together" if self.tune.speedup
+                    else "not measured together (each was measured on the rung it was tried on)")
+        header = [f"stepscope tune: kept {', '.join(applied)}, {measured} on {where}"]
         params = {f: self.tune.applied_params.get(f, {}) for f in applied}
         text, unplaced = suggest(params, applied, self.current.settings, device.kind if device else "cpu", header)
         if text:
-            (self.folder / PATCH).write_text(text, encoding="utf-8")
+            write_atomic(self.folder / PATCH, text, what="patch")
             self.tune.patch = PATCH
         for fix in unplaced:
             self.tune.notes.append(f"{fix} is not in the patch (its place in the code was not found): "
