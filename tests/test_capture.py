@@ -320,3 +320,40 @@ def test_on_a_gpu_the_reference_is_two_synchronized_slices_never_a_sync_per_step
     assert len(syncs) == 4
     assert result.reference is not None and result.reference.method == "synchronized slices"
     assert result.reference.steps == 4 + 5 and len(result.reference.values_ns) == 2
+
+
+def test_a_profiler_that_cannot_start_is_the_reason_given_even_after_later_notes(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The program runs its own profiler, so ours cannot start: that is why nothing was recorded, whatever a
+    listener noted afterwards."""
+    from stepscope.capture import session as session_mod
+    from stepscope.capture.options import CaptureOptions
+    from stepscope.capture.session import CaptureSession
+    from stepscope.runreport import nothing_recorded
+
+    class Window:
+        def __init__(self, spec: CaptureOptions, first_step: int, path: Path) -> None:
+            self.running, self.exported = False, None
+
+        def start(self) -> None:
+            raise RuntimeError("Profiler is already enabled on this thread")
+
+    class LateNote:
+        notes = ("the memory census was not written (no space left on device)",)
+
+        def window_started(self) -> None: ...
+
+        def window_ended(self) -> None: ...
+
+    monkeypatch.setattr(session_mod, "ProfilerWindow", Window)
+    spec = CaptureOptions(skip=1, warmup=0, steps=3, reference_steps=0)
+    session = CaptureSession(spec, tmp_path)
+    session.listeners.append(LateNote())
+    for _ in range(6):
+        session.mark("optimizer")
+    result = session.close()
+    assert result.trace_path is None and result.steps_recorded == 0
+    assert result.failure == ("could not start the profiler (RuntimeError: Profiler is already enabled on this "
+                              "thread); nothing was recorded")
+    assert result.notes[-1] == LateNote.notes[0]
+    assert nothing_recorded(result, spec) == result.failure

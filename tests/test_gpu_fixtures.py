@@ -114,14 +114,20 @@ def test_cudnn_fused_attention_kernels_count_as_half_precision_matmuls() -> None
 
 def test_energy_per_step_from_the_run_telemetry_of_a_real_gpu() -> None:
     """J per step is the window's mean NVML power times the unprofiled step: on the H100 launch_bound run,
-    122.43 W (telemetry.json window) x 50.388 ms (unprofiled step, run.json) = 6.17 J."""
+    122.43 W (telemetry.json window) x 50.388 ms (unprofiled step, run.json) = 6.17 J. The pipeline fills it
+    into the run section; the terminal shows it."""
     from stepscope.model.report import Run
+    from stepscope.pipeline import analyze_traces
     from stepscope.report.tables import run_summary
+    from stepscope.trace.kineto import read_kineto
 
-    doc = json.loads((DATA / "gpu_h100" / "launch_bound" / "run.json").read_text())
-    r = report("gpu_h100", "launch_bound")
-    fields = {f for f in Run.__struct_fields__}
-    with_run = Report(**{f: getattr(r, f) for f in r.__struct_fields__})
-    with_run.run = Run(**{k: v for k, v in doc.items() if k in fields})
-    gpu_line = next(line for line in run_summary(with_run) if line.startswith("GPU 0"))
+    folder = DATA / "gpu_h100" / "launch_bound"
+    doc = json.loads((folder / "run.json").read_text())
+    fields = set(Run.__struct_fields__) - {"energy_per_step"}
+    run = Run(**{k: v for k, v in doc.items() if k in fields})
+    r = analyze_traces([read_kineto(folder / "trace.json.gz")], run=run)
+    [energy] = r.run.energy_per_step
+    assert (energy.gpu, energy.basis) == (0, "unprofiled step time")
+    assert energy.joules == pytest.approx(122.43 * 50.388e-3, abs=0.01)
+    gpu_line = next(line for line in run_summary(r) if line.startswith("GPU 0"))
     assert "~6.17 J per step (mean power x unprofiled step time)" in gpu_line

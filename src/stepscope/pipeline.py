@@ -181,6 +181,7 @@ def build_report(facts: Facts, *, batch_size: int | None = None, run: s.Run | No
     advice = advise(facts, run)
     if run is not None:
         _fill_overhead(run, advice.correction)
+        run.energy_per_step = _energy_per_step(run, summary.step_time_us)
     devices = _devices(trace)
     return s.Report(
         generator=GENERATOR,
@@ -216,6 +217,17 @@ def _fill_overhead(run: s.Run, correction: s.OverheadCorrection | None) -> None:
     if correction is not None:
         run.recorded_step_us = correction.profiled_step_us
         run.profiler_overhead = correction.overhead
+
+
+def _energy_per_step(run: s.Run, step_time_us: float | None) -> list[s.StepEnergy]:
+    """Each GPU's mean window power x the unprofiled step time (the recorded step, which carries the profiler's
+    overhead, when no reference was timed)."""
+    step_us, basis = ((run.unprofiled_step_us, "unprofiled step time") if run.unprofiled_step_us
+                      else (step_time_us, "step time"))
+    if not step_us:
+        return []
+    return [s.StepEnergy(gpu=int(g["index"]), joules=round(g["power_mean_w"] * step_us / 1e6, 4), basis=basis)
+            for g in (run.telemetry or {}).get("gpu") or [] if g.get("power_mean_w") is not None]
 
 
 def _timeline(facts: Facts) -> s.Timeline | None:

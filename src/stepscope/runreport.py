@@ -108,9 +108,8 @@ def run_section(result: CaptureResult, spec: CaptureOptions, *, command: list[st
 def nothing_recorded(result: CaptureResult, spec: CaptureOptions) -> str:
     """Why there is no trace, in one line."""
     # The profiler's own failure says why, before later notes (a census the full disk also refused).
-    failure = next((n for n in result.notes if n.startswith(("the profiler wrote no trace", "could not start"))), None)
-    if failure or result.notes:
-        return failure or result.notes[-1]
+    if result.failure or result.notes:
+        return result.failure or result.notes[-1]
     if result.step_source is None:
         return ("no steps were detected (no optimizer step, backward pass, DataLoader iteration or model forward, "
                 "and no stepscope.step() call)")

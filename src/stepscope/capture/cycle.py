@@ -24,6 +24,7 @@ class Cycle:
     window: ProfilerWindow | None = None
     skip_target: int = 0
     window_end: int | None = None  # the leader's step count when the window ended
+    failure: str | None = None  # why the profiler recorded nothing, when it failed
     notes: list[str] = field(default_factory=list)
     backward_runs: list[int] = field(default_factory=list)  # backward passes per optimizer step, while recording
     training_seen: bool = False  # a backward pass or optimizer step ran in the recorded steps

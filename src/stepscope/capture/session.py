@@ -63,6 +63,7 @@ class CaptureResult:
     phase: str | None = None  # "training" | INFERENCE | None (not observable)
     step_on: str | None = None  # the source the user chose
     settings: Any = None  # capture.settings.Settings, when read
+    failure: str | None = None  # why the profiler recorded nothing, when it failed (also among the notes)
     notes: list[str] = field(default_factory=list)
 
     @property
@@ -209,7 +210,8 @@ class CaptureSession:
         try:
             c.window.start()
         except Exception as exc:  # e.g. the program runs its own profiler already
-            c.notes.append(f"could not start the profiler ({type(exc).__name__}: {exc}); nothing was recorded")
+            c.failure = f"could not start the profiler ({type(exc).__name__}: {exc}); nothing was recorded"
+            c.notes.append(c.failure)
             c.window = None
             c.phase = DONE
             self._finish()
@@ -244,7 +246,8 @@ class CaptureSession:
             self._start_window(completed)
             return
         if exported is None or exported.path is None:
-            c.notes.append(f"the profiler wrote no trace ({exported.error if exported else 'no export'})")
+            c.failure = f"the profiler wrote no trace ({exported.error if exported else 'no export'})"
+            c.notes.append(c.failure)
         c.window_end = completed
         c.phase = REFERENCE if self.spec.reference_steps > 0 else DONE
 
@@ -327,6 +330,7 @@ class CaptureSession:
             step_on=self.spec.step_on,
             settings=next((getattr(x, "settings", None) for x in self.listeners if getattr(x, "settings", None)),
                           None),
+            failure=c.failure,
             notes=[*self._replaced_notes(c), *c.notes, *self.notes,
                    *(n for listener in self.listeners for n in getattr(listener, "notes", ()))],
         )

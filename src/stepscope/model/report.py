@@ -21,6 +21,7 @@ from stepscope.model.run import (  # noqa: F401 - part of the Report's namespace
     Reference,
     Run,
     Settings,
+    StepEnergy,
 )
 from stepscope.model.usage import MemoryUsage, Utilization
 

@@ -41,6 +41,16 @@ class Run(Struct, kw_only=True):
     reference: Reference | None = None  # how the unprofiled steps were timed
     overhead_correction: OverheadCorrection | None = None  # the profiler's cost taken out of shares and estimates
     settings: Settings | None = None  # what the program had set (every fix is conditional on it)
+    energy_per_step: list[StepEnergy] = msgspec.field(default_factory=list)  # per GPU with NVML power
+
+
+class StepEnergy(Struct, kw_only=True):
+    """One GPU's energy per training step: the window's mean NVML power x the step time. The window is marked on
+    the host clock and is often shorter than NVML's energy counter updates, so its counter difference is not used."""
+
+    gpu: int  # NVML index
+    joules: float
+    basis: str  # "unprofiled step time" (the reference steps) | "step time" (the recorded steps, profiler included)
 
 
 class Reference(Struct, kw_only=True):

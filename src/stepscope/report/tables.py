@@ -241,12 +241,9 @@ def run_summary(report: Report) -> list[str]:
             parts.append(f"utilisation {g['util_mean']:.0f}%")
         if g.get("power_mean_w") is not None:
             parts.append(f"{g['power_mean_w']:.0f} W")
-            # The window is marked on the host clock, shorter than NVML's energy counter updates: its counter
-            # difference is not a step's energy; mean power x the unprofiled step time is.
-            step_us = run.unprofiled_step_us or report.summary.step_time_us
-            if step_us:
-                parts.append(f"~{g['power_mean_w'] * step_us / 1e6:.3g} J per step (mean power x "
-                             f"{'unprofiled ' if run.unprofiled_step_us else ''}step time)")
+        energy = next((e for e in run.energy_per_step if e.gpu == g["index"]), None)
+        if energy is not None:
+            parts.append(f"~{energy.joules:.3g} J per step (mean power x {energy.basis})")
         window_s = (tel.get("end_s") or 0) - (tel.get("start_s") or 0)
         if g.get("energy_j") is not None and window_s >= MIN_COUNTED_WINDOW_S:
             parts.append(f"{g['energy_j']:.1f} J counted over the {window_s:.1f} s window")
