@@ -120,3 +120,26 @@ def test_the_line_table_fits_an_80_column_terminal() -> None:
     rows = [line for line in table.splitlines() if re.match(r"^\s*…\S*\.py:\d+ ", line)]
     assert len(rows) >= 10  # every path keeps its file's end and its line number
     assert all(line.rstrip().endswith("%") for line in rows)  # the share column is still there
+
+
+def test_the_fix_table_shares_an_80_column_terminal_with_its_locations() -> None:
+    """The fix table's prose wraps and its locations are cut on the left, so the fix text is not squeezed into a
+    few letters a line beside a wide location column (it was 6 letters wide at 80 columns on this trace)."""
+    import io
+
+    from rich.console import Console
+
+    from stepscope import analyze
+    from stepscope.report import render
+
+    r = analyze(H100 / "r4_runs" / "sync_bound" / "trace.json.gz")
+    console = Console(file=io.StringIO(), width=80, record=True)
+    console.print(render("terminal", r))
+    text = console.export_text()
+    assert max(len(line) for line in text.splitlines()) <= 80
+    table = text[text.index("Recommendations"):text.index("Step-time breakdown")]
+    first = next(line for line in table.splitlines() if re.match(r"^ 1 ", line))
+    assert re.match(r"^ 1 {3}Capture the step(?: in)? ", first), first  # the title's words fit on a line
+    # examples/pattern_sync_bound.py:54 is the DataLoader loop and :70 the .item() of the sync fix
+    located = [line for line in table.splitlines() if re.search(r"…\S*\.py:\d+ \(main\)", line)]
+    assert {re.search(r"\.py:(\d+)", line).group(1) for line in located} >= {"54", "70"}

@@ -119,17 +119,17 @@ class _Fitted:
 
     def __rich_console__(self, console: Console, options: ConsoleOptions) -> RenderResult:
         whole = _fitted_table(self.spec, None)
-        wraps = any(_wraps(self.spec, i) for i in range(len(self.spec.columns)))  # prose wraps to fit anyway
-        if wraps or Measurement.get(console, options.update(width=10_000), whole).maximum <= options.max_width:
+        if Measurement.get(console, options.update(width=10_000), whole).maximum <= options.max_width:
             yield whole
         else:
             yield _fitted_table(self.spec, options.max_width)
 
 
 # Text columns whose cells are paths: cut on the left, so the file name and line stay ('…/gpt.py:88').
-PATH_COLUMNS = ("label", "path", "module", "file", "line")
+PATH_COLUMNS = ("label", "path", "module", "file", "line", "where")
 MIN_TEXT_WIDTH = 10
 COMFORTABLE_TEXT_WIDTH = 16  # below it, a droppable column makes room first
+PROSE_WIDTH = 40  # a wrapping column (a fix's title, its reasoning) claims its share as if this wide
 
 
 # Columns a narrow terminal can do without (the JSON and the HTML page keep them), dropped in this order.
@@ -174,6 +174,9 @@ def _text_widths(spec: CellTable, rows: list, width: int, keep: list[int],
     """Column index -> width for the kept text columns: what the numeric columns leave, shared by natural
     width; None when that leaves under COMFORTABLE_TEXT_WIDTH each (unless `squeeze`)."""
     natural = {i: max([len(_header(spec.columns[i][0])), *(len(row[i].text) for row in rows)]) for i in keep}
+    for i in keep:  # prose wraps into its share: it needs no more than a comfortable line to claim one
+        if _wraps(spec, i):
+            natural[i] = min(natural[i], PROSE_WIDTH)
     texts = [i for i in keep if "text" in spec.columns[i][1].split()]
     if not texts:
         return {}  # numbers only: nothing to cut or drop
