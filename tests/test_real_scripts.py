@@ -205,9 +205,15 @@ def test_a_storage_bound_loader_stays_input_bound_under_the_profiler(tmp_path: P
     report = run(tmp_path, STORAGE)
     assert report.run is not None and report.run.reference is not None
     c = report.run.overhead_correction
-    assert c is not None and c.overhead is not None and c.overhead > c.noise and c.applied
-    loader = next(p for p in report.patterns if p.id == "input_bound")
-    assert loader.evidence["profiled_share"] < loader.share  # the wait is no longer diluted by inflated compute
+    assert c is not None and c.overhead is not None
+    # Corrected only where the overhead stands out of the unprofiled steps' own spread: on a loaded machine the
+    # spread can hide it (a CI run under load: overhead 9%, noise 13%, nothing corrected, as it should).
+    assert c.within_noise == (abs(c.overhead) <= c.noise)
+    if not c.within_noise:
+        assert c.applied
+        loader = next(p for p in report.patterns if p.id == "input_bound")
+        assert loader.evidence["profiled_share"] < loader.share  # the wait is no longer diluted by inflated compute
+        assert any("shares and estimates are corrected" in n for n in report.notes)
     # The truth from two figures the profiler does not inflate: the DataLoader's wait (a sleep) as recorded, over
     # the step as the unprofiled program ran it (at the top of its spread, as the correction takes it). Where
     # the wait is most of that step, so is the verdict.
@@ -215,7 +221,6 @@ def test_a_storage_bound_loader_stays_input_bound_under_the_profiler(tmp_path: P
     ref = report.run.reference
     if wait_us / (ref.step_us * (1 + ref.noise)) >= 0.55:
         assert report.patterns[0].id == "input_bound", [(p.id, p.share) for p in report.patterns]
-    assert any("shares and estimates are corrected" in n for n in report.notes)
     rec = next(r for r in report.recommendations if r.id == "dataloader_workers")
     assert rec.location is not None and "DataLoader(" in rec.location["code"]  # where the loader is built
 
