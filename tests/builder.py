@@ -395,17 +395,21 @@ def cpu_only_trace(kind: str) -> TraceBuilder:
     return b
 
 
-def worked_example(b: TraceBuilder) -> TraceBuilder:
+def worked_example(b: TraceBuilder, linked: bool = False) -> TraceBuilder:
     """DESIGN.md's worked breakdown example (µs): kernel 15, memcpy 10, memset 5, runtime 30,
-    dataloader 180, cpu_exec 35, other 125 = 400."""
+    dataloader 180, cpu_exec 35, other 125 = 400.
+
+    DESIGN.md does not say which call launched which GPU activity; `linked` joins them as a real trace does
+    (CUPTI correlation ids): the memset to the call at 360, the kernel to the call at 390, the copy to
+    cudaMemcpyAsync at 405. The breakdown is the same either way."""
     b.step(1, 50, 450)
     b.dataloader(100, 280)
     b.op("aten::add", 200, 260)
     b.op("aten::to", 340, 410)
-    b.runtime("cudaLaunchKernel", 360, 380)
-    b.runtime("cudaLaunchKernel", 390, 400)
-    b.runtime("cudaMemcpyAsync", 405, 410)
-    b.memcpy("HtoD", 405, 415, nbytes=1000)
-    b.memset(420, 425)
-    b.kernel("k", 430, 445)
+    memset_call = b.runtime("cudaLaunchKernel", 360, 380)
+    kernel_call = b.runtime("cudaLaunchKernel", 390, 400)
+    copy_call = b.runtime("cudaMemcpyAsync", 405, 410)
+    b.memcpy("HtoD", 405, 415, nbytes=1000, correlation=copy_call if linked else None)
+    b.memset(420, 425, correlation=memset_call if linked else None)
+    b.kernel("k", 430, 445, correlation=kernel_call if linked else None)
     return b

@@ -62,7 +62,7 @@ def test_stop_inside_a_dataloader_step_and_start_inside_an_optimizer_hook() -> N
 
 
 def test_a_failure_to_install_costs_the_program_nothing(monkeypatch: pytest.MonkeyPatch) -> None:
-    import stepscope.attribution.modules as modules
+    import stepscope.attribution.module_ranges as modules
 
     def broken(self: object) -> None:
         raise RuntimeError("no hooks today")
@@ -98,7 +98,7 @@ def test_a_window_begun_inside_a_forward_names_modules_by_their_path(tmp_path) -
     from torch.profiler import ProfilerActivity, profile
 
     from stepscope.analysis.facts import compute_facts
-    from stepscope.analysis.modules import module_summary
+    from stepscope.analysis.time_by_module import module_summary
     from stepscope.trace.kineto import read_kineto
 
     class Net(torch.nn.Module):

@@ -19,9 +19,9 @@ ALLOWED: dict[str, set[str]] = {
     "trace": {"errors"},
     "analysis": {"trace", "errors", "hardware"},  # the hardware table: peaks for MFU and the roofline
     "attribution": {"trace"},
-    "advice": {"analysis", "trace", "model", "errors"},
+    "advice": {"analysis", "trace", "model", "errors", "units"},
     # Renderers format what they are handed; the Perfetto renderer is handed the trace and its annotations.
-    "report": {"model", "trace.model", "analysis.annotations", "errors", "version"},
+    "report": {"model", "trace.model", "analysis.annotations", "errors", "version", "units"},
     "capture": {"attribution", "trace", "errors", "version", "atomic"},
     # Predict reads the facts (and the pattern classifier, to name a replayed step's bottleneck) and the hardware.
     "predict": {"analysis", "advice", "trace", "hardware", "model", "errors"},

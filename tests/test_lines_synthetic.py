@@ -93,7 +93,7 @@ def test_module_table(trace_file: Path) -> None:
 
 
 def test_locations_for_advice(trace_file: Path) -> None:
-    from stepscope.analysis.lines import line_of_row, location_of_ops, location_of_rows
+    from stepscope.analysis.time_by_line import line_of_row, location_of_ops, location_of_rows
     from stepscope.trace.kineto import read_kineto
     from stepscope.trace.model import Kind
 

@@ -13,7 +13,7 @@ import numpy as np
 from stepscope.advice import advise
 from stepscope.analysis.facts import Facts, compute_facts
 from stepscope.analysis.kernels import SHORT_KERNEL_NS
-from stepscope.analysis.lines import Cost, location_for_sync
+from stepscope.analysis.time_by_line import Cost, location_for_sync
 from stepscope.errors import StepscopeError
 from stepscope.model import report as s
 from stepscope.pipeline_usage import memory_section, utilization_section

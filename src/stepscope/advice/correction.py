@@ -21,8 +21,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from stepscope.advice.text import ms, pct
 from stepscope.model import report as s
+from stepscope.units import ns_text, share_text
 
 # The profiler's cost can be taken out of at most this much of the host work: some work always remains.
 MAX_REMOVED = 0.95
@@ -62,17 +62,17 @@ class Correction:
             removed_share_of_host_work=round(self.removed_fraction, 4))
 
     def note(self) -> str:
-        figures = (f"recorded steps {ms(self.profiled_ns)} (median, as the trace has them), unprofiled ones "
-                   f"{ms(self.unprofiled_ns)} ({self.method})")
+        figures = (f"recorded steps {ns_text(self.profiled_ns)} (median, as the trace has them), unprofiled ones "
+                   f"{ns_text(self.unprofiled_ns)} ({self.method})")
         if self.not_comparable:
             return (f"profiler overhead not measured: the unprofiled steps were timed on the host clock, which on a "
                     f"GPU measures how fast work is queued, not the step ({figures}); nothing corrected")
         if self.applied:
             return (f"profiler overhead {self.overhead:+.0%}: {figures}; shares and estimates are corrected for it: "
-                    f"{ms(self.removed_fraction * self.host_work_ns)} of host work per step taken out "
-                    f"({pct(self.removed_fraction)} of it)")
+                    f"{ns_text(self.removed_fraction * self.host_work_ns)} of host work per step taken out "
+                    f"({share_text(self.removed_fraction)} of it)")
         if self.within_noise:
-            return f"profiler overhead within noise ({self.overhead:+.0%}, spread ±{pct(self.noise)}): {figures}"
+            return f"profiler overhead within noise ({self.overhead:+.0%}, spread ±{share_text(self.noise)}): {figures}"
         if self.overhead < 0:
             return (f"profiler overhead {self.overhead:+.0%} is noise (the machine was busier while the unprofiled "
                     f"steps ran): {figures}; nothing corrected")
@@ -120,7 +120,7 @@ def one_off_note(ids: tuple[str, ...], durations: np.ndarray, typical: np.ndarra
     if typical.all():
         return None
     median = float(np.median(durations))
-    which = [f"step {sid} ({ms(d)}, {d / median:.1f}x the median)" for sid, d, t in zip(ids, durations, typical,
+    which = [f"step {sid} ({ns_text(d)}, {d / median:.1f}x the median)" for sid, d, t in zip(ids, durations, typical,
                                                                                        strict=True) if not t]
     return (f"{', '.join(which)} left out of the verdict as a one-off (a start-up or first-call cost, or the "
             "profiler's own first active step); its figures are still in the step table")

@@ -7,9 +7,9 @@ import numpy as np
 
 from stepscope.advice.context import Context
 from stepscope.advice.patterns import MIN_SHARE, Found, from_parts
-from stepscope.advice.text import pct, r4, us
 from stepscope.analysis.hostwork import TINY_OP_NS
 from stepscope.trace.model import Kind
+from stepscope.units import rounded_ratio, share_text, us_from_ns
 
 # Some interpreter time between ops is the price of eager mode; past a fifth of the step it is the problem.
 PYTHON_OVERHEAD_MIN_SHARE = 0.2
@@ -30,16 +30,16 @@ def _host_common(ctx: Context, where: str) -> list[Found]:
     found = []
     share = _share(ctx, "dataloader")
     if share >= MIN_SHARE:
-        title = f"{where} waits for the DataLoader {pct(share)} of each step."
+        title = f"{where} waits for the DataLoader {share_text(share)} of each step."
         found.append(from_parts(ctx, "input_bound", ("dataloader",), title, {
-            "dataloader_share": r4(share), "dataloader_us_per_step": us(_mean(ctx, "dataloader")),
+            "dataloader_share": rounded_ratio(share), "dataloader_us_per_step": us_from_ns(_mean(ctx, "dataloader")),
             "iterator": ctx.dataloader.iterator}))
     share = _share(ctx, "communication")
     if share >= MIN_SHARE:
         found.append(from_parts(ctx, "communication_bound", ("communication",),
-                          f"{where} waits in collectives {pct(share)} of each step.",
-                          {"communication_share": r4(share),
-                           "communication_us_per_step": us(_mean(ctx, "communication"))}))
+                          f"{where} waits in collectives {share_text(share)} of each step.",
+                          {"communication_share": rounded_ratio(share),
+                           "communication_us_per_step": us_from_ns(_mean(ctx, "communication"))}))
     return found
 
 
@@ -58,16 +58,18 @@ def cpu_patterns(ctx: Context) -> list[Found]:
     if share >= PYTHON_OVERHEAD_MIN_SHARE:
         ops = ctx.facts.trace.events.kind == Kind.CPU_OP
         found.append(from_parts(ctx, "python_overhead", ("python",),
-                          f"Python and per-op dispatch take {pct(share)} of each step: time outside any torch op "
-                          f"(your Python, numpy, the interpreter) or in ops too small (under {TINY_OP_NS // 1000} "
-                          "µs) for their math to dominate.",
-                          {"overhead_share": r4(share), "overhead_us_per_step": us(_mean(ctx, "python")),
+                          f"Python and per-op dispatch take {share_text(share)} of each step: time outside any "
+                          "torch op (your Python, numpy, the interpreter) or in ops too small "
+                          f"(under {TINY_OP_NS // 1000} µs) for their math to dominate.",
+                          {"overhead_share": rounded_ratio(share),
+                           "overhead_us_per_step": us_from_ns(_mean(ctx, "python")),
                            "ops_per_step": round(_per_step_count(ctx, ops), 1)}))
     share = _share(ctx, "cpu_compute")
     if share >= MIN_SHARE:
         found.append(from_parts(ctx, "cpu_compute_bound", ("cpu_compute",),
-                          f"The CPU computes in ops {pct(share)} of each step: the math itself is the cost.",
-                          {"cpu_compute_share": r4(share), "cpu_compute_us_per_step": us(_mean(ctx, "cpu_compute"))}))
+                          f"The CPU computes in ops {share_text(share)} of each step: the math itself is the cost.",
+                          {"cpu_compute_share": rounded_ratio(share),
+                           "cpu_compute_us_per_step": us_from_ns(_mean(ctx, "cpu_compute"))}))
     return found
 
 

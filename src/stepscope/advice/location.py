@@ -7,7 +7,7 @@ from typing import Any
 
 import numpy as np
 
-from stepscope.analysis.lines import location_of_rows
+from stepscope.analysis.time_by_line import location_of_rows
 from stepscope.trace.model import Trace
 
 

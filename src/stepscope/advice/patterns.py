@@ -14,9 +14,9 @@ from dataclasses import dataclass
 import numpy as np
 
 from stepscope.advice.context import Context
-from stepscope.advice.text import mb, ms, pct, r4, us
 from stepscope.analysis.facts import Facts
 from stepscope.model import report as s
+from stepscope.units import bytes_text, ns_text, rounded_ratio, share_text, us_from_ns
 
 # Below 5% of the step a cause is within step-to-step noise and not worth a code change.
 MIN_SHARE = 0.05
@@ -71,7 +71,7 @@ def rank(found: list[Found], step_ids: tuple[str, ...], durations: np.ndarray) -
         winner = np.where(shares.max(axis=0) >= MIN_SHARE, shares.argmax(axis=0), -1)
         for i, f in enumerate(found):
             f.pattern.evidence["share_per_step"] = {
-                sid: r4(v) for sid, v in zip(step_ids, shares[i], strict=True)}
+                sid: rounded_ratio(v) for sid, v in zip(step_ids, shares[i], strict=True)}
             f.pattern.evidence["primary_in_steps"] = [sid for sid, w in zip(step_ids, winner, strict=True) if w == i]
     return [f.pattern for f in found]
 
@@ -80,7 +80,7 @@ def make(pattern_id: str, ctx: Context, per_step: np.ndarray, title: str, eviden
     """A pattern with its share of the typical steps (corrected for the profiler's overhead)."""
     typical = ctx.typical
     share = float(per_step[typical].sum() / max(ctx.durations[typical].sum(), 1.0))
-    return Found(s.Pattern(id=pattern_id, share=r4(share), evidence=evidence, title=title), per_step)
+    return Found(s.Pattern(id=pattern_id, share=rounded_ratio(share), evidence=evidence, title=title), per_step)
 
 
 def from_parts(ctx: Context, pattern_id: str, parts: tuple[str, ...], title: str, evidence: dict) -> Found:
@@ -88,7 +88,7 @@ def from_parts(ctx: Context, pattern_id: str, parts: tuple[str, ...], title: str
     per_step = np.asarray(sum(ctx.parts[p] for p in parts), dtype=np.float64)
     if ctx.correction is not None and ctx.correction.applied:  # the share as recorded, before the correction
         raw, typical = sum(ctx.raw_parts[p] for p in parts), ctx.typical
-        evidence["profiled_share"] = r4(raw[typical].sum() / max(ctx.facts.steps.duration[typical].sum(), 1))
+        evidence["profiled_share"] = rounded_ratio(raw[typical].sum() / max(ctx.facts.steps.duration[typical].sum(), 1))
     return make(pattern_id, ctx, per_step, title, evidence)
 
 
@@ -105,11 +105,11 @@ def input_bound(ctx: Context) -> Found | None:
     dl = ctx.dataloader
     how = {"single-process": "single-process loading: num_workers=0",
            "multi-process": "worker processes cannot keep up"}.get(dl.iterator or "", "")
-    title = f"The GPU waits for the DataLoader {pct(share)} of each step" + (f" ({how})." if how else ".")
+    title = f"The GPU waits for the DataLoader {share_text(share)} of each step" + (f" ({how})." if how else ".")
     return from_parts(ctx, "input_bound", ("input",), title, {
-        "dataloader_wait_share": r4(share), "dataloader_wait_us_per_step": us(ctx.part_ns("input")),
-        "dataloader_us_per_step": us(dl.host_ns), "iterator": dl.iterator,
-        "gpu_utilization": r4(ctx.compute_share)})
+        "dataloader_wait_share": rounded_ratio(share), "dataloader_wait_us_per_step": us_from_ns(ctx.part_ns("input")),
+        "dataloader_us_per_step": us_from_ns(dl.host_ns), "iterator": dl.iterator,
+        "gpu_utilization": rounded_ratio(ctx.compute_share)})
 
 
 def copy_bound(ctx: Context) -> Found | None:
@@ -123,12 +123,13 @@ def copy_bound(ctx: Context) -> Found | None:
     costs = ctx.costs
     assert costs is not None
     synced = int((costs.blocking_after_htod & costs.blocking_first).sum()) / _steps(ctx)
-    size = f"{mb(htod)} per step" if htod else "copies of unrecorded size"
-    title = (f"Host-to-device copies hold the GPU {pct(share)} of each step: {size}"
-             + (f", {mb(pageable)} of it from pageable memory" if pageable else "")
+    size = f"{bytes_text(htod)} per step" if htod else "copies of unrecorded size"
+    title = (f"Host-to-device copies hold the GPU {share_text(share)} of each step: {size}"
+             + (f", {bytes_text(pageable)} of it from pageable memory" if pageable else "")
              + (", each copy followed by a synchronisation." if synced else "."))
     return from_parts(ctx, "copy_bound", ("copy_htod", "copy_sync"), title, {
-        "exposed_copy_share": r4(ctx.share("copy_htod")), "copy_sync_share": r4(ctx.share("copy_sync")),
+        "exposed_copy_share": rounded_ratio(ctx.share("copy_htod")),
+        "copy_sync_share": rounded_ratio(ctx.share("copy_sync")),
         "htod_bytes_per_step": round(htod), "pageable_htod_bytes_per_step": round(pageable),
         "syncs_after_copy_per_step": round(synced, 2), "largest_copy_bytes": h2d.largest_copy_bytes,
         "htod_bandwidth_gb_s": round(h2d.pageable_gb_s or h2d.pinned_gb_s or 0.0, 2)})
@@ -146,12 +147,12 @@ def sync_bound(ctx: Context) -> Found | None:
     assert costs is not None
     keep = ~costs.blocking_after_htod
     rows, points = costs.blocking_rows[keep], int(costs.blocking_first[keep].sum())
-    title = (f"The GPU idles after synchronisations {pct(share)} of each step: {points / n:.3g} per step"
+    title = (f"The GPU idles after synchronisations {share_text(share)} of each step: {points / n:.3g} per step"
              + (f", mostly in {top.split(' > ')[0]}." if top else "."))
     return from_parts(ctx, "sync_bound", ("sync",), title, {
-        "sync_idle_share": r4(share), "syncs_per_step": round(points / n, 2),
-        "host_blocked_us_per_step": us(ctx.facts.trace.events.dur[rows].sum() / n),
-        "causes_idle_us_per_step": {k: us(v / n) for k, v in list(causes.items())[:5]}})
+        "sync_idle_share": rounded_ratio(share), "syncs_per_step": round(points / n, 2),
+        "host_blocked_us_per_step": us_from_ns(ctx.facts.trace.events.dur[rows].sum() / n),
+        "causes_idle_us_per_step": {k: us_from_ns(v / n) for k, v in list(causes.items())[:5]}})
 
 
 def sync_causes(ctx: Context) -> dict[str, float]:
@@ -178,10 +179,10 @@ def cpu_compute_bound(ctx: Context) -> Found | None:
     assert costs is not None
     n = _steps(ctx)
     top = dict(Counter(costs.cpu_ops).most_common(3))
-    title = (f"The GPU waits while the host does CPU work that launches nothing, {pct(share)} of each step"
+    title = (f"The GPU waits while the host does CPU work that launches nothing, {share_text(share)} of each step"
              + (f" (mostly {next(iter(top))})." if top else "."))
     return from_parts(ctx, "cpu_compute_bound", ("cpu",), title, {
-        "cpu_wait_share": r4(share), "top_ops_us_per_step": {k: us(v / n) for k, v in top.items()},
+        "cpu_wait_share": rounded_ratio(share), "top_ops_us_per_step": {k: us_from_ns(v / n) for k, v in top.items()},
         "launches_per_step": round(ctx.launches, 1)})
 
 
@@ -198,16 +199,17 @@ def launch_bound(ctx: Context) -> Found | None:
     top = dict(Counter(costs.launch_ops).most_common(3))
     call, call_ns = ctx.slowest_call
     one_call = call_ns >= ONE_CALL_SHARE * costs.parts["launch"].sum()
-    title = (f"The GPU waits for the host to launch work {pct(share)} of each step: {kernels:.0f} kernels per step, "
-             f"{pct(k.short_share or 0)} under 10 µs, one launch every {ms(per_launch)}.")
+    title = (f"The GPU waits for the host to launch work {share_text(share)} of each step: "
+             f"{kernels:.0f} kernels per step, {share_text(k.short_share or 0)} under 10 µs, "
+             f"one launch every {ns_text(per_launch)}.")
     if one_call:
-        title += f" Mostly one {call} call of {ms(call_ns)}: a first-call cost; profile steps after warm-up."
+        title += f" Mostly one {call} call of {ns_text(call_ns)}: a first-call cost; profile steps after warm-up."
     return from_parts(ctx, "launch_bound", ("launch",), title, {
-        "launch_wait_share": r4(share), "kernels_per_step": round(kernels, 1),
-        "launches_per_step": round(ctx.launches, 1), "short_kernel_share": r4(k.short_share or 0),
-        "mean_kernel_us": us(k.total_ns / k.count) if k.count else 0.0, "us_per_launch": us(per_launch),
-        "top_ops_us_per_step": {name: us(v / n) for name, v in top.items()},
-        "slowest_call": {"name": call, "us": us(call_ns), "first_call_cost": bool(one_call)}})
+        "launch_wait_share": rounded_ratio(share), "kernels_per_step": round(kernels, 1),
+        "launches_per_step": round(ctx.launches, 1), "short_kernel_share": rounded_ratio(k.short_share or 0),
+        "mean_kernel_us": us_from_ns(k.total_ns / k.count) if k.count else 0.0, "us_per_launch": us_from_ns(per_launch),
+        "top_ops_us_per_step": {name: us_from_ns(v / n) for name, v in top.items()},
+        "slowest_call": {"name": call, "us": us_from_ns(call_ns), "first_call_cost": bool(one_call)}})
 
 
 def communication_bound(ctx: Context) -> Found | None:
@@ -217,11 +219,11 @@ def communication_bound(ctx: Context) -> Found | None:
         return None
     coll = ctx.collectives
     hidden = 1 - ctx.part_ns("communication") / coll.ns if coll.ns else 0.0
-    title = (f"Collectives not hidden behind compute take {pct(share)} of each step: {coll.count:.0f} per step, "
-             f"{ms(coll.ns)} of collective kernel time, {pct(max(hidden, 0))} of it hidden.")
+    title = (f"Collectives not hidden behind compute take {share_text(share)} of each step: {coll.count:.0f} per step, "
+             f"{ns_text(coll.ns)} of collective kernel time, {share_text(max(hidden, 0))} of it hidden.")
     return from_parts(ctx, "communication_bound", ("communication",), title, {
-        "exposed_communication_share": r4(share), "collectives_per_step": round(coll.count, 1),
-        "collective_us_per_step": us(coll.ns), "hidden_share": r4(max(hidden, 0))})
+        "exposed_communication_share": rounded_ratio(share), "collectives_per_step": round(coll.count, 1),
+        "collective_us_per_step": us_from_ns(coll.ns), "hidden_share": rounded_ratio(max(hidden, 0))})
 
 
 def gpu_compute_bound(ctx: Context, fallback: bool = False) -> Found | None:
@@ -231,14 +233,14 @@ def gpu_compute_bound(ctx: Context, fallback: bool = False) -> Found | None:
         return None
     mm, k = ctx.matmul, ctx.facts.kernels
     matmul_share = mm.total / mm.kernel if mm.kernel else 0.0
-    title = (f"The GPU is busy {pct(share)} of each step: the kernels are the cost "
-             f"(matmuls and convolutions {pct(matmul_share)} of kernel time, "
-             f"{pct(mm.half / mm.total if mm.total else 0)} of that in half precision).")
+    title = (f"The GPU is busy {share_text(share)} of each step: the kernels are the cost "
+             f"(matmuls and convolutions {share_text(matmul_share)} of kernel time, "
+             f"{share_text(mm.half / mm.total if mm.total else 0)} of that in half precision).")
     top = k.top[0] if k.top else None
     return from_parts(ctx, "gpu_compute_bound", ("compute",), title, {
-        "gpu_busy_share": r4(share), "tensor_core_share": r4(k.tensor_core_share or 0),
-        "matmul_share_of_kernel_time": r4(matmul_share), "kernels_per_step": round(k.count / _steps(ctx), 1),
-        "top_kernel": {"name": top.name, "share": r4(top.share)} if top else None})
+        "gpu_busy_share": rounded_ratio(share), "tensor_core_share": rounded_ratio(k.tensor_core_share or 0),
+        "matmul_share_of_kernel_time": rounded_ratio(matmul_share), "kernels_per_step": round(k.count / _steps(ctx), 1),
+        "top_kernel": {"name": top.name, "share": rounded_ratio(top.share)} if top else None})
 
 
 def _note_device_wait(ctx: Context, found: list[Found]) -> None:
@@ -247,8 +249,8 @@ def _note_device_wait(ctx: Context, found: list[Found]) -> None:
     if share < DEVICE_WAIT_NOTE or not found:
         return
     primary = max(found, key=lambda f: f.pattern.share)
-    primary.pattern.evidence["device_wait_share"] = r4(share)
-    primary.pattern.title += (f" The GPU also idles {pct(share)} of each step with work already queued "
+    primary.pattern.evidence["device_wait_share"] = rounded_ratio(share)
+    primary.pattern.title += (f" The GPU also idles {share_text(share)} of each step with work already queued "
                               "(waiting on events, other streams or other ranks).")
 
 

@@ -5,9 +5,9 @@ from __future__ import annotations
 from stepscope.advice.context import Context
 from stepscope.advice.patterns import MIN_SHARE
 from stepscope.advice.recommendation import recommendation
-from stepscope.advice.text import r4, us
 from stepscope.advice.whatif import HOST_VIEW_HIDDEN, step_without
 from stepscope.model import report as s
+from stepscope.units import rounded_ratio, us_from_ns
 
 # More collectives than this per step means gradients are reduced (nearly) one tensor at a time.
 MANY_COLLECTIVES = 50
@@ -34,5 +34,5 @@ def overlap_communication(ctx: Context, patterns: list[s.Pattern]) -> list[s.Rec
         title = ("Overlap collectives with compute: keep DDP's overlap on (no blocking waits in the backward "
                  "pass), prefetch the next batch's all-to-all, or accumulate gradients with no_sync()")
     return [recommendation(ctx, "overlap_communication", title, {
-        "exposed_communication_share": r4(exposed / ctx.step_ns), "exposed_us_per_step": us(exposed),
+        "exposed_communication_share": rounded_ratio(exposed / ctx.step_ns), "exposed_us_per_step": us_from_ns(exposed),
         "collectives_per_step": round(count, 1) if count is not None else None}, est)]

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 from stepscope.advice.context import Context
 from stepscope.advice.recommendation import MIN_GAIN, recommendation
-from stepscope.advice.text import mb, r4, us
 from stepscope.advice.whatif import pinned_gb_s, step_without
 from stepscope.model import report as s
+from stepscope.units import bytes_text, rounded_ratio, us_from_ns
 
 # Pageable copies smaller than this per step (scalars, indices) cost nothing worth changing code for.
 PAGEABLE_MIN_BYTES = 1 << 20
@@ -28,10 +28,11 @@ def pin_memory(ctx: Context, patterns: list[s.Pattern]) -> list[s.Recommendation
     saved = exposed * max(0.0, 1 - measured / target) if measured else 0.0
     est = step_without(ctx, saved, f"Copies at pinned-memory speed ({how}; pageable ones reach "
                                    f"{measured or 0:.1f} GB/s)")
-    title = f"Pin host memory for the {mb(pageable)} per step copied to the GPU: DataLoader(..., pin_memory=True)"
+    title = (f"Pin host memory for the {bytes_text(pageable)} per step copied to the GPU: "
+             "DataLoader(..., pin_memory=True)")
     return [recommendation(ctx, "pin_memory", title, {
         "pageable_htod_bytes_per_step": round(pageable), "pageable_gb_s": round(measured or 0, 2),
-        "exposed_copy_us_per_step": us(exposed)}, est)]
+        "exposed_copy_us_per_step": us_from_ns(exposed)}, est)]
 
 
 def non_blocking_copy(ctx: Context, patterns: list[s.Pattern]) -> list[s.Recommendation]:
@@ -54,8 +55,9 @@ def non_blocking_copy(ctx: Context, patterns: list[s.Pattern]) -> list[s.Recomme
         return []
     title = "Copy batches asynchronously: x.to(device, non_blocking=True) from pinned memory"
     return [recommendation(ctx, "non_blocking_copy", title, {
-        "syncs_after_copy_per_step": round(synced, 2), "copy_sync_wait_us_per_step": us(wait),
-        "host_blocked_us_per_step": us(blocked), "copy_sync_share": r4(wait / ctx.step_ns)}, est, rows)]
+        "syncs_after_copy_per_step": round(synced, 2), "copy_sync_wait_us_per_step": us_from_ns(wait),
+        "host_blocked_us_per_step": us_from_ns(blocked),
+        "copy_sync_share": rounded_ratio(wait / ctx.step_ns)}, est, rows)]
 
 
 def uint8_transfer(ctx: Context, patterns: list[s.Pattern]) -> list[s.Recommendation]:
@@ -68,8 +70,8 @@ def uint8_transfer(ctx: Context, patterns: list[s.Pattern]) -> list[s.Recommenda
     saved = 0.75 * ctx.part_ns("copy_htod", "copy_sync")
     est = step_without(ctx, saved, "A quarter of the bytes to copy (uint8 instead of float32); the exposed copy "
                                    "time shrinks with them")
-    title = (f"Send the {n_img}x{c}x{hgt}x{wid} float32 image batch ({mb(h2d.largest_copy_bytes)}) as uint8 and "
-             "normalise on the GPU")
+    title = (f"Send the {n_img}x{c}x{hgt}x{wid} float32 image batch ({bytes_text(h2d.largest_copy_bytes)}) "
+             "as uint8 and normalise on the GPU")
     return [recommendation(ctx, "uint8_transfer", title, {
         "largest_copy_bytes": h2d.largest_copy_bytes, "likely_shape": list(shape),
-        "copy_us": us(h2d.largest_copy_ns)}, est)]
+        "copy_us": us_from_ns(h2d.largest_copy_ns)}, est)]

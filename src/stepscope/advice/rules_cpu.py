@@ -13,10 +13,10 @@ import re
 
 from stepscope.advice.context import Context
 from stepscope.advice.recommendation import MIN_GAIN, recommendation
-from stepscope.advice.text import pct, r4, us
 from stepscope.advice.whatif import step_without
 from stepscope.analysis.hostwork import op_self_time
 from stepscope.model import report as s
+from stepscope.units import rounded_ratio, share_text, us_from_ns
 
 # Compute below a fifth of the step is not worth a change of threads, layout or precision.
 CPU_COMPUTE_MIN_SHARE = 0.2
@@ -61,7 +61,7 @@ def cpu_threads(ctx: Context, patterns: list[s.Pattern]) -> list[s.Recommendatio
     title = f"Use the free cores: torch.set_num_threads({target}) (torch runs {threads} threads on {cores} cores)"
     return [recommendation(ctx, "cpu_threads", title, {
         "intra_op_threads": threads, "cpu_cores": cores, "dataloader_workers": workers,
-        "cpu_compute_share": r4(compute / ctx.step_ns)}, est)]
+        "cpu_compute_share": rounded_ratio(compute / ctx.step_ns)}, est)]
 
 
 def channels_last(ctx: Context, patterns: list[s.Pattern]) -> list[s.Recommendation]:
@@ -77,7 +77,8 @@ def channels_last(ctx: Context, patterns: list[s.Pattern]) -> list[s.Recommendat
     title = ("Run the convolutions in channels_last: model = model.to(memory_format=torch.channels_last), "
              "x = x.to(memory_format=torch.channels_last)")
     return [recommendation(ctx, "channels_last", title, {
-        "conv_us_per_step": us(conv), "conv_share": r4(conv / ctx.step_ns), "conv_layers": st.conv_layers,
+        "conv_us_per_step": us_from_ns(conv), "conv_share": rounded_ratio(conv / ctx.step_ns),
+        "conv_layers": st.conv_layers,
         "cpu_capability": st.cpu_capability}, est)]
 
 
@@ -94,6 +95,6 @@ def cpu_bf16(ctx: Context, patterns: list[s.Pattern]) -> list[s.Recommendation]:
     est = step_without(ctx, math * (1 - 1 / factor),
                        f"Matmul and convolution time / {factor} in bf16 on this CPU's {st.cpu_bf16} (assumed)")
     title = (f"Compute in bf16 on this CPU ({st.cpu_bf16}): with torch.autocast('cpu', dtype=torch.bfloat16): "
-             f"around the forward ({pct(math / ctx.step_ns)} of the step is matmuls and convolutions)")
+             f"around the forward ({share_text(math / ctx.step_ns)} of the step is matmuls and convolutions)")
     return [recommendation(ctx, "cpu_bf16", title, {
-        "matmul_conv_us_per_step": us(math), "cpu_flag": st.cpu_bf16, "autocast": st.autocast}, est)]
+        "matmul_conv_us_per_step": us_from_ns(math), "cpu_flag": st.cpu_bf16, "autocast": st.autocast}, est)]

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 from stepscope.advice.context import Context
 from stepscope.advice.recommendation import MIN_GAIN, recommendation
-from stepscope.advice.text import pct, r4, us
 from stepscope.advice.whatif import AMP_FACTOR, TF32_FACTOR, step_without
 from stepscope.model import report as s
+from stepscope.units import rounded_ratio, share_text, us_from_ns
 
 # Matmuls and convolutions under a tenth of kernel time are not worth a precision change.
 MATMUL_MIN_SHARE = 0.10
@@ -40,17 +40,19 @@ def amp(ctx: Context, patterns: list[s.Pattern]) -> list[s.Recommendation]:
     gpu_saved = mm.fp32 * (1 - 1 / AMP_FACTOR["fp32"]) + mm.tf32 * (1 - 1 / AMP_FACTOR["tf32"])
     est = step_without(ctx, gpu_saved * ctx.compute_share,
                        f"Matmul/conv kernel time / {AMP_FACTOR['fp32']:.0f} from fp32 and / {AMP_FACTOR['tf32']:.0f} "
-                       f"from TF32 under AMP, counted where the GPU is the bottleneck ({pct(ctx.compute_share)})")
+                       "from TF32 under AMP, counted where the GPU is the bottleneck "
+                       f"({share_text(ctx.compute_share)})")
     if est.speedup < MIN_GAIN:
         return []
     dtype = "torch.bfloat16" if ctx.compute_capability and ctx.compute_capability[0] >= 8 else "torch.float16"
-    title = (f"Train in mixed precision: {pct(eligible / mm.kernel)} of kernel time is fp32 matmuls and convolutions "
-             f"with no half-precision tensor-core use: torch.autocast('cuda', dtype={dtype})")
+    title = (f"Train in mixed precision: {share_text(eligible / mm.kernel)} of kernel time is fp32 matmuls and "
+             f"convolutions with no half-precision tensor-core use: torch.autocast('cuda', dtype={dtype})")
     return [recommendation(ctx, "amp", title, {
         "compute_capability": ctx.device.compute_capability if ctx.device else None,
-        "matmul_share_of_kernel_time": r4(mm.total / mm.kernel), "fp32_matmul_us_per_step": us(mm.fp32),
-        "tf32_matmul_us_per_step": us(mm.tf32), "half_matmul_us_per_step": us(mm.half),
-        "tensor_core_share": r4(ctx.facts.kernels.tensor_core_share or 0)}, est)]
+        "matmul_share_of_kernel_time": rounded_ratio(mm.total / mm.kernel),
+        "fp32_matmul_us_per_step": us_from_ns(mm.fp32),
+        "tf32_matmul_us_per_step": us_from_ns(mm.tf32), "half_matmul_us_per_step": us_from_ns(mm.half),
+        "tensor_core_share": rounded_ratio(ctx.facts.kernels.tensor_core_share or 0)}, est)]
 
 
 def tf32(ctx: Context, patterns: list[s.Pattern]) -> list[s.Recommendation]:
@@ -64,11 +66,12 @@ def tf32(ctx: Context, patterns: list[s.Pattern]) -> list[s.Recommendation]:
         return []  # allowed already: these fp32 kernels are ones TF32 does not apply to
     est = step_without(ctx, mm.fp32 * (1 - 1 / TF32_FACTOR) * ctx.compute_share,
                        f"fp32 matmul time / {TF32_FACTOR:.0f} on TF32 tensor cores, counted where the GPU is the "
-                       f"bottleneck ({pct(ctx.compute_share)})")
+                       f"bottleneck ({share_text(ctx.compute_share)})")
     if est.speedup < MIN_GAIN:
         return []
     title = ("Allow TF32 for fp32 matmuls (Ampere or newer): torch.backends.cuda.matmul.allow_tf32 = True "
              "or torch.set_float32_matmul_precision('high')")
     return [recommendation(ctx, "tf32", title, {
         "compute_capability": ctx.device.compute_capability if ctx.device else None,
-        "fp32_matmul_us_per_step": us(mm.fp32), "fp32_matmul_share_of_kernel_time": r4(mm.fp32 / mm.kernel)}, est)]
+        "fp32_matmul_us_per_step": us_from_ns(mm.fp32),
+        "fp32_matmul_share_of_kernel_time": rounded_ratio(mm.fp32 / mm.kernel)}, est)]

@@ -8,7 +8,6 @@ from stepscope.advice.context import Context
 from stepscope.advice.culprits import blocking_causes, what_it_is
 from stepscope.advice.location import rows_named
 from stepscope.advice.recommendation import MIN_GAIN, recommendation
-from stepscope.advice.text import pct, r4, us
 from stepscope.advice.whatif import (
     FUSED_OPTIMIZER_GPU_KEPT,
     FUSED_OPTIMIZER_HOST_KEPT,
@@ -23,6 +22,7 @@ from stepscope.advice.whatif import (
 from stepscope.analysis.costs import UNTRACED
 from stepscope.analysis.signals import OPTIMIZER_STEP, ZERO_GRAD
 from stepscope.model import report as s
+from stepscope.units import rounded_ratio, share_text, us_from_ns
 
 # A bigger batch is suggested when it buys at least 10% more samples/s: it changes the optimisation too.
 LARGER_BATCH_MIN_GAIN = 1.10
@@ -84,8 +84,9 @@ def larger_batch(ctx: Context, patterns: list[s.Pattern]) -> list[s.Recommendati
     what = "the optimizer's update and the Python of each step" if cpu else "the per-step host overhead"
     title = f"Use a bigger batch (2x shown) to spread {what} over more samples; rescale the learning rate"
     return [recommendation(ctx, "larger_batch", title, {
-        "batch_factor": 2, "max_batch_factor_by_memory": k_max, "peak_memory_share": r4(use) if use else None,
-        "gpu_busy_share": r4(ctx.compute_share) if ctx.accelerator == "gpu" else None}, est)]
+        "batch_factor": 2, "max_batch_factor_by_memory": k_max,
+        "peak_memory_share": rounded_ratio(use) if use else None,
+        "gpu_busy_share": rounded_ratio(ctx.compute_share) if ctx.accelerator == "gpu" else None}, est)]
 
 
 def cuda_graphs(ctx: Context, patterns: list[s.Pattern]) -> list[s.Recommendation]:
@@ -99,7 +100,7 @@ def cuda_graphs(ctx: Context, patterns: list[s.Pattern]) -> list[s.Recommendatio
            else "mode='reduce-overhead' in the torch.compile call already used")
     title = f"Capture the step in a CUDA graph ({how}) if its shapes are static"
     return [recommendation(ctx, "cuda_graphs", title, {
-        "launch_wait_us_per_step": us(wait), "launches_per_step": round(ctx.launches, 1)}, est)]
+        "launch_wait_us_per_step": us_from_ns(wait), "launches_per_step": round(ctx.launches, 1)}, est)]
 
 
 def compiled(ctx: Context) -> bool:
@@ -132,7 +133,8 @@ def torch_compile(ctx: Context, patterns: list[s.Pattern]) -> list[s.Recommendat
     title = (f"Compile the model to fuse its {ew.short_count:.0f} short elementwise kernels per step: "
              "model = torch.compile(model)")
     return [recommendation(ctx, "torch_compile", title, {
-        "short_elementwise_per_step": round(ew.short_count, 1), "short_elementwise_us_per_step": us(ew.short_ns),
+        "short_elementwise_per_step": round(ew.short_count, 1),
+        "short_elementwise_us_per_step": us_from_ns(ew.short_ns),
         "kernels_per_step": round(ew.kernel_count, 1)}, est)]
 
 
@@ -153,7 +155,8 @@ def offload_cpu_work(ctx: Context, patterns: list[s.Pattern]) -> list[s.Recommen
     title = (f"Take the CPU work the GPU waits for off the critical path ({top}, {top_ns / n / 1e6:.3g} ms per step): "
              "do it on the GPU, vectorise it, or overlap it in a DataLoader worker or background thread")
     return [recommendation(ctx, "offload_cpu_work", title, {
-        "cpu_wait_us_per_step": us(ctx.part_ns("cpu")), "top_op": top, "top_op_us_per_step": us(top_ns / n)}, est,
+        "cpu_wait_us_per_step": us_from_ns(ctx.part_ns("cpu")), "top_op": top,
+        "top_op_us_per_step": us_from_ns(top_ns / n)}, est,
         rows_named(ctx.facts.trace, re.compile(re.escape(top) + "$")))]
 
 
@@ -166,8 +169,8 @@ def set_to_none(ctx: Context, patterns: list[s.Pattern]) -> list[s.Recommendatio
     title = (f"Set gradients to None instead of zeroing them ({z.launches:.0f} kernels per step): "
              "optimizer.zero_grad(set_to_none=True)")
     return [recommendation(ctx, "set_to_none", title, {
-        "zeroing_launches_per_step": round(z.launches, 1), "zeroing_gpu_us_per_step": us(z.gpu_ns),
-        "zeroing_host_us_per_step": us(z.host_ns)}, est, rows_named(ctx.facts.trace, ZERO_GRAD))]
+        "zeroing_launches_per_step": round(z.launches, 1), "zeroing_gpu_us_per_step": us_from_ns(z.gpu_ns),
+        "zeroing_host_us_per_step": us_from_ns(z.host_ns)}, est, rows_named(ctx.facts.trace, ZERO_GRAD))]
 
 
 def fused_optimizer(ctx: Context, patterns: list[s.Pattern]) -> list[s.Recommendation]:
@@ -183,8 +186,8 @@ def fused_optimizer(ctx: Context, patterns: list[s.Pattern]) -> list[s.Recommend
     title = (f"Use a fused optimizer ({o.launches:.0f} small optimizer kernels per step): "
              "e.g. torch.optim.AdamW(..., fused=True) or foreach=True")
     rec = recommendation(ctx, "fused_optimizer", title, {
-        "optimizer_launches_per_step": round(o.launches, 1), "optimizer_gpu_us_per_step": us(o.gpu_ns),
-        "optimizer_host_us_per_step": us(o.host_ns)}, est, rows_named(ctx.facts.trace, OPTIMIZER_STEP))
+        "optimizer_launches_per_step": round(o.launches, 1), "optimizer_gpu_us_per_step": us_from_ns(o.gpu_ns),
+        "optimizer_host_us_per_step": us_from_ns(o.host_ns)}, est, rows_named(ctx.facts.trace, OPTIMIZER_STEP))
     if known is not None and known.location is not None:
         rec.location = known.location  # where the optimizer is built, which is where the fix goes
     return [rec]
@@ -204,7 +207,7 @@ def remove_sync(ctx: Context, patterns: list[s.Pattern]) -> list[s.Recommendatio
         mine = [i for i, k in enumerate(keys) if k == key]
         wait, blocked = float(idle[mine].sum()) / n, float(ev.dur[rows[mine]].sum()) / n
         est = step_without(ctx, wait, f"The GPU no longer drains and idles at this synchronisation (it also blocks "
-                                      f"the host {pct(blocked / ctx.step_ns)} of each step)")
+                                      f"the host {share_text(blocked / ctx.step_ns)} of each step)")
         if est.speedup < MIN_GAIN:
             continue
         apis = sorted({ctx.facts.trace.name_of(int(r)) for r in rows[mine]})
@@ -213,8 +216,8 @@ def remove_sync(ctx: Context, patterns: list[s.Pattern]) -> list[s.Recommendatio
                  f"{count:.3g} per step): keep values on the GPU, read them every N steps")
         result.append(recommendation(ctx, "remove_sync", title, {
             "cause": key, "apis": apis, "count_per_step": round(count, 2),
-            "gpu_idle_us_per_step": us(wait), "host_blocked_us_per_step": us(blocked),
-            "host_blocked_share": r4(blocked / ctx.step_ns)}, est, rows[mine]))
+            "gpu_idle_us_per_step": us_from_ns(wait), "host_blocked_us_per_step": us_from_ns(blocked),
+            "host_blocked_share": rounded_ratio(blocked / ctx.step_ns)}, est, rows[mine]))
     return result
 
 

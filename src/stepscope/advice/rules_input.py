@@ -14,10 +14,10 @@ from stepscope.advice.context import Context
 from stepscope.advice.location import rows_named
 from stepscope.advice.patterns import MIN_SHARE
 from stepscope.advice.recommendation import recommendation
-from stepscope.advice.text import ms, r4, us
 from stepscope.advice.whatif import CAVEAT, WORKERS_ASSUMED, Estimate, gpu_busy_ns, step_without
 from stepscope.analysis.categories import DATALOADER
 from stepscope.model import report as s
+from stepscope.units import ns_text, rounded_ratio, us_from_ns
 
 # A __next__ call this many times its median is the workers being started again (a new epoch's iterator).
 RESTART_RATIO = 10.0
@@ -75,7 +75,7 @@ def dataloader_workers(ctx: Context, patterns: list[s.Pattern]) -> list[s.Recomm
         est, title = _more_workers(ctx, wait, workers, target), _more_title(workers, target)
     location, rows = _where(ctx)
     rec = recommendation(ctx, "dataloader_workers", title, {
-        "dataloader_wait_share": r4(wait / ctx.step_ns), "dataloader_wait_us_per_step": us(wait),
+        "dataloader_wait_share": rounded_ratio(wait / ctx.step_ns), "dataloader_wait_us_per_step": us_from_ns(wait),
         "iterator": ctx.dataloader.iterator, "num_workers": workers, "suggested_workers": target,
         "free_cores": free}, est, rows)
     if location is not None:
@@ -147,15 +147,16 @@ def persistent_workers(ctx: Context, patterns: list[s.Pattern]) -> list[s.Recomm
     if per_epoch:
         step = ctx.step_ns
         speedup = step / max(step - extra, 1.0)
-        est = Estimate(speedup, f"Worker start-up ({ms(restart)}) paid once per epoch of {per_epoch} batches instead "
-                                f"of every epoch: step {ms(step)} -> ~{ms(step - extra)} ({speedup:.2f}x). {CAVEAT}")
+        est = Estimate(speedup, f"Worker start-up ({ns_text(restart)}) paid once per epoch of {per_epoch} batches "
+                                f"instead of every epoch: step {ns_text(step)} -> ~{ns_text(step - extra)} "
+                                f"({speedup:.2f}x). {CAVEAT}")
     else:
         est = step_without(ctx, extra, "Worker start-up amortised away")
     title = "Keep DataLoader workers alive between epochs: DataLoader(..., persistent_workers=True)"
     location, rows = _where(ctx)
     rec = recommendation(ctx, "persistent_workers", title, {
-        "longest_next_us": us(longest), "median_next_us": us(median),
-        "restart_share": r4(extra / ctx.step_ns), "batches_per_epoch": per_epoch}, est, rows)
+        "longest_next_us": us_from_ns(longest), "median_next_us": us_from_ns(median),
+        "restart_share": rounded_ratio(extra / ctx.step_ns), "batches_per_epoch": per_epoch}, est, rows)
     if location is not None:
         rec.location = location
     return [rec]

@@ -9,7 +9,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from stepscope.advice.context import Context
-from stepscope.advice.text import ms
+from stepscope.units import ns_text
 
 CAVEAT = "An estimate from this trace's timeline, not a measurement."
 # Matmul/conv kernel time divided by this under AMP (fp16/bf16 on tensor cores): from fp32 without tensor
@@ -45,7 +45,7 @@ def step_without(ctx: Context, saved_ns: float, what: str, floor_ns: float = 0.0
     new = max(step - max(saved_ns, 0.0), floor_ns, 1.0)
     speedup = step / new if step else 1.0
     floor = f"; {why_floor}" if why_floor and new == floor_ns else ""
-    return Estimate(speedup, f"{what}: step {ms(step)} -> ~{ms(new)} ({speedup:.2f}x){floor}. {CAVEAT}")
+    return Estimate(speedup, f"{what}: step {ns_text(step)} -> ~{ns_text(new)} ({speedup:.2f}x){floor}. {CAVEAT}")
 
 
 def gpu_busy_ns(ctx: Context) -> float:
@@ -94,5 +94,5 @@ def bigger_batch(ctx: Context, k: int) -> Estimate:
         how = (f"op time and data loading grow {k}x; Python and dispatch overhead and the optimizer's update "
                "and zero_grad (sized by the weights, not the batch) stay")
     speedup = k * step / new if new else 1.0
-    return Estimate(speedup, f"Batch {k}x bigger: {how}; step {ms(step)} -> ~{ms(new)} for {k}x the "
+    return Estimate(speedup, f"Batch {k}x bigger: {how}; step {ns_text(step)} -> ~{ns_text(new)} for {k}x the "
                                        f"samples ({speedup:.2f}x samples/s). {CAVEAT}")

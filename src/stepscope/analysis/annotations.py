@@ -11,9 +11,9 @@ import numpy as np
 from stepscope.analysis.categories import DATALOADER
 from stepscope.analysis.gpu import GpuUsage, IdleIntervals
 from stepscope.analysis.hostops import enclosing_ops
-from stepscope.analysis.lines import line_of_row
 from stepscope.analysis.steps import Steps
 from stepscope.analysis.syncs import SyncSummary
+from stepscope.analysis.time_by_line import line_of_row
 from stepscope.trace.model import Kind, Trace
 
 
@@ -49,7 +49,7 @@ def annotations(trace: Trace, steps: Steps, syncs: SyncSummary, gpu: GpuUsage) -
 
 
 def sync_points(trace: Trace, rows: np.ndarray) -> SyncPoints:
-    """Each sync call with the ops around it and the user's line it is charged to (see analysis.lines)."""
+    """Each sync call with the ops around it and the user's line it is charged to (see analysis.time_by_line)."""
     around = enclosing_ops(trace, rows)
     op, inner = [o for o, _ in around], [i for _, i in around]
     location = []

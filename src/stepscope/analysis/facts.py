@@ -13,13 +13,13 @@ from stepscope.analysis.flops import FlopCount, count_flops
 from stepscope.analysis.gpu import GpuUsage, gpu_usage
 from stepscope.analysis.hostwork import StepParts, step_parts
 from stepscope.analysis.kernels import KernelSummary, kernel_summary
-from stepscope.analysis.lines import LineSummary, line_summary
 from stepscope.analysis.memory import DeviceMemory, memory_summary
 from stepscope.analysis.memory_usage import DevicePeak, device_peaks
-from stepscope.analysis.modules import ModuleSummary, module_summary
 from stepscope.analysis.signals import Signals, compute_signals
 from stepscope.analysis.steps import Steps, find_steps
 from stepscope.analysis.syncs import SyncSummary, sync_summary
+from stepscope.analysis.time_by_line import LineSummary, line_summary
+from stepscope.analysis.time_by_module import ModuleSummary, module_summary
 from stepscope.analysis.timeline import StepTimeline, step_timeline
 from stepscope.analysis.utilization import Utilization, utilization
 from stepscope.trace.census import RunCensus

@@ -63,8 +63,8 @@ class Attribution:
         if self._mode is not None:
             return
         try:
-            from stepscope.attribution.lines import CallSitePatches, LineMode
-            from stepscope.attribution.modules import ModuleRanges
+            from stepscope.attribution.line_ranges import CallSitePatches, LineMode
+            from stepscope.attribution.module_ranges import ModuleRanges
 
             user = UserCode(self.code_root, libraries=self.libraries)
             self._patches = CallSitePatches(user)
@@ -132,7 +132,7 @@ class Survey:
         if self._mode is not None or torch_compile_in_use():  # a mode would make torch.compile recompile
             return
         try:
-            from stepscope.attribution.lines import LineSurvey
+            from stepscope.attribution.line_ranges import LineSurvey
 
             self._mode = LineSurvey(UserCode(self.code_root))
             self._mode.__enter__()

@@ -11,14 +11,14 @@ from rich.table import Table
 from rich.text import Text
 
 from stepscope.model.diff import Diff
-from stepscope.report.format import ms, pct, size
 from stepscope.report.palette import BREAKDOWN_LABELS
+from stepscope.units import bytes_cell, share_cell, us_cell
 
 
 def _signed_ms(us: float | None) -> str:
     if us is None:
         return "-"
-    return f"+{ms(us)}" if us > 0 else (ms(us) if us else "0")
+    return f"+{us_cell(us)}" if us > 0 else (us_cell(us) if us else "0")
 
 
 def _change(ratio: float | None) -> str:
@@ -32,7 +32,7 @@ def headline(diff: Diff) -> Text:
     b, a = diff.before, diff.after
     t = Text()
     t.append("step time ", style="bold")
-    t.append(f"{ms(b.step_time_us)} -> {ms(a.step_time_us)}", style="bold cyan")
+    t.append(f"{us_cell(b.step_time_us)} -> {us_cell(a.step_time_us)}", style="bold cyan")
     if diff.speedup and abs(diff.speedup - 1) < 0.005:
         t.append("  (no change)")
     elif diff.speedup:
@@ -45,12 +45,12 @@ def headline(diff: Diff) -> Text:
         after = a.samples_per_s if unit == "samples/s" else a.steps_per_s
         t.append(f"\n{unit} {before:,.2f} -> {after:,.2f} ({diff.throughput_ratio:.2f}x)")
     if b.gpu_utilization is not None or a.gpu_utilization is not None:
-        t.append(f"\nGPU utilisation {pct(b.gpu_utilization)} -> {pct(a.gpu_utilization)}")
+        t.append(f"\nGPU utilisation {share_cell(b.gpu_utilization)} -> {share_cell(a.gpu_utilization)}")
     if b.mfu is not None or a.mfu is not None:
-        t.append(f"\nMFU {pct(b.mfu, 1)} -> {pct(a.mfu, 1)}")
+        t.append(f"\nMFU {share_cell(b.mfu, 1)} -> {share_cell(a.mfu, 1)}")
     if b.peak_allocated_bytes is not None or a.peak_allocated_bytes is not None:
-        t.append(f"\npeak memory allocated {size(b.peak_allocated_bytes)} -> {size(a.peak_allocated_bytes)}"
-                 f" (reserved {size(b.peak_reserved_bytes)} -> {size(a.peak_reserved_bytes)})")
+        t.append(f"\npeak memory allocated {bytes_cell(b.peak_allocated_bytes)} -> {bytes_cell(a.peak_allocated_bytes)}"
+                 f" (reserved {bytes_cell(b.peak_reserved_bytes)} -> {bytes_cell(a.peak_reserved_bytes)})")
     return t
 
 
@@ -59,11 +59,11 @@ def _pattern_lines(diff: Diff) -> Text | None:
         return None
     t = Text("Patterns\n", style="bold")
     for p in diff.patterns_gone:
-        t.append(f"  - {p.id} went away (was {pct(p.before_share)})\n", style="green")
+        t.append(f"  - {p.id} went away (was {share_cell(p.before_share)})\n", style="green")
     for p in diff.patterns_appeared:
-        t.append(f"  + {p.id} appeared ({pct(p.after_share)})\n", style="red")
+        t.append(f"  + {p.id} appeared ({share_cell(p.after_share)})\n", style="red")
     for p in diff.patterns_kept:
-        t.append(f"  = {p.id} {pct(p.before_share)} -> {pct(p.after_share)}\n")
+        t.append(f"  = {p.id} {share_cell(p.before_share)} -> {share_cell(p.after_share)}\n")
     return t
 
 
@@ -72,8 +72,8 @@ def diff_tables(diff: Diff) -> list[dict[str, Any]]:
     tables = [{
         "title": "Step-time breakdown (per step)", "id": "breakdown",
         "columns": ["category", "before", "after", "delta"],
-        "rows": [[(BREAKDOWN_LABELS.get(c.category, c.category), None), (ms(c.before_us), c.before_us),
-                  (ms(c.after_us), c.after_us), (_signed_ms(c.delta_us), c.delta_us)]
+        "rows": [[(BREAKDOWN_LABELS.get(c.category, c.category), None), (us_cell(c.before_us), c.before_us),
+                  (us_cell(c.after_us), c.after_us), (_signed_ms(c.delta_us), c.delta_us)]
                  for c in diff.breakdown if c.before_us or c.after_us],
     }]
     scope = "" if diff.kernel_lists_complete else " (among each run's top kernels)"
@@ -83,15 +83,16 @@ def diff_tables(diff: Diff) -> list[dict[str, Any]]:
         if rows:
             tables.append({
                 "title": title, "id": title.split()[2], "columns": ["kernel", "before/step", "after/step", "delta"],
-                "rows": [[(k.name, None), (ms(k.before_us_per_step), k.before_us_per_step),
-                          (ms(k.after_us_per_step), k.after_us_per_step),
+                "rows": [[(k.name, None), (us_cell(k.before_us_per_step), k.before_us_per_step),
+                          (us_cell(k.after_us_per_step), k.after_us_per_step),
                           (_signed_ms(k.delta_us_per_step), k.delta_us_per_step)] for k in rows],
             })
     if diff.lines_changed:
         tables.append({
             "title": "Lines whose time changed most", "id": "lines", "columns": ["line", "before", "after", "delta"],
-            "rows": [[(f"{r.file}:{r.line} {r.code or r.function}".strip(), None), (ms(r.before_us), r.before_us),
-                      (ms(r.after_us), r.after_us), (_signed_ms(r.delta_us), r.delta_us)] for r in diff.lines_changed],
+            "rows": [[(f"{r.file}:{r.line} {r.code or r.function}".strip(), None), (us_cell(r.before_us), r.before_us),
+                      (us_cell(r.after_us), r.after_us), (_signed_ms(r.delta_us), r.delta_us)]
+                     for r in diff.lines_changed],
         })
     return tables
 

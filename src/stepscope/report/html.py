@@ -15,7 +15,7 @@ from markupsafe import Markup
 from stepscope.model.report import Report
 from stepscope.report import sections
 from stepscope.report import tables as t
-from stepscope.report.format import count, ms, pct, size
+from stepscope.units import bytes_cell, count_cell, share_cell, us_cell
 
 
 def _template_source(name: str) -> str:
@@ -27,7 +27,8 @@ def environment() -> Environment:
     env = Environment(loader=FunctionLoader(_template_source), autoescape=True, undefined=StrictUndefined,
                       trim_blocks=True, lstrip_blocks=True)
     env.policies["json.dumps_kwargs"] = {"sort_keys": True, "allow_nan": False}
-    env.filters.update(ms=ms, pct=pct, size=size, count=count, label=lambda s: str(s).replace("_", " "))
+    env.filters.update(us_cell=us_cell, share_cell=share_cell, bytes_cell=bytes_cell, count_cell=count_cell,
+                       label=lambda s: str(s).replace("_", " "))
     return env
 
 

@@ -6,8 +6,8 @@ from __future__ import annotations
 from typing import Any
 
 from stepscope.model.report import Prediction, Report
-from stepscope.report.format import ms, pct
 from stepscope.report.tables import Cell, Table
+from stepscope.units import share_cell, us_cell
 
 TITLE = "This job on other GPUs (predicted)"
 INTRO = ("Each GPU kernel scaled by the roof that bounds it, the steps replayed with the host as measured; "
@@ -45,16 +45,17 @@ def prediction_table(report: Report) -> Table | None:
         return None
     o = p.origin
     epoch = any(t.cost_per_epoch is not None for t in p.targets)
-    rows = [[Cell(o.gpu, None, "text"), Cell(ms(o.step_time_us), o.step_time_us), Cell("measured"),
+    rows = [[Cell(o.gpu, None, "text"), Cell(us_cell(o.step_time_us), o.step_time_us), Cell("measured"),
              Cell(_rate(o.samples_per_s), o.samples_per_s), Cell(o.bottleneck or "-", None, "text"),
-             Cell(pct(o.gpu_utilization), o.gpu_utilization), Cell("-"), Cell("-"), *([Cell("-")] if epoch else []),
+             Cell(share_cell(o.gpu_utilization), o.gpu_utilization), Cell("-"), Cell("-"),
+             *([Cell("-")] if epoch else []),
              Cell(_joules(o.energy_j_per_step), o.energy_j_per_step)]]
     for t in p.targets:
         rows.append([
-            Cell(t.gpu, None, "text"), Cell(ms(t.step_time_us), t.step_time_us),
+            Cell(t.gpu, None, "text"), Cell(us_cell(t.step_time_us), t.step_time_us),
             Cell(_range(t.low_us, t.high_us), t.low_us),
             Cell(_rate(t.samples_per_s), t.samples_per_s), Cell(t.bottleneck or "-", None, "text"),
-            Cell(pct(t.gpu_utilization), t.gpu_utilization),
+            Cell(share_cell(t.gpu_utilization), t.gpu_utilization),
             Cell(_money(t.price_per_gpu_hour), t.price_per_gpu_hour),
             Cell(_money(t.cost_per_million_samples), t.cost_per_million_samples),
             *([Cell(_money(t.cost_per_epoch), t.cost_per_epoch)] if epoch else []),
@@ -84,7 +85,8 @@ def prediction_lines(report: Report, detail: bool = False) -> list[str]:
 
 
 def _statement(p: Prediction, t: Any) -> str:
-    busy = f": the GPU would be busy {pct(t.gpu_utilization)} of the step" if t.gpu_utilization is not None else ""
+    busy = (f": the GPU would be busy {share_cell(t.gpu_utilization)} of the step"
+            if t.gpu_utilization is not None else "")
     same = "as on the origin" if t.bottleneck == p.origin.bottleneck else f"on the origin {p.origin.bottleneck}"
     return (f"on the {t.name or t.gpu} this job would be {t.bottleneck or 'without a clear bottleneck'} ({same})"
-            f"{busy}; step {ms(t.step_time_us)} ({ms(t.low_us)} - {ms(t.high_us)})")
+            f"{busy}; step {us_cell(t.step_time_us)} ({us_cell(t.low_us)} - {us_cell(t.high_us)})")

@@ -10,8 +10,8 @@ import plotly.graph_objects as go
 
 from stepscope.model.report import RankRow, Report
 from stepscope.report.figures import LAYOUT, Figure, _spec, plain
-from stepscope.report.format import ms, pct, size
 from stepscope.report.tables import Cell, Table
+from stepscope.units import bytes_cell, share_cell, us_cell
 
 TERMINAL_RANK_ROWS = 12  # the terminal shows the ranks that matter most (listed first); HTML and JSON have all
 TERMINAL_COLLECTIVES = 5
@@ -54,12 +54,12 @@ def ranks_table(report: Report) -> Table | None:
     if not report.ranks or cr is None:
         return None
     rows = [[_cell(r.rank, _rank(r.rank)), Cell(role, None, "text"),
-             _cell(r.step_time_us, ms(r.step_time_us)), _cell(r.own_time_us, ms(r.own_time_us)),
-             _cell(r.wait_us, ms(r.wait_us)), _cell(r.arrived_last_share, pct(r.arrived_last_share)),
-             _cell(r.wait_caused_us, ms(r.wait_caused_us)), _cell(r.exposed_communication_us,
-                                                                 ms(r.exposed_communication_us)),
-             _cell(r.overlap_ratio, pct(r.overlap_ratio)), _cell(r.clock_offset_us, ms(r.clock_offset_us)),
-             _cell(r.gpu_utilization, pct(r.gpu_utilization)), Cell(r.primary_pattern or "", None, "text"),
+             _cell(r.step_time_us, us_cell(r.step_time_us)), _cell(r.own_time_us, us_cell(r.own_time_us)),
+             _cell(r.wait_us, us_cell(r.wait_us)), _cell(r.arrived_last_share, share_cell(r.arrived_last_share)),
+             _cell(r.wait_caused_us, us_cell(r.wait_caused_us)), _cell(r.exposed_communication_us,
+                                                                 us_cell(r.exposed_communication_us)),
+             _cell(r.overlap_ratio, share_cell(r.overlap_ratio)), _cell(r.clock_offset_us, us_cell(r.clock_offset_us)),
+             _cell(r.gpu_utilization, share_cell(r.gpu_utilization)), Cell(r.primary_pattern or "", None, "text"),
              Cell(r.path, None, "text mono")] for r, role in _ordered_rows(report)]
     columns = [("rank", ""), ("role", "text"), ("step time", ""), ("own work", ""), ("wait", ""),
                ("last", ""), ("caused", ""), ("exposed comm", ""), ("overlap", ""),
@@ -77,8 +77,8 @@ def headline(report: Report) -> str:
     if cr.collectives:
         text += f", {cr.collectives:,} collectives matched by {cr.matched_by}"
         if cr.arrival_skew_us:
-            text += f", arrival skew p50 {ms(cr.arrival_skew_us['p50'])}, max {ms(cr.arrival_skew_us['max'])}"
-    text += f"; step time spread {pct(cr.step_time_spread, 1)}"
+            text += f", arrival skew p50 {us_cell(cr.arrival_skew_us['p50'])}, max {us_cell(cr.arrival_skew_us['max'])}"
+    text += f"; step time spread {share_cell(cr.step_time_spread, 1)}"
     return text
 
 
@@ -93,8 +93,8 @@ def lead(report: Report) -> list[str]:
     elif cr.collectives:
         lines.append("No straggler: no rank makes the others wait a material share of a step.")
     if cr.exposed_communication_us is not None and cr.collectives:
-        lines.append(f"Exposed communication {ms(cr.exposed_communication_us)} per step on average "
-                     f"(overlap with compute {pct(cr.overlap_ratio)}).")
+        lines.append(f"Exposed communication {us_cell(cr.exposed_communication_us)} per step on average "
+                     f"(overlap with compute {share_cell(cr.overlap_ratio)}).")
     return lines
 
 
@@ -110,8 +110,9 @@ def straggler_table(report: Report) -> Table | None:
         if mine or theirs:
             ratio = mine / theirs if theirs else None
             grew = round(mine - theirs, 3) + 0.0  # no "-0.00" from rounding
-            rows.append([Cell(cat.replace("_", " "), None, "text"), _cell(mine, ms(mine)), _cell(theirs, ms(theirs)),
-                         _cell(grew, ms(grew)),
+            rows.append([Cell(cat.replace("_", " "), None, "text"), _cell(mine, us_cell(mine)),
+                         _cell(theirs, us_cell(theirs)),
+                         _cell(grew, us_cell(grew)),
                          _cell(ratio, "-" if ratio is None else f"{ratio:,.1f}x")])
     return Table([("before arriving", "text"), (f"straggler (rank {_rank(st.rank)})", ""),
                   (f"median rank {_rank(st.median_rank)}", ""), ("difference", ""), ("ratio", "")], rows,
@@ -125,9 +126,9 @@ def collectives_table(report: Report) -> Table | None:
     if cr is None or not cr.top_collectives:
         return None
     rows = [[Cell(c.name, None, "text mono"), Cell(c.group, None, "text mono"), _cell(c.seq, _rank(c.seq)),
-             Cell(c.step or "", None, "text"), _cell(c.bytes, size(c.bytes)), _cell(c.ranks, str(c.ranks)),
-             _cell(c.arrival_skew_us, ms(c.arrival_skew_us)), _cell(c.last_rank, _rank(c.last_rank)),
-             _cell(c.max_wait_us, ms(c.max_wait_us)), _cell(c.mean_wait_us, ms(c.mean_wait_us))]
+             Cell(c.step or "", None, "text"), _cell(c.bytes, bytes_cell(c.bytes)), _cell(c.ranks, str(c.ranks)),
+             _cell(c.arrival_skew_us, us_cell(c.arrival_skew_us)), _cell(c.last_rank, _rank(c.last_rank)),
+             _cell(c.max_wait_us, us_cell(c.max_wait_us)), _cell(c.mean_wait_us, us_cell(c.mean_wait_us))]
             for c in cr.top_collectives]
     return Table([("name", "text"), ("group", "text"), ("seq", ""), ("step", "text"), ("bytes", ""),
                   ("ranks", ""), ("arrival skew", ""), ("last rank", ""), ("max wait", ""), ("mean wait", "")],
@@ -139,7 +140,7 @@ def diagnoses_table(report: Report) -> Table | None:
     cr = report.cross_rank
     if cr is None or not cr.diagnoses:
         return None
-    rows = [[Cell(d.role, None, "text"), _cell(d.rank, _rank(d.rank)), _cell(d.step_time_us, ms(d.step_time_us)),
+    rows = [[Cell(d.role, None, "text"), _cell(d.rank, _rank(d.rank)), _cell(d.step_time_us, us_cell(d.step_time_us)),
              Cell(", ".join(p.id for p in d.patterns) or "-", None, "text"),
              Cell(d.recommendations[0].title if d.recommendations else "-", None, "text")] for d in cr.diagnoses]
     return Table([("role", "text"), ("rank", ""), ("step time", ""), ("patterns", "text"), ("top fix", "text")],

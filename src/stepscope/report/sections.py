@@ -18,7 +18,7 @@ from stepscope.report import prediction as pred
 from stepscope.report import ranks as rk
 from stepscope.report import tables as t
 from stepscope.report import usage_tables as ut
-from stepscope.report.format import count, ms, pct
+from stepscope.units import count_cell, share_cell, us_cell
 
 
 @dataclass(frozen=True)
@@ -87,8 +87,9 @@ def timeline(report: Report, telemetry: dict[str, Any] | None = None) -> Section
     fig = figures.timeline_figure(tl)
     if tl is None or fig is None:
         return None
-    left_out = f" The {count(tl.left_out)} shortest spans are left out to keep the page small." if tl.left_out else ""
-    return Section("timeline", f"Timeline of step {tl.step_id} (the median step, {ms(tl.duration_us)})",
+    left_out = (f" The {count_cell(tl.left_out)} shortest spans are left out to keep the page small."
+                if tl.left_out else "")
+    return Section("timeline", f"Timeline of step {tl.step_id} (the median step, {us_cell(tl.duration_us)})",
                    "Host threads (ops by nesting level, then runtime calls) and GPU streams; the GPU's idle gaps "
                    "coloured by cause; sync calls marked ×. Drag to zoom, double-click to reset." + left_out,
                    figure=fig, figure_only=True)
@@ -196,11 +197,11 @@ def build(report: Report, telemetry: dict[str, Any] | None = None,
 def headline(report: Report) -> list[tuple[str, str]]:
     """The figures a reader looks for first: step time, throughput, GPU utilisation."""
     s = report.summary
-    cards = [("step time", ms(s.step_time_us))]
+    cards = [("step time", us_cell(s.step_time_us))]
     if s.steps_per_s:
         cards.append(("steps/s", f"{s.steps_per_s:,.2f}"))
     if s.samples_per_s:
         cards.append(("samples/s", f"{s.samples_per_s:,.1f}"))
     if s.gpu_utilization is not None:
-        cards.append(("GPU utilisation", pct(s.gpu_utilization)))
+        cards.append(("GPU utilisation", share_cell(s.gpu_utilization)))
     return cards

@@ -9,8 +9,8 @@ from typing import Any
 import msgspec
 
 from stepscope.model.report import Report
-from stepscope.report.format import count, ms, pct, size
 from stepscope.report.palette import BREAKDOWN_COLORS, BREAKDOWN_LABELS
+from stepscope.units import bytes_cell, count_cell, share_cell, us_cell
 
 
 @dataclass(frozen=True)
@@ -43,12 +43,12 @@ def _value(key: str, value: Any) -> str:
         return "-" if value is None else str(value).lower()
     if isinstance(value, (int, float)):
         if key.endswith("_us") or "_us_" in key or key.startswith("us_"):
-            return ms(value)
+            return us_cell(value)
         if key.endswith("bytes"):
-            return size(value)
+            return bytes_cell(value)
         if "share" in key or "utilization" in key or key.endswith(("_frac", "overhead")):
-            return pct(value, 1)
-        return count(value) if isinstance(value, int) or abs(value) >= 100 else f"{value:.3g}"
+            return share_cell(value, 1)
+        return count_cell(value) if isinstance(value, int) or abs(value) >= 100 else f"{value:.3g}"
     if isinstance(value, dict):  # inner keys (step ids, op names) say nothing of the unit: the outer key does
         return ", ".join(f"{k}: {_value(f'{key}.{k}', v)}" for k, v in sorted(value.items()))
     if isinstance(value, (list, tuple)):
@@ -72,19 +72,19 @@ def breakdown_table(report: Report) -> Table | None:
         return None
     cats = [c for c in BREAKDOWN_COLORS if any(r.breakdown_us.get(c) for r in report.steps)]
     gpu = report.accelerator != "none"  # a CPU-only run has no GPU utilisation, syncs or kernels to show
-    rows = [[Cell(r.id, None, "text"), _num(r.duration_us, ms(r.duration_us)),
-             *(_num(r.breakdown_us.get(c, 0.0), ms(r.breakdown_us.get(c, 0.0))) for c in cats),
-             *((_num(r.gpu_utilization, pct(r.gpu_utilization)), _num(r.sync_count, str(r.sync_count)),
+    rows = [[Cell(r.id, None, "text"), _num(r.duration_us, us_cell(r.duration_us)),
+             *(_num(r.breakdown_us.get(c, 0.0), us_cell(r.breakdown_us.get(c, 0.0))) for c in cats),
+             *((_num(r.gpu_utilization, share_cell(r.gpu_utilization)), _num(r.sync_count, str(r.sync_count)),
                 _num(r.kernel_count, str(r.kernel_count))) if gpu else ())] for r in report.steps]
     columns = [("step", "text"), ("total", ""), *((BREAKDOWN_LABELS[c], "") for c in cats),
                *((("GPU util", ""), ("syncs", ""), ("kernels", "")) if gpu else ())]
     s = report.summary
     total = s.step_time_us or 0
-    footer = [[Cell("mean", None, "text"), _num(s.step_time_us, ms(s.step_time_us)),
-               *(_num(s.breakdown_us.get(c, 0.0), ms(s.breakdown_us.get(c, 0.0))) for c in cats),
-               *((_num(s.gpu_utilization, pct(s.gpu_utilization)), Cell(""), Cell("")) if gpu else ())],
+    footer = [[Cell("mean", None, "text"), _num(s.step_time_us, us_cell(s.step_time_us)),
+               *(_num(s.breakdown_us.get(c, 0.0), us_cell(s.breakdown_us.get(c, 0.0))) for c in cats),
+               *((_num(s.gpu_utilization, share_cell(s.gpu_utilization)), Cell(""), Cell("")) if gpu else ())],
               [Cell("share", None, "text"), Cell("100%"),
-               *(Cell(pct(s.breakdown_us.get(c, 0.0) / total if total else None)) for c in cats),
+               *(Cell(share_cell(s.breakdown_us.get(c, 0.0) / total if total else None)) for c in cats),
                *((Cell(""), Cell(""), Cell("")) if gpu else ())]]
     return Table(columns, rows, id="steps", footer=footer, terminal_rows=12)
 
@@ -92,9 +92,9 @@ def breakdown_table(report: Report) -> Table | None:
 def gpu_table(report: Report) -> Table | None:
     if report.gpu is None:
         return None
-    rows = [[Cell(str(d.device)), _num(d.utilization, pct(d.utilization, 1)),
-             _num(d.busy_us_per_step, ms(d.busy_us_per_step)),
-             *(_num(d.idle_us_per_step.get(k), ms(d.idle_us_per_step.get(k))) for k in ("host_wait", "kernel_wait",
+    rows = [[Cell(str(d.device)), _num(d.utilization, share_cell(d.utilization, 1)),
+             _num(d.busy_us_per_step, us_cell(d.busy_us_per_step)),
+             *(_num(d.idle_us_per_step.get(k), us_cell(d.idle_us_per_step.get(k))) for k in ("host_wait", "kernel_wait",
                                                                                          "other"))]
             for d in report.gpu.devices]
     return Table([("device", ""), ("utilisation", ""), ("busy / step", ""), ("idle: host wait", ""),
@@ -105,14 +105,17 @@ def kernels_table(report: Report) -> Table | None:
     k = report.kernels
     if k is None:
         return None
-    rows = [[Cell(r.name, None, "text name mono"), _num(r.count, count(r.count)), _num(r.total_us, ms(r.total_us)),
-             _num(r.mean_us, ms(r.mean_us)), _num(r.share, pct(r.share, 1)),
+    rows = [[Cell(r.name, None, "text name mono"), _num(r.count, count_cell(r.count)),
+             _num(r.total_us, us_cell(r.total_us)),
+             _num(r.mean_us, us_cell(r.mean_us)), _num(r.share, share_cell(r.share, 1)),
              Cell("yes" if r.tensor_core else ""), Cell("yes" if r.collective else "")] for r in k.top]
-    note = (f"{count(k.count_per_step)} kernels per step ({k.distinct} distinct), {ms(k.time_us_per_step)} of kernel "
-            f"time per step; tensor cores {pct(k.tensor_core_share)} of kernel time; {pct(k.short_kernel_share)} "
-            f"of kernels under {k.short_kernel_threshold_us:g} µs")
+    note = (f"{count_cell(k.count_per_step)} kernels per step ({k.distinct} distinct), "
+            f"{us_cell(k.time_us_per_step)} of kernel time per step; "
+            f"tensor cores {share_cell(k.tensor_core_share)} of kernel time; "
+            f"{share_cell(k.short_kernel_share)} of kernels under {k.short_kernel_threshold_us:g} µs")
     if k.launch_delay_us:
-        note += f"; launch-to-start delay p50 {ms(k.launch_delay_us['p50'])}, p90 {ms(k.launch_delay_us['p90'])}"
+        delay = k.launch_delay_us
+        note += f"; launch-to-start delay p50 {us_cell(delay['p50'])}, p90 {us_cell(delay['p90'])}"
     return Table([("kernel", "text name"), ("count", ""), ("total", ""), ("mean", ""), ("share", ""),
                   ("tensor cores", ""), ("collective", "")], rows, title=f"Top {len(k.top)} kernels", id="kernels",
                  note=note, terminal_rows=8)
@@ -123,13 +126,14 @@ def sync_tables(report: Report) -> list[Table]:
     if sy is None:
         return []
     apis = Table([("call", "text"), ("per step", ""), ("time / step", "")],
-                 [[Cell(a.api, None, "text mono"), _num(a.count_per_step, count(a.count_per_step)),
-                   _num(a.time_us_per_step, ms(a.time_us_per_step))] for a in sy.apis],
-                 title=f"Sync calls: {count(sy.count_per_step)} per step, {ms(sy.time_us_per_step)}", id="sync-apis")
+                 [[Cell(a.api, None, "text mono"), _num(a.count_per_step, count_cell(a.count_per_step)),
+                   _num(a.time_us_per_step, us_cell(a.time_us_per_step))] for a in sy.apis],
+                 title=f"Sync calls: {count_cell(sy.count_per_step)} per step, {us_cell(sy.time_us_per_step)}",
+                 id="sync-apis")
     causes = Table([("op", "text"), ("via", "text"), ("call", "text"), ("where", "text"), ("count", ""), ("time", "")],
                    [[Cell(c.op, None, "text mono"), Cell(c.inner_op, None, "text mono"), Cell(c.api, None, "text mono"),
                      Cell(where(c.location), None, "text mono"), _num(c.count, str(c.count)),
-                     _num(c.total_us, ms(c.total_us))] for c in sy.causes],
+                     _num(c.total_us, us_cell(c.total_us))] for c in sy.causes],
                    title="Where the syncs come from", id="sync-causes", terminal_rows=6)
     return [apis, causes] if sy.causes else [apis]
 
@@ -138,23 +142,24 @@ def copies_table(report: Report) -> Table | None:
     c = report.copies
     if c is None:
         return None
-    rows = [[Cell(d.direction, None, "text"), _num(d.count, str(d.count)), _num(d.bytes, size(d.bytes)),
-             _num(d.total_us, ms(d.total_us)),
+    rows = [[Cell(d.direction, None, "text"), _num(d.count, str(d.count)), _num(d.bytes, bytes_cell(d.bytes)),
+             _num(d.total_us, us_cell(d.total_us)),
              _num(d.bandwidth_gb_s, "-" if d.bandwidth_gb_s is None else f"{d.bandwidth_gb_s:,.1f} GB/s"),
-             _num(d.pageable_bytes, size(d.pageable_bytes) if d.pageable_count else "-"),
-             _num(d.pinned_bytes, size(d.pinned_bytes) if d.pinned_count else "-")] for d in c.directions]
+             _num(d.pageable_bytes, bytes_cell(d.pageable_bytes) if d.pageable_count else "-"),
+             _num(d.pinned_bytes, bytes_cell(d.pinned_bytes) if d.pinned_count else "-")] for d in c.directions]
     return Table([("direction", "text"), ("count", ""), ("bytes", ""), ("time", ""), ("bandwidth", ""),
                   ("pageable", ""), ("pinned", "")], rows, id="copies",
-                 title=f"Copies: {count(c.count_per_step)} per step, {size(c.htod_bytes_per_step)} host-to-device "
-                       f"per step ({size(c.pageable_htod_bytes_per_step)} from pageable memory)")
+                 title=f"Copies: {count_cell(c.count_per_step)} per step, "
+                       f"{bytes_cell(c.htod_bytes_per_step)} host-to-device per step "
+                       f"({bytes_cell(c.pageable_htod_bytes_per_step)} from pageable memory)")
 
 
 def memory_table(report: Report) -> Table | None:
     if not report.memory:
         return None
     rows = [[Cell("host" if m.device < 0 else str(m.device)),
-             _num(m.peak_allocated_bytes, size(m.peak_allocated_bytes)),
-             _num(m.peak_reserved_bytes, size(m.peak_reserved_bytes))] for m in report.memory]
+             _num(m.peak_allocated_bytes, bytes_cell(m.peak_allocated_bytes)),
+             _num(m.peak_reserved_bytes, bytes_cell(m.peak_reserved_bytes))] for m in report.memory]
     return Table([("device", ""), ("peak allocated", ""), ("peak reserved", "")], rows, id="memory")
 
 
@@ -185,7 +190,8 @@ def lines_tables(report: Report) -> list[Table]:
     if lines is None:
         return []
     note = (f"From {getattr(lines, 'source', '?')}, by {getattr(lines, 'granularity', 'line')}; "
-            f"{pct(getattr(lines, 'attributed_share', None))} of the host time of ops found a line. Times per step.")
+            f"{share_cell(getattr(lines, 'attributed_share', None))} of the host time of ops found a line. "
+            "Times per step.")
     gpu = () if report.accelerator != "none" else GPU_FIELDS  # no GPU columns in a CPU-only report
     tables = [
         struct_table(getattr(lines, "rows", []), id="lines", note=note, skip=("file", "line", *gpu), first=("label",),
@@ -229,8 +235,9 @@ def run_summary(report: Report) -> list[str]:
         lines.append(f"phase: {run.phase}: no backward pass ran in the recorded steps")
     if run.profiler_overhead is not None:
         ref = getattr(run, "reference", None)
-        lines.append(f"profiler overhead: {run.profiler_overhead:+.1%} (recorded steps {ms(run.recorded_step_us)}, "
-                     f"unprofiled {ms(run.unprofiled_step_us)}, {ref.method if ref else 'host clock'})")
+        lines.append(f"profiler overhead: {run.profiler_overhead:+.1%} "
+                     f"(recorded steps {us_cell(run.recorded_step_us)}, "
+                     f"unprofiled {us_cell(run.unprofiled_step_us)}, {ref.method if ref else 'host clock'})")
     tel = run.telemetry or {}
     if tel.get("cpu_util_mean") is not None:
         lines.append(f"CPU busy during the window: {tel['cpu_util_mean']:.0f}% mean over "

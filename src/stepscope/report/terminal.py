@@ -14,8 +14,8 @@ from rich.text import Text
 
 from stepscope.model.report import Report
 from stepscope.report import sections as sec
-from stepscope.report.format import pct
 from stepscope.report.tables import Table as CellTable
+from stepscope.units import share_cell
 
 
 def make_console(width: int | None = None, stderr: bool = False) -> Console:
@@ -33,11 +33,11 @@ def verdict(report: Report) -> RenderableType | None:
     main = report.patterns[0]
     lines = Text()
     lines.append(main.id.replace("_", " ").upper(), style="bold red")
-    lines.append(f"  costs about {pct(main.share)} of each step")
+    lines.append(f"  costs about {share_cell(main.share)} of each step")
     if main.title:
         lines.append(f"\n{main.title}")
     for other in report.patterns[1:3]:
-        lines.append(f"\nalso {other.id.replace('_', ' ')} ({pct(other.share)})", style="yellow")
+        lines.append(f"\nalso {other.id.replace('_', ' ')} ({share_cell(other.share)})", style="yellow")
     if report.recommendations:
         lines.append("\n\nTop fixes (estimated):", style="bold")
         for i, rec in enumerate(report.recommendations[:3], 1):

@@ -11,8 +11,8 @@ from rich.table import Table as RichTable
 from rich.text import Text
 
 from stepscope.model.tune import Trial, Tune
-from stepscope.report.format import pct
 from stepscope.report.tables import Cell, Table
+from stepscope.units import share_cell
 
 
 def _rate(x: float | None) -> str:
@@ -45,10 +45,10 @@ def ladder_table(tune: Tune) -> Table:
     if b is not None:
         base_rate = b.samples_per_s if unit(tune) == "samples/s" else b.steps_per_s
         rows.append([Cell("0", 0), Cell("baseline (as written)", None, "text"), Cell(_rate(base_rate), base_rate),
-                     Cell("1.00x" + (f" ±{pct(b.spread)}" if b.spread else ""), 1.0), Cell(""), Cell(""),
+                     Cell("1.00x" + (f" ±{share_cell(b.spread)}" if b.spread else ""), 1.0), Cell(""), Cell(""),
                      Cell("", None, "text"), Cell(_baseline_note(tune), None, "text")])
     for t in tune.trials:
-        spread = f" ±{pct(t.spread)}" if t.spread is not None and t.speedup is not None else ""
+        spread = f" ±{share_cell(t.spread)}" if t.spread is not None and t.speedup is not None else ""
         on = "" if t.gain is None else f"{_x(t.gain)} on {t.builds_on}"
         rows.append([Cell(str(t.rung), t.rung), Cell(trial_label(t), None, "text mono"),
                      Cell(_rate(_per_s(tune, t)), _per_s(tune, t)), Cell(_x(t.speedup) + spread, t.speedup),
@@ -68,9 +68,9 @@ def _baseline_note(tune: Tune) -> str:
         return ""
     parts = [f"{len(b.runs)} run{'s' if len(b.runs) != 1 else ''}"]
     if b.drift is not None:
-        parts.append(f"drift {pct(b.drift, 1)}")
+        parts.append(f"drift {share_cell(b.drift, 1)}")
     if b.noise_band is not None:
-        parts.append(f"noise band ±{pct(b.noise_band)}")
+        parts.append(f"noise band ±{share_cell(b.noise_band)}")
     return ", ".join(parts)
 
 
@@ -98,7 +98,7 @@ def headline(tune: Tune) -> list[str]:
     elif tune.status == "finished":
         lines.append("tuned: no fix was faster beyond the noise; the program is kept as it is")
     if tune.final_patterns:
-        now = ", ".join(f"{p.id} {pct(p.share)}" for p in tune.final_patterns[:3])
+        now = ", ".join(f"{p.id} {share_cell(p.share)}" for p in tune.final_patterns[:3])
         lines.append(f"{'now' if tune.applied else 'diagnosis'}: {now}")
     return lines
 

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 from stepscope.model.report import Report
 from stepscope.model.usage import DeviceMemoryUsage
-from stepscope.report.format import ms, pct, size
 from stepscope.report.tables import Cell, Table
 from stepscope.report.usage_text import (
     class_line,
@@ -16,6 +15,7 @@ from stepscope.report.usage_text import (
     peak_title,
     rate,
 )
+from stepscope.units import bytes_cell, share_cell, us_cell
 
 
 def utilization_items(report: Report) -> list[str]:
@@ -48,10 +48,10 @@ def roofline_table(report: Report) -> Table | None:
     if line is None or not line.points:
         return None
     rows = [[Cell(p.kernel, None, "text mono"), Cell(p.op, None, "text mono"), Cell(p.dtype, None, "text"),
-             Cell(ms(p.time_us_per_step), p.time_us_per_step), Cell(pct(p.share, 1), p.share),
+             Cell(us_cell(p.time_us_per_step), p.time_us_per_step), Cell(share_cell(p.share, 1), p.share),
              Cell(rate(p.tflops), p.tflops), Cell(f"{p.gb_s:,.0f}", p.gb_s),
              Cell("-" if p.intensity is None else f"{p.intensity:,.2f}", p.intensity), Cell(p.roof, None, "text"),
-             Cell(pct(p.roof_share), p.roof_share)] for p in line.points]
+             Cell(share_cell(p.roof_share), p.roof_share)] for p in line.points]
     note = ("Each op's FLOPs and bytes are shared among its kernels by time. Latency-bound: under 10 µs on "
             "average, too short to reach either roof.")
     if line.left_out:
@@ -65,20 +65,21 @@ def uncovered_table(report: Report) -> Table | None:
     u = report.utilization
     if u is None or not u.uncovered:
         return None
-    rows = [[Cell(o.op, None, "text mono"), Cell(ms(o.us_per_step), o.us_per_step)] for o in u.uncovered]
+    rows = [[Cell(o.op, None, "text mono"), Cell(us_cell(o.us_per_step), o.us_per_step)] for o in u.uncovered]
     return Table([("op", "text"), ("time/step", "")], rows, id="uncovered",
                  title="Uncovered: ops with no formula (their time is not counted as zero FLOPs)")
 
 
 def memory_device_tables(m: DeviceMemoryUsage) -> list[Table]:
     total = m.peak_allocated_bytes or 1
-    rows = [[Cell(c.name, None, "text"), Cell(size(c.bytes), c.bytes), Cell(pct(c.bytes / total, 1), c.bytes / total),
+    rows = [[Cell(c.name, None, "text"), Cell(bytes_cell(c.bytes), c.bytes),
+             Cell(share_cell(c.bytes / total, 1), c.bytes / total),
              Cell(c.note, None, "text")] for c in m.categories]
     tables = [Table([("category", "text"), ("bytes", ""), ("share", ""), ("what", "text")], rows,
                     id=f"memory-categories-{m.device}", title=peak_title(m))]
     if m.activation_lines:
         lines = [[Cell(a.label, None, "text mono"), Cell(a.code, None, "text mono"), Cell(a.op, None, "text mono"),
-                  Cell(size(a.bytes), a.bytes)] for a in m.activation_lines]
+                  Cell(bytes_cell(a.bytes), a.bytes)] for a in m.activation_lines]
         tables.append(Table([("line", "text"), ("code", "text"), ("op", "text"), ("bytes", "")], lines,
                             id=f"activation-lines-{m.device}",
                             title="Forward lines holding the most activation memory at the peak"))

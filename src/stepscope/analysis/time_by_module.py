@@ -6,9 +6,9 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from stepscope.analysis.lines import Cost, costs_by
 from stepscope.analysis.source_map import source_map
 from stepscope.analysis.steps import Steps
+from stepscope.analysis.time_by_line import Cost, costs_by
 from stepscope.trace.model import Trace
 
 
