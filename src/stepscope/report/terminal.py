@@ -173,10 +173,10 @@ def _text_widths(spec: CellTable, rows: list, width: int, keep: list[int],
                  squeeze: bool = False) -> dict[int, int] | None:
     """Column index -> width for the kept text columns: what the numeric columns leave, shared by natural
     width; None when that leaves under COMFORTABLE_TEXT_WIDTH each (unless `squeeze`)."""
-    natural = {i: max([len(_header(spec.columns[i][0])), *(len(row[i].text) for row in rows)]) for i in keep}
-    for i in keep:  # prose wraps into its share: it needs no more than a comfortable line to claim one
-        if _wraps(spec, i):
-            natural[i] = min(natural[i], PROSE_WIDTH)
+    longest = {i: max([len(_header(spec.columns[i][0])), *(len(row[i].text) for row in rows)]) for i in keep}
+    # Prose wraps into its share: it claims one as if a comfortable line long, then takes what is left over.
+    prose = [i for i in keep if _wraps(spec, i)]
+    natural = {i: min(n, PROSE_WIDTH) if i in prose else n for i, n in longest.items()}
     texts = [i for i in keep if "text" in spec.columns[i][1].split()]
     if not texts:
         return {}  # numbers only: nothing to cut or drop
@@ -192,6 +192,10 @@ def _text_widths(spec: CellTable, rows: list, width: int, keep: list[int],
         out[i] = min(natural[i], cap, max(MIN_TEXT_WIDTH, free * natural[i] // total))
     for i in sorted(texts, key=lambda j: -out[j]):  # the minimums may overshoot: the widest give it back
         out[i] = max(MIN_TEXT_WIDTH, out[i] - max(sum(out.values()) - free, 0))
+    # The width no column claimed goes to the prose, in proportion to what each still lacks for its longest cell.
+    spare, lacking = max(0, free - sum(out.values())), {i: longest[i] - out[i] for i in prose if longest[i] > out[i]}
+    for i, lack in lacking.items():
+        out[i] += min(lack, spare * lack // sum(lacking.values()))
     return out
 
 
