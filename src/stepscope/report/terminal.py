@@ -130,6 +130,7 @@ PATH_COLUMNS = ("label", "path", "module", "file", "line", "where")
 MIN_TEXT_WIDTH = 10
 COMFORTABLE_TEXT_WIDTH = 16  # below it, a droppable column makes room first
 PROSE_WIDTH = 40  # a wrapping column (a fix's title, its reasoning) claims its share as if this wide
+PATH_WIDTH = 40  # and a path column (cut on the left: the file name and line stay), as wide
 
 
 # Columns a narrow terminal can do without (the JSON and the HTML page keep them), dropped in this order.
@@ -143,7 +144,9 @@ def _fitted_table(spec: CellTable, width: int | None) -> Table:
     narrow terminal the least useful columns give way first."""
     out = _table(spec.title or None, caption=spec.note or None, caption_justify="left", caption_style="dim")
     rows = spec.rows if spec.terminal_rows is None else spec.rows[:spec.terminal_rows]
-    keep = list(range(len(spec.columns)))
+    # A text column empty in every row (no fix has a location) says nothing: it gives its width to the others.
+    keep = [i for i, (_, cls) in enumerate(spec.columns)
+            if "text" not in cls.split() or not rows or any(row[i].text for row in [*rows, *spec.footer])]
     widths: dict[int, int] | None = {}
     if width is not None:
         widths = _text_widths(spec, rows, width, keep)
@@ -174,9 +177,11 @@ def _text_widths(spec: CellTable, rows: list, width: int, keep: list[int],
     """Column index -> width for the kept text columns: what the numeric columns leave, shared by natural
     width; None when that leaves under COMFORTABLE_TEXT_WIDTH each (unless `squeeze`)."""
     longest = {i: max([len(_header(spec.columns[i][0])), *(len(row[i].text) for row in rows)]) for i in keep}
-    # Prose wraps into its share: it claims one as if a comfortable line long, then takes what is left over.
-    prose = [i for i in keep if _wraps(spec, i)]
-    natural = {i: min(n, PROSE_WIDTH) if i in prose else n for i, n in longest.items()}
+    # Prose wraps and a path is cut on the left: each claims its share as if a comfortable width long, then
+    # takes what is left over.
+    claims = {i: PROSE_WIDTH if _wraps(spec, i) else PATH_WIDTH for i in keep
+              if _wraps(spec, i) or spec.columns[i][0] in PATH_COLUMNS}
+    natural = {i: min(n, claims.get(i, n)) for i, n in longest.items()}
     texts = [i for i in keep if "text" in spec.columns[i][1].split()]
     if not texts:
         return {}  # numbers only: nothing to cut or drop
@@ -192,8 +197,9 @@ def _text_widths(spec: CellTable, rows: list, width: int, keep: list[int],
         out[i] = min(natural[i], cap, max(MIN_TEXT_WIDTH, free * natural[i] // total))
     for i in sorted(texts, key=lambda j: -out[j]):  # the minimums may overshoot: the widest give it back
         out[i] = max(MIN_TEXT_WIDTH, out[i] - max(sum(out.values()) - free, 0))
-    # The width no column claimed goes to the prose, in proportion to what each still lacks for its longest cell.
-    spare, lacking = max(0, free - sum(out.values())), {i: longest[i] - out[i] for i in prose if longest[i] > out[i]}
+    # The width no column claimed goes to the prose and paths, in proportion to what each lacks for its longest cell.
+    spare = max(0, free - sum(out.values()))
+    lacking = {i: longest[i] - out[i] for i in claims if i in out and longest[i] > out[i]}
     for i, lack in lacking.items():
         out[i] += min(lack, spare * lack // sum(lacking.values()))
     return out
