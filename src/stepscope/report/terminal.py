@@ -3,6 +3,7 @@ renderables (the HTML page draws the same sections); only the CLI prints them.""
 
 from __future__ import annotations
 
+import re
 from typing import Any
 
 from rich import box
@@ -217,7 +218,8 @@ def _header(label: str) -> str:
 
 
 def _cut(text: str, column: str, width: int | None) -> str:
-    if width is None or len(text) <= width or column not in PATH_COLUMNS:
+    """A path cut on the left (its file and line stay); other text is left to the column's ellipsis."""
+    if width is None or len(text) <= width or column not in PATH_COLUMNS or not re.search(r"[/\\]|\.py\b", text):
         return text
     return "…" + text[-(width - 1):]
 
