@@ -49,3 +49,22 @@ def test_locations_keep_their_line_and_prose_shares_the_rest() -> None:
 def test_a_table_that_fits_is_printed_whole() -> None:
     spec = Table([("name", "text"), ("time", "")], [[Cell("aten::mm"), Cell("1.0 ms", 1.0)]])
     assert "aten::mm" in _text(spec, 80) and "1.0 ms" in _text(spec, 80)
+
+
+def test_numbers_keep_their_digits_and_units_and_light_columns_give_way() -> None:
+    """Twelve 9-character numbers do not fit 80 columns: columns are left out, never cut, and with a footer the
+    lightest by its first row go first (the breakdown's mean row), the first two columns always staying."""
+    labels = ["step", "total", "kernel", "memcpy", "memset", "runtime", "DataLoader", "CPU ops", "other", "GPU util",
+              "syncs", "kernels"]
+    means = [None, 38500.0, 159.9, 86.0, 3.02, 932.0, 29700.0, 5000.0, 2600.0, 0.17, None, None]
+    cells = ["7", "46.5 ms", "159.5 µs", "89.8 µs", "3.07 µs", "922.4 µs", "28.8 ms", "4.8 ms", "11.7 ms", "0%", "2",
+             "208"]
+    spec = Table([(label, "text" if label == "step" else "") for label in labels], [[Cell(c) for c in cells]],
+                 footer=[[Cell("mean", None, "text"), *(Cell(f"{m}", m) for m in means[1:])]])
+    text = _text(spec, 80)
+    assert max(len(line) for line in text.splitlines()) <= 80
+    row = next(line for line in text.splitlines() if line.startswith(" 7 "))
+    kept = ["46.5 ms", "28.8 ms", "4.8 ms", "11.7 ms", "922.4 µs"]
+    assert all(f" {c} " in f"{row} " for c in kept), row  # whole, with their units
+    assert "3.07 µs" not in row and "89.8 µs" not in row  # memset and memcpy weigh least: left out
+    assert "Left out at this width: kernels, syncs" in " ".join(text.split())
