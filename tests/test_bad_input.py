@@ -26,6 +26,7 @@ CASES = {
     "object.json": b'{"foo": 1}',
     "nested.json": b'{"traceEvents": [{"ph": "X", "args": ' + b"[" * 100_000 + b"]" * 100_000 + b"}]}",
     "random.sqlite": bytes(range(256)) * 8,
+    "gzip_trace_named.txt": gzip.compress(b'{"traceEvents": []}'),  # a .txt is a list of traces, unless binary
 }
 
 
@@ -38,6 +39,7 @@ def test_cli_bad_file(name: str, tmp_path: Path) -> None:
     lines = done.stderr.strip().splitlines()
     assert lines[0].startswith(f"stepscope: error: {path}: ")
     assert "Traceback" not in done.stderr and len(lines) <= 2
+    assert done.stderr.isprintable() or all(c.isprintable() or c == "\n" for c in done.stderr)
 
 
 def test_perfetto_of_a_bare_event_list(tmp_path: Path) -> None:
@@ -183,3 +185,15 @@ def test_a_broken_verb_is_listed_and_says_why(monkeypatch: pytest.MonkeyPatch,
     err = capsys.readouterr().err
     assert err.startswith("stepscope: error: the diff command cannot load (ImportError: cannot import name")
     assert "Traceback" not in err
+
+
+@pytest.mark.parametrize(("verb", "option", "value"), [
+    ("analyze", "--batch-size", "-3"), ("analyze", "--batch-size", "0"), ("diff", "--batch-size", "-1"),
+    ("analyze", "--width", "0"), ("report", "--width", "-80")])
+def test_counts_below_one_are_refused(verb: str, option: str, value: str) -> None:
+    """A batch of -3 samples printed 'samples/s -77.9'; one of 0 dropped samples/s without a word."""
+    trace = str(Path(__file__).parent / "data" / "gpu_h100" / "input_bound" / "trace.json.gz")
+    paths = {"analyze": [trace], "diff": [trace, trace], "report": [trace]}[verb]
+    done = subprocess.run([sys.executable, "-m", "stepscope", verb, *paths, f"{option}={value}"],
+                          capture_output=True, text=True)
+    assert done.returncode == 2 and f"argument {option}: must be 1 or more" in done.stderr

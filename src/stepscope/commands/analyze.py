@@ -9,6 +9,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from stepscope.commands import ranks
+from stepscope.commands.argtypes import positive_int
 from stepscope.commands.output import write_output
 from stepscope.commands.predict import add_predict_option, origin_power, request_from_args
 from stepscope.errors import StepscopeError
@@ -32,8 +33,8 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--perfetto", metavar="FILE",
                    help="also write the trace with stepscope's own tracks added, for ui.perfetto.dev (.json.gz)")
     p.add_argument("--step-range", metavar="NAME", help="the range (NVTX or record_function) that marks one step")
-    p.add_argument("--batch-size", type=int, metavar="N", help="samples per step, to report samples/s")
-    p.add_argument("--width", type=int, default=None, help="terminal width for the report")
+    p.add_argument("--batch-size", type=positive_int, metavar="N", help="samples per step, to report samples/s")
+    p.add_argument("--width", type=positive_int, default=None, help="terminal width for the report")
     p.add_argument("--quiet", "-q", action="store_true", help="print nothing but errors (with --json)")
     add_predict_option(p)
     ranks.add_options(p)

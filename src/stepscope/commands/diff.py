@@ -6,6 +6,7 @@ import argparse
 import math
 import sys
 
+from stepscope.commands.argtypes import positive_int
 from stepscope.commands.output import write_output
 from stepscope.errors import StepscopeError
 
@@ -23,8 +24,9 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--fail-if-slower", type=_percentage, metavar="PCT",
                    help="exit with status 1 if AFTER's step time is more than PCT%% slower than BEFORE's")
     p.add_argument("--step-range", metavar="NAME", help="for traces: the range that marks one step")
-    p.add_argument("--batch-size", type=int, metavar="N", help="for traces: samples per step, to compare samples/s")
-    p.add_argument("--width", type=int, default=None, help="terminal width")
+    p.add_argument("--batch-size", type=positive_int, metavar="N",
+                   help="for traces: samples per step, to compare samples/s")
+    p.add_argument("--width", type=positive_int, default=None, help="terminal width")
     p.add_argument("--quiet", "-q", action="store_true", help="print nothing but errors and the gate's verdict")
     p.set_defaults(handler=run)
 

@@ -41,7 +41,7 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--step-range", metavar="NAME", help="the range (NVTX or record_function) that marks one step")
     p.add_argument("--json", metavar="FILE", help="also write the report, with its prediction, as JSON ('-': stdout)")
     p.add_argument("--html", metavar="FILE", help="also write the report, with its prediction, as an HTML page")
-    p.add_argument("--width", type=int, default=None, help="terminal width")
+    p.add_argument("--width", type=positive_int, default=None, help="terminal width")
     p.add_argument("--quiet", "-q", action="store_true", help="print nothing but errors")
     p.set_defaults(handler=run)
 

@@ -6,6 +6,7 @@ from __future__ import annotations
 import argparse
 import sys
 
+from stepscope.commands.argtypes import positive_int
 from stepscope.commands.output import write_output
 
 
@@ -19,7 +20,7 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
                    help="a report.json written by `stepscope analyze --json` or `stepscope run`, or its run folder")
     p.add_argument("--html", metavar="FILE", help="write the report as one self-contained HTML page")
     p.add_argument("--json", metavar="FILE", help="write the report as stepscope.report/1 JSON ('-' for stdout)")
-    p.add_argument("--width", type=int, default=None, help="terminal width for the report")
+    p.add_argument("--width", type=positive_int, default=None, help="terminal width for the report")
     p.add_argument("--quiet", "-q", action="store_true", help="print nothing but errors")
     p.set_defaults(handler=run)
 

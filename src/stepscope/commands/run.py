@@ -61,7 +61,7 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
                                      "0 turns telemetry off)")
     p.add_argument("--reference-steps", type=count, default=D.reference_steps, metavar="N",
                    help=f"unprofiled steps timed after the window, for the profiler's overhead ({D.reference_steps})")
-    p.add_argument("--width", type=int, default=None, help="terminal width for the report")
+    p.add_argument("--width", type=positive_int, default=None, help="terminal width for the report")
     add_predict_option(p)
     p.add_argument("-m", dest="module", nargs=argparse.REMAINDER, metavar="MODULE ...",
                    help="run a library module as a script, like python -m")

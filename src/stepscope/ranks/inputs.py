@@ -47,9 +47,16 @@ def _one(raw: str, base: Path | None, *, allow_list: bool) -> list[Path]:
 
 def _list_file(path: Path) -> list[Path]:
     try:
-        text = path.read_text(encoding="utf-8", errors="replace")
+        data = path.read_bytes()
     except OSError as exc:
         raise StepscopeError(f"{path}: cannot read the list of traces ({exc.strerror or exc})") from None
+    try:  # a trace given a list's name (a gzip file called .txt) is not read line by line as paths
+        text = data.decode("utf-8")
+        if "\0" in text or data[:2] == b"\x1f\x8b":
+            raise ValueError
+    except ValueError:
+        raise StepscopeError(f"{path}: not a list of traces (binary content); a trace file is named .json, .json.gz, "
+                             ".sqlite or .nsys-rep") from None
     lines = [line.strip() for line in text.splitlines()]
     entries = [line for line in lines if line and not line.startswith("#")]
     if not entries:
