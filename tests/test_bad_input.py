@@ -197,3 +197,29 @@ def test_counts_below_one_are_refused(verb: str, option: str, value: str) -> Non
     done = subprocess.run([sys.executable, "-m", "stepscope", verb, *paths, f"{option}={value}"],
                           capture_output=True, text=True)
     assert done.returncode == 2 and f"argument {option}: must be 1 or more" in done.stderr
+
+
+def test_analyze_on_a_run_folder_reads_its_trace_with_its_batch_size(tmp_path: Path) -> None:
+    """A run folder holds its trace beside report.json, telemetry.json and census.json: analysed as the one trace
+    (these were taken for three failed ranks), with the batch size the capture found."""
+    import shutil
+
+    from stepscope.model.report import Run, to_json
+    from stepscope.pipeline import analyze_traces
+    from stepscope.trace.kineto import read_kineto
+
+    source = Path(__file__).parent / "data" / "gpu_h100" / "launch_bound"
+    folder = tmp_path / "run"
+    folder.mkdir()
+    shutil.copy(source / "trace.json.gz", folder / "trace.json.gz")
+    shutil.copy(source / "telemetry.json", folder / "telemetry.json")
+    (folder / "census.json").write_text('{"schema": "stepscope.census/1"}')
+    doc = json.loads((source / "run.json").read_text())
+    run = Run(**{k: v for k, v in doc.items() if k in Run.__struct_fields__ and k != "energy_per_step"})
+    (folder / "report.json").write_bytes(to_json(analyze_traces([read_kineto(folder / "trace.json.gz")], run=run)))
+    done = subprocess.run([sys.executable, "-m", "stepscope", "analyze", str(folder), "--json", "-", "-q"],
+                          capture_output=True, text=True)
+    assert done.returncode == 0 and "rank" not in done.stderr, done.stderr
+    summary = json.loads(done.stdout)["summary"]
+    batch = doc.get("samples_per_step") or doc["batch_size"]
+    assert summary["samples_per_s"] == pytest.approx(summary["steps_per_s"] * batch, rel=1e-3)

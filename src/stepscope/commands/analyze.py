@@ -62,8 +62,9 @@ def run(args: argparse.Namespace) -> int:
                                      predict=request)
     else:
         power = origin_power(files[0]) if request is not None else None
+        batch_size = args.batch_size or _run_batch_size(args.paths)
         facts, report = facts_and_report(read_trace(files[0]), step_range=args.step_range,
-                                         batch_size=args.batch_size, predict=request, power_w=power)
+                                         batch_size=batch_size, predict=request, power_w=power)
         facts = facts if args.perfetto else None  # only the annotated trace reads them again
     to_stdout = args.json == "-"
     console = make_console(width=args.width, stderr=to_stdout)
@@ -95,3 +96,17 @@ def _annotated_trace(facts: Facts, report: Report, compress: bool) -> bytes:
     original = document(Path(trace.meta.path))[0] if trace.meta.format == "kineto" else None
     return render("perfetto", report, trace=trace, annotations=facts.annotations, original=original,
                   compress=compress)
+
+
+def _run_batch_size(paths: list[str]) -> int | None:
+    """The samples per step a run folder's capture found, when the one path given is a run folder."""
+    from stepscope.commands.inputs import load_report
+
+    folder = Path(paths[0]) if len(paths) == 1 else None
+    if folder is None or not folder.is_dir() or not (folder / "report.json").is_file():
+        return None
+    try:
+        run = load_report(folder, traces_allowed=False).run
+    except StepscopeError:
+        return None  # the trace is still analysed; only samples/s is missing
+    return (run.samples_per_step or run.batch_size) if run is not None else None

@@ -21,6 +21,9 @@ def _is_sqlite(path: Path) -> bool:
         return False
 
 
+RUN_TRACE = "trace.json.gz"  # what `stepscope run` writes into its run folder, beside report.json
+
+
 def expand(paths: Iterable[str | Path]) -> list[Path]:
     """Files to read: folders become the trace files inside them, sorted by name."""
     files: list[Path] = []
@@ -28,7 +31,9 @@ def expand(paths: Iterable[str | Path]) -> list[Path]:
         path = Path(raw)
         if not path.exists():
             raise StepscopeError(f"{path}: no such file or folder")
-        if path.is_dir():
+        if path.is_dir() and (path / RUN_TRACE).is_file() and (path / "report.json").is_file():
+            files.append(path / RUN_TRACE)  # a `stepscope run` folder: its trace, not its report or telemetry
+        elif path.is_dir():
             inside = sorted(
                 p for p in path.iterdir()
                 if p.is_file() and (p.name.endswith(TRACE_SUFFIXES) or p.suffix in (".sqlite", ".nsys-rep"))
