@@ -144,3 +144,15 @@ def test_a_live_runs_power_comes_from_its_telemetry_window() -> None:
                                           mem_used_max_bytes=None, power_mean_w=412.5, sm_clock_mean_mhz=None,
                                           energy_j=3.0)])
     assert window_power(msgspec.to_builtins(window)) == 412.5
+
+
+def test_the_fastest_target_is_compared_with_the_origin(capsys) -> None:
+    """The H100's fp32 matmuls moved to an A100 (19.5 against 67 dense fp32 TFLOP/s in the hardware table's
+    datasheets): the only target is the fastest of the targets and still slower than the origin, and has no
+    price (none given, and the table has none for it at this batch size), so none is cheapest."""
+    trace = DATA / "gpu_h100" / "gpu_compute_bound" / "trace.json.gz"
+    assert main(["predict", str(trace), "--gpu", "a100", "--width", "200"]) == 0
+    out = capsys.readouterr().out
+    line = next(line for line in out.splitlines() if line.startswith("fastest of the targets: "))
+    assert line.startswith("fastest of the targets: a100-sxm-80gb (slower than the origin, h100-sxm, at ")
+    assert line.endswith("; cheapest: - (no price or no batch size for any target)")

@@ -30,6 +30,20 @@ def _marked(targets: list[Any], flag: str) -> str:
     return ", ".join(t.gpu for t in targets if getattr(t, flag)) or "-"
 
 
+def _fastest_and_cheapest(p: Prediction) -> str:
+    """Of the targets; beside the origin when even the fastest is slower; why none is cheapest."""
+    fastest = [t for t in p.targets if t.fastest]
+    text = f"fastest of the targets: {_marked(p.targets, 'fastest')}"
+    origin = p.origin.step_time_us
+    if fastest and origin and min(t.step_time_us for t in fastest) > origin:
+        text += f" (slower than the origin, {p.origin.gpu}, at {us_cell(origin)} a step)"
+    unpriced = [t.gpu for t in p.targets if t.cost_per_million_samples is None]
+    cheapest = _marked(p.targets, "cheapest")
+    if unpriced and len(unpriced) == len(p.targets):
+        return f"{text}; cheapest: - (no price or no batch size for any target)"
+    return f"{text}; cheapest: {cheapest}" + (f" (no cost for {', '.join(unpriced)})" if unpriced else "")
+
+
 def _range(low: float, high: float) -> str:
     """'38.4-38.7 ms': both ends in the unit of the higher one."""
     if high >= 1000:
@@ -73,7 +87,7 @@ def prediction_lines(report: Report, detail: bool = False) -> list[str]:
     p = report.prediction
     if p is None:
         return []
-    lines = [f"fastest: {_marked(p.targets, 'fastest')}; cheapest: {_marked(p.targets, 'cheapest')}"]
+    lines = [_fastest_and_cheapest(p)]
     lines += [_statement(p, t) for t in p.targets]
     lines += [f"warning: {w}" for w in p.warnings]
     if detail:
