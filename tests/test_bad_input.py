@@ -223,3 +223,10 @@ def test_analyze_on_a_run_folder_reads_its_trace_with_its_batch_size(tmp_path: P
     summary = json.loads(done.stdout)["summary"]
     batch = doc.get("samples_per_step") or doc["batch_size"]
     assert summary["samples_per_s"] == pytest.approx(summary["steps_per_s"] * batch, rel=1e-3)
+
+
+def test_an_unknown_option_is_told_with_the_verbs_own_usage() -> None:
+    done = subprocess.run([sys.executable, "-m", "stepscope", "analyze", "x.json", "--bogus"], capture_output=True,
+                          text=True)
+    assert done.returncode == 2 and "usage: stepscope analyze" in done.stderr
+    assert done.stderr.strip().endswith("stepscope analyze: error: unrecognized arguments: --bogus")

@@ -51,7 +51,11 @@ def _add_broken_verb(sub: argparse._SubParsersAction, verb: str, error: Exceptio
 def main(argv: Sequence[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
     parser = build_parser()
-    args = parser.parse_args(argv)
+    args, extras = parser.parse_known_args(argv)
+    if extras:  # said by the verb's own parser, whose usage is the one that helps
+        verbs = next(a for a in parser._actions if isinstance(a, argparse._SubParsersAction))
+        verb_parser = verbs.choices.get(getattr(args, "verb", None) or "", parser)
+        verb_parser.error(f"unrecognized arguments: {' '.join(extras)}")
     if not getattr(args, "verb", None):
         parser.print_help()
         return 2

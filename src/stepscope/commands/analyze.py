@@ -21,7 +21,7 @@ if TYPE_CHECKING:
 
 def add_parser(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser(
-        "analyze",
+        "analyze", aliases=["analyse"],
         help="analyse PyTorch profiler traces, rank folders or Nsight Systems exports",
         description="Read traces and explain where every step's time goes, and why.",
     )
