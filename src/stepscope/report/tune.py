@@ -126,6 +126,15 @@ def _clock(seconds: float) -> str:
     return f"{m}m{s:02d}s" if m else f"{s}s"
 
 
+def patch_how(tune: Tune) -> str:
+    """The commands that apply the patch, where they run; a tune written before they were recorded points to
+    the patch's header."""
+    if not tune.patch_apply:
+        return "apply it with the command in its header"
+    where = f" in {tune.patch_apply_in}" if tune.patch_apply_in else ""
+    return f"apply it{where} with `{'` or `'.join(tune.patch_apply)}`"
+
+
 class TuneTerminalRenderer:
     """Tune -> a rich renderable."""
 
@@ -134,8 +143,7 @@ class TuneTerminalRenderer:
         if (skipped := not_tried_table(tune)) is not None:
             parts.append(to_rich(skipped))
         if tune.patch:
-            parts.append(Text(f"patch: {tune.patch} (the kept fixes as code; apply with `git apply` or "
-                              "`patch -p1`)"))
+            parts.append(Text(f"patch: {tune.patch} (the kept fixes as code; {patch_how(tune)})"))
         parts += [Text(f"note: {n}", style="dim") for n in tune.notes]
         return Group(*parts)
 
