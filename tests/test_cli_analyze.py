@@ -47,6 +47,32 @@ def test_json_to_stdout_is_pure_json(tmp_path: Path) -> None:
     assert json.loads(done.stdout)["schema"] == "stepscope.report/1"
 
 
+def _closed_stdout(*args: str) -> tuple[int, str]:
+    """Run analyze with its stdout a pipe whose reader has already gone (`| head` done reading)."""
+    proc = subprocess.Popen([sys.executable, "-m", "stepscope", "analyze", *args], stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE)
+    assert proc.stdout is not None and proc.stderr is not None
+    proc.stdout.close()
+    err = proc.stderr.read().decode()
+    return proc.wait(timeout=120), err
+
+
+def test_a_closed_stdout_loses_no_requested_file(tmp_path: Path) -> None:
+    """The finding: `analyze T --html r.html --json - | head -1` left no r.html and exited 0."""
+    trace = _trace(tmp_path)
+    for extra in (["--json", "-"], []):  # the JSON, or the terminal report, streamed to the closed pipe
+        html = tmp_path / "r.html"
+        html.unlink(missing_ok=True)
+        code, err = _closed_stdout(str(trace), "--html", str(html), *extra)
+        assert code == 0 and "Traceback" not in err, err
+        assert html.read_text().rstrip().endswith("</html>")  # the whole page
+    # A failure after the pipe closed still fails: the JSON asked for in a folder that cannot be made.
+    js = tmp_path / "a file"
+    js.write_text("")
+    code, err = _closed_stdout(str(trace), "--json", str(js / "r.json"))
+    assert code == 2 and "cannot create the folder" in err, err
+
+
 def test_terminal_renderer_does_not_crash_on_any_real_trace() -> None:
     for path in [*sorted(KINETO.glob("*.json.gz")), KINETO / "two_rank_job"]:
         if "mtia" in path.name:

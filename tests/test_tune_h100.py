@@ -45,3 +45,25 @@ def test_drift_spread_over_the_tune_keeps_gains_measured_one_run_apart() -> None
     by_rung = {t.rung: t for t in tune.trials}
     assert by_rung[4].tried == ["pin_memory", "non_blocking_copy"] and by_rung[5].tried == ["set_to_none"]
     assert {3, 4, 5, 10, 11} <= kept and not {6, 7, 8} & kept  # cudnn_benchmark, amp, channels_last never were
+
+
+@pytest.mark.parametrize("width", [80, 100])
+def test_the_terminal_report_keeps_to_the_width_and_every_fix_id_whole(width: int) -> None:
+    """The finding: the ladder was 120 columns wide at COLUMNS=100. Every line within the width, every fix the
+    file names (tried, kept, not tried) on one line, and every rung's throughput from the file still shown."""
+    import io
+
+    from rich.console import Console
+
+    from stepscope.report.tune import TuneTerminalRenderer
+
+    tune = load()
+    buffer = io.StringIO()
+    Console(file=buffer, width=width, color_system=None).print(TuneTerminalRenderer().render(tune))
+    lines = buffer.getvalue().splitlines()
+    assert max(len(line) for line in lines) <= width
+    ids = {fix for t in tune.trials for fix in t.tried} | set(tune.applied) | {n.id for n in tune.not_tried}
+    assert len(ids) == 10  # dataloader_workers ... torch_compile, and uint8_transfer not tried
+    text = "\n".join(lines)
+    assert all(i in text for i in ids), sorted(i for i in ids if i not in text)
+    assert all(f"{t.samples_per_s:,.1f}" in text for t in tune.trials)

@@ -84,9 +84,9 @@ def test_every_placeable_fix_lands_on_its_line(project: Path, tmp_path: Path) ->
                "fused_optimizer", "amp", "channels_last", "torch_compile", "tf32"]
     params = {"dataloader_workers": {"num_workers": 4}, "fused_optimizer": {"mode": "fused"},
               "amp": {"dtype": "bfloat16"}}
-    text, unplaced = suggest(params, applied, sites(script), "cuda", ["kept everything"])
+    text, unplaced, _ = suggest(params, applied, sites(script), "cuda", ["kept everything"])
     assert unplaced == [] and text is not None
-    assert text.startswith("# kept everything\n# apply with: git apply") and "--- a/train.py" in text
+    assert text.startswith("# kept everything\n# apply in ") and "`git apply " in text and "--- a/train.py" in text
     assert hashlib.sha256(script.read_bytes()).hexdigest() == before  # the user's file is not touched
     patched = apply(text, project, tmp_path)
     tree = ast.parse(patched)
@@ -111,7 +111,7 @@ def test_every_placeable_fix_lands_on_its_line(project: Path, tmp_path: Path) ->
 @pytest.mark.skipif(shutil.which("patch") is None, reason="GNU patch is not installed")
 def test_cuda_graphs_is_one_compile_call_and_a_bigger_batch_scales_the_expression(project: Path,
                                                                                    tmp_path: Path) -> None:
-    text, _ = suggest({"larger_batch": {"factor": 2}, "cuda_graphs": {"mode": "reduce-overhead"}},
+    text, _, _ = suggest({"larger_batch": {"factor": 2}, "cuda_graphs": {"mode": "reduce-overhead"}},
                       ["torch_compile", "cuda_graphs", "larger_batch"], sites(project / "train.py"), "cuda", [])
     assert text is not None
     patched = apply(text, project, tmp_path)
@@ -121,5 +121,42 @@ def test_cuda_graphs_is_one_compile_call_and_a_bigger_batch_scales_the_expressio
 
 def test_a_fix_with_no_site_in_the_files_is_said_not_placed(project: Path) -> None:
     empty = Settings(model_site=CallSite(file=str(project / "missing.py"), line=3))
-    text, unplaced = suggest({}, ["set_to_none", "amp"], empty, "cpu", [])
-    assert text is None and unplaced == ["set_to_none", "amp"]
+    text, unplaced, commands = suggest({}, ["set_to_none", "amp"], empty, "cpu", [])
+    assert text is None and unplaced == ["set_to_none", "amp"] and commands == []
+
+
+@pytest.mark.parametrize("layout", ["script in the working folder", "script outside it",
+                                    "working folder inside a git repository"])
+def test_each_printed_command_applies_the_patch(layout: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The commands in the header (and in the Tune) are run as printed, in the folder the tune ran in, and each
+    alone turns set_to_none=False into True in the user's file, whatever the script's place."""
+    cwd = tmp_path / "runs" / "here"
+    script_dir = tmp_path / "elsewhere" / "code" if layout == "script outside it" else cwd / "src"
+    script_dir.mkdir(parents=True)
+    cwd.mkdir(parents=True, exist_ok=True)
+    if layout.endswith("git repository") and shutil.which("git"):
+        subprocess.run(["git", "init", "-q", str(tmp_path)], check=True)
+    script = script_dir / "train.py"
+    script.write_text(SCRIPT)
+    monkeypatch.chdir(cwd)
+    patch_file = cwd / "tune out" / "suggested.patch"  # a space: the commands quote their paths
+    text, unplaced, commands = suggest({}, ["set_to_none"], sites(script), "cpu", ["kept set_to_none"],
+                                       str(patch_file))
+    assert text is not None and unplaced == [] and len(commands) == 2
+    assert str(tmp_path) not in "".join(line for line in text.splitlines() if line.startswith(("---", "+++")))
+    header = text.splitlines()[1]
+    assert all(c in header for c in commands) and str(cwd) in header
+    patch_file.parent.mkdir()
+    patch_file.write_text(text)
+    expected = SCRIPT.replace("set_to_none=False", "set_to_none=True")
+    ran = 0
+    for command in commands:
+        if shutil.which(command.split()[0]) is None:
+            continue
+        script.write_text(SCRIPT)
+        done = subprocess.run(["bash", "-c", command], cwd=cwd, capture_output=True, text=True)
+        assert done.returncode == 0, f"{command}: {done.stdout}{done.stderr}"
+        assert script.read_text() == expected, command
+        ran += 1
+    if ran == 0:
+        pytest.skip("neither git nor patch is installed")

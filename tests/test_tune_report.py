@@ -96,6 +96,18 @@ def test_terminal_rendering() -> None:
     assert "now: cpu_compute_bound 70%" in text and "remove_sync" in text and "suggested.patch" in text
 
 
+def test_the_patch_line_gives_the_recorded_commands_and_never_a_generic_one() -> None:
+    """The finding: `git apply` or `patch -p1` was printed while the patch needed `patch -p0` from /."""
+    commands = ["git -C /code apply /runs/out/suggested.patch", "patch -p1 -d /code < out/suggested.patch"]
+    recorded = msgspec.structs.replace(sample_tune(), patch_apply=commands, patch_apply_in="/runs")
+    for tune, wanted in ((recorded, [*commands, "in /runs"]), (sample_tune(), ["the command in its header"])):
+        buffer = io.StringIO()
+        Console(file=buffer, width=400, color_system=None).print(TuneTerminalRenderer().render(tune))
+        line = next(x for x in buffer.getvalue().splitlines() if x.startswith("patch: suggested.patch"))
+        assert all(w in line for w in wanted), line
+        assert line.count("`") == 2 * len(tune.patch_apply)
+
+
 def test_html_page_escapes_what_came_from_the_program() -> None:
     page = TuneHtmlRenderer(patch_text="--- a/x.py\n+<img src=x>").render(sample_tune()).decode()
     assert page.lower().startswith("<!doctype html>") and 'id="fig-ladder"' in page

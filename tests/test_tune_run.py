@@ -68,8 +68,11 @@ def env() -> dict[str, str]:
     return e
 
 
-def run_tune(cwd: Path, out: Path, *args: str, timeout: float = 600) -> tuple[subprocess.CompletedProcess, dict]:
-    done = subprocess.run(tune_cmd(out, *args), cwd=cwd, env=env(), capture_output=True, text=True, timeout=timeout)
+def run_tune(cwd: Path, out: Path, *args: str, timeout: float = 600,
+             columns: int | None = None) -> tuple[subprocess.CompletedProcess, dict]:
+    environment = env() | ({"COLUMNS": str(columns)} if columns else {})
+    done = subprocess.run(tune_cmd(out, *args), cwd=cwd, env=environment, capture_output=True, text=True,
+                          timeout=timeout)
     doc = json.loads((out / "tune.json").read_text()) if (out / "tune.json").exists() else {}
     return done, doc
 
@@ -100,8 +103,10 @@ def test_input_bound_example_keeps_dataloader_workers(tmp_path: Path) -> None:
     # the core count, by a margin that holds when other work slows the step's compute on a shared 2-core machine
     # (benchmarks/bench_tune.py measures the 0.5 ms case: docs/tune.md).
     done, doc = run_tune(tmp_path, out, "--fixes", "dataloader_workers", "--trial-seconds", "0.5", "--budget", "8m",
-                         str(script), "--work", "0", "--io-ms", "2.0", "--steps", "80")
+                         str(script), "--work", "0", "--io-ms", "2.0", "--steps", "80", columns=80)
     assert done.returncode == 0, done.stderr[-3000:]
+    # A pipe keeps to COLUMNS (the closing "wrote FOLDER" line is a path, left whole).
+    assert max(len(line) for line in done.stdout.splitlines() if not line.startswith("stepscope: wrote")) <= 80
     assert tree_hash(project) == before  # the user's script and folder are byte-identical
     assert sorted(p.name for p in tmp_path.iterdir()) == ["project", "tune"]  # nothing written beside them
     assert doc["schema"] == "stepscope.tune/1" and doc["status"] == "finished"
@@ -121,12 +126,18 @@ def test_input_bound_example_keeps_dataloader_workers(tmp_path: Path) -> None:
     steps = min(len(first["losses"]), len(trial["losses"]))
     assert steps >= 20 and first["losses"][:steps] == trial["losses"][:steps]
     assert {"tune.json", "tune.txt", "tune.html", "suggested.patch"} <= {p.name for p in out.iterdir()}
-    if shutil.which("patch") is not None:  # the patch names the script relative to where the tune ran
-        copy = tmp_path / "copy"
+    # Each command printed (and kept in tune.json) applies the patch, run as printed where the tune ran: in a copy.
+    printed = " ".join(done.stdout.split())  # the line wraps at 80 columns
+    assert doc["patch_apply_in"] == str(tmp_path) and all(c in printed for c in doc["patch_apply"])
+    copy = tmp_path / "copy"
+    for command in doc["patch_apply"]:
+        if shutil.which(command.split()[0]) is None:
+            continue
+        shutil.rmtree(copy, ignore_errors=True)
         shutil.copytree(project, copy / "project")
-        applied = subprocess.run(["patch", "-p1", "--batch"], input=(out / "suggested.patch").read_text(), text=True,
-                                 capture_output=True, cwd=copy)
-        assert applied.returncode == 0, applied.stdout + applied.stderr
+        shutil.copytree(out, copy / "tune")
+        applied = subprocess.run(["bash", "-c", command], capture_output=True, text=True, cwd=copy)
+        assert applied.returncode == 0, command + applied.stdout + applied.stderr
         call = next(n for n in ast.walk(ast.parse((copy / "project" / "train.py").read_text()))
                     if isinstance(n, ast.Call) and getattr(n.func, "id", "") == "DataLoader")
         assert {k.arg: ast.unparse(k.value) for k in call.keywords}["num_workers"] == str(workers)

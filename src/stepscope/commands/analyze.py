@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING
 
 from stepscope.commands import ranks
 from stepscope.commands.argtypes import positive_int
-from stepscope.commands.output import write_output
+from stepscope.commands.output import going_on_when_reader_leaves, reader_may_leave, write_output
 from stepscope.commands.predict import add_predict_option, origin_power, request_from_args
 from stepscope.errors import StepscopeError
 
@@ -67,7 +67,7 @@ def run(args: argparse.Namespace) -> int:
                                          batch_size=batch_size, predict=request, power_w=power)
         facts = facts if args.perfetto else None  # only the annotated trace reads them again
     to_stdout = args.json == "-"
-    console = make_console(width=args.width, stderr=to_stdout)
+    console = going_on_when_reader_leaves(make_console(width=args.width, stderr=to_stdout))
     if not args.quiet:
         console.print(render("terminal", report))
     ranks.warn(report, args.quiet)
@@ -83,7 +83,8 @@ def run(args: argparse.Namespace) -> int:
         if path := write_output(args.perfetto, data, "annotated trace"):
             written.append(path)
     if written and not args.quiet:
-        print(f"wrote {', '.join(written)}", file=sys.stderr if to_stdout else sys.stdout)
+        with reader_may_leave():
+            print(f"wrote {', '.join(written)}", file=sys.stderr if to_stdout else sys.stdout, flush=True)
     return 0
 
 

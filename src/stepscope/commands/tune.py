@@ -23,7 +23,7 @@ if TYPE_CHECKING:
     from stepscope.model.tune import Tune
 
 TUNE_JSON, TUNE_TEXT, TUNE_HTML = "tune.json", "tune.txt", "tune.html"
-TEXT_WIDTH = 120
+TEXT_WIDTH = 120  # tune.txt is read in editors, not a terminal (report.txt likewise has a fixed width)
 
 
 def add_parser(sub: argparse._SubParsersAction) -> None:
@@ -104,9 +104,7 @@ def main(args: argparse.Namespace) -> int:
         trial_timeout_s=args.trial_timeout, allow_batch_change=args.allow_batch_change, batch_size=args.batch_size,
         seed=args.seed, final_diagnosis=args.final_diagnosis)
     folder = runfolder.new_run_folder(f"{program.name}-tune", args.out)
-    console = _console(args.width)
-    if args.width is None and not console.is_terminal:
-        console.width = TEXT_WIDTH  # a log or a pipe: wide enough for the ladder
+    console = _console(args.width)  # a pipe keeps to COLUMNS, as analyze does: the tables fit it
     view = _View(console, folder, options.budget_s)
     print(f"stepscope: tuning {' '.join(program.command)} within {options.budget_s:.0f} s; trials in {folder}",
           file=sys.stderr, flush=True)
@@ -175,11 +173,11 @@ class _View:
     def _render(self) -> Any:
         from rich.console import Group
 
-        from stepscope.report.tune import ladder_table, progress_line, to_rich
+        from stepscope.report.tune import ladder_rich, progress_line
 
         parts: list[Any] = []
         if self.tune is not None and self.tune.baseline is not None:
-            parts.append(to_rich(ladder_table(self.tune)))
+            parts.append(ladder_rich(self.tune))
         parts.append(progress_line(self.phase_text, time.monotonic() - self.started, self.budget_s))
         return Group(*parts)
 

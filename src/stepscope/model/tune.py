@@ -122,6 +122,8 @@ class Tune(Struct, kw_only=True):
     baseline_report: str | None = None  # the profiled baseline's report.json, relative to the folder
     final_report: str | None = None  # the tuned configuration's
     notes: list[str] = msgspec.field(default_factory=list)
+    patch_apply: list[str] = msgspec.field(default_factory=list)  # commands, each applying the patch alone
+    patch_apply_in: str | None = None  # the folder they run in: the one the tune ran in
 
 
 def tune_to_json(tune: Tune) -> bytes:

@@ -3,11 +3,10 @@ progress line while it runs, and the page. Every figure is the Tune's own; this 
 
 from __future__ import annotations
 
+import dataclasses
 from typing import Any
 
-from rich import box
-from rich.console import Group, RenderableType
-from rich.table import Table as RichTable
+from rich.console import Console, ConsoleOptions, Group, RenderableType, RenderResult
 from rich.text import Text
 
 from stepscope.model.tune import Trial, Tune
@@ -55,8 +54,8 @@ def ladder_table(tune: Tune) -> Table:
                      Cell(on, t.gain), Cell("~" + _x(t.estimated_speedup) if t.estimated_speedup else "-",
                                             t.estimated_speedup),
                      Cell("kept" if t.accepted else "no", None, "text"), Cell(t.reason, None, "text")])
-    columns = [("rung", ""), ("fix", "text"), (unit(tune), ""), ("vs baseline", ""), ("gain", ""),
-               ("estimated", ""), ("kept", "text"), ("why", "text")]
+    columns = [("rung", ""), ("fix", "text wrap"), (unit(tune), ""), ("vs baseline", ""), ("gain", ""),
+               ("estimated", ""), ("kept", "text"), ("why", "text wrap")]
     return Table(columns, rows, id="ladder", title="Ladder",
                  note="Each rung adds its fix to the last kept rung (the gain is over that rung, which decides); "
                       "speed-ups are medians of unprofiled steps.")
@@ -80,7 +79,7 @@ def not_tried_table(tune: Tune) -> Table | None:
     rows = [[Cell(n.id, None, "text mono"), Cell("~" + _x(n.estimated_speedup) if n.estimated_speedup else "-",
                                                  n.estimated_speedup),
              Cell(n.reason + (f": {n.suggestion}" if n.suggestion else ""), None, "text")] for n in tune.not_tried]
-    return Table([("fix", "text"), ("estimated", ""), ("why not tried", "text")], rows, id="not-tried",
+    return Table([("fix", "text"), ("estimated", ""), ("why not tried", "text wrap")], rows, id="not-tried",
                  title="Not tried")
 
 
@@ -103,17 +102,42 @@ def headline(tune: Tune) -> list[str]:
     return lines
 
 
-def to_rich(table: Table) -> RichTable:
-    """A neutral table drawn in the terminal."""
-    out = RichTable(title=table.title or None, title_justify="left", title_style="bold", box=box.SIMPLE_HEAD,
-                    pad_edge=False)
-    for label, cls in table.columns:
-        text = "text" in cls
-        out.add_column(label, justify="left" if text else "right", overflow="fold",
-                       max_width=48 if label == "why" else None)
-    for row in table.rows:
-        out.add_row(*(Text(c.text) for c in row))
-    return out
+def to_rich(table: Table, droppable: tuple[str, ...] = (), whole: tuple[str, ...] = ()) -> RenderableType:
+    """A neutral table drawn in the terminal as every report draws its tables (fitted to the width it is printed
+    at: text cut or wrapped); where that would break a word of `whole` (a fix id), the `droppable` columns give
+    way first, in order (the JSON and the HTML page keep them)."""
+    return _Narrowed(table, droppable, whole)
+
+
+class _Narrowed:
+    def __init__(self, table: Table, droppable: tuple[str, ...], whole: tuple[str, ...]) -> None:
+        self.table, self.droppable, self.whole = table, droppable, whole
+
+    def __rich_console__(self, console: Console, options: ConsoleOptions) -> RenderResult:
+        from stepscope.report.terminal import table as fitted
+
+        spec = self.table
+        for name in self.droppable:
+            lines = console.render_lines(fitted(spec), options, pad=False)
+            text = "\n".join("".join(segment.text for segment in line) for line in lines)
+            if all(word in text for word in self.whole):
+                break
+            spec = _without(spec, name)
+        yield fitted(spec)
+
+
+def _without(table: Table, label: str) -> Table:
+    keep = [i for i, (name, _) in enumerate(table.columns) if name != label]
+    return dataclasses.replace(table, columns=[table.columns[i] for i in keep],
+                               rows=[[row[i] for i in keep] for row in table.rows],
+                               footer=[[row[i] for i in keep] for row in table.footer])
+
+
+def ladder_rich(tune: Tune) -> RenderableType:
+    """The ladder in the terminal: the estimate, the gain column (its figure is in `why`) and the rung number give
+    way on a narrow terminal before a fix id is broken."""
+    ids = tuple(dict.fromkeys(fix for t in tune.trials for fix in t.tried))
+    return to_rich(ladder_table(tune), ("estimated", "gain", "rung"), ids)
 
 
 def progress_line(phase: str, elapsed_s: float, budget_s: float | None) -> Text:
@@ -126,16 +150,24 @@ def _clock(seconds: float) -> str:
     return f"{m}m{s:02d}s" if m else f"{s}s"
 
 
+def patch_how(tune: Tune) -> str:
+    """The commands that apply the patch, where they run; a tune written before they were recorded points to
+    the patch's header."""
+    if not tune.patch_apply:
+        return "apply it with the command in its header"
+    where = f" in {tune.patch_apply_in}" if tune.patch_apply_in else ""
+    return f"apply it{where} with `{'` or `'.join(tune.patch_apply)}`"
+
+
 class TuneTerminalRenderer:
     """Tune -> a rich renderable."""
 
     def render(self, tune: Tune) -> RenderableType:
-        parts: list[RenderableType] = [Text("\n".join(headline(tune)), style="bold"), to_rich(ladder_table(tune))]
+        parts: list[RenderableType] = [Text("\n".join(headline(tune)), style="bold"), ladder_rich(tune)]
         if (skipped := not_tried_table(tune)) is not None:
-            parts.append(to_rich(skipped))
+            parts.append(to_rich(skipped, ("estimated",), tuple(n.id for n in tune.not_tried)))
         if tune.patch:
-            parts.append(Text(f"patch: {tune.patch} (the kept fixes as code; apply with `git apply` or "
-                              "`patch -p1`)"))
+            parts.append(Text(f"patch: {tune.patch} (the kept fixes as code; {patch_how(tune)})"))
         parts += [Text(f"note: {n}", style="dim") for n in tune.notes]
         return Group(*parts)
 

@@ -3,6 +3,7 @@ child process, building on the fixes kept so far), measure the baseline again, a
 
 from __future__ import annotations
 
+import os
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -280,10 +281,12 @@ class Tuner:
                     else "not measured together (each was measured on the rung it was tried on)")
         header = [f"stepscope tune: kept {', '.join(applied)}, {measured} on {where}"]
         params = {f: self.tune.applied_params.get(f, {}) for f in applied}
-        text, unplaced = suggest(params, applied, self.current.settings, device.kind if device else "cpu", header)
+        text, unplaced, commands = suggest(params, applied, self.current.settings, device.kind if device else "cpu",
+                                           header, str(self.folder / PATCH))
         if text:
             write_atomic(self.folder / PATCH, text, what="patch")
             self.tune.patch = PATCH
+            self.tune.patch_apply, self.tune.patch_apply_in = commands, os.getcwd()
         for fix in unplaced:
             self.tune.notes.append(f"{fix} is not in the patch (its place in the code was not found): "
                                    f"{FIXES[fix].code}")

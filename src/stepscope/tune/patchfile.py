@@ -10,6 +10,7 @@ from __future__ import annotations
 import ast
 import difflib
 import os
+import shlex
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -55,22 +56,48 @@ class Patchwork:
 
 
 def suggest(applied_params: dict[str, dict[str, Any]], applied: list[str], settings: Settings, device_kind: str,
-            header: list[str]) -> tuple[str | None, list[str]]:
-    """The unified diff (None when nothing could be placed) and the fixes it could not place, in words."""
+            header: list[str], patch_file: str = "suggested.patch") -> tuple[str | None, list[str], list[str]]:
+    """The unified diff (None when nothing could be placed), the fixes it could not place, in words, and the
+    commands that apply it from the working folder once it is written at `patch_file`."""
     work = Patchwork()
     for fix in applied:
         params = applied_params.get(fix, {})
         if not _place(work, fix, params, settings, device_kind):
             work.unplaced.append(fix)
-    diffs = [_diff(edits) for edits in work.files.values()]
+    changed = [edits for edits in work.files.values() if _diff(edits, os.sep)]
+    base = patch_base([edits.path for edits in changed])
+    diffs = [_diff(edits, base) for edits in changed]
     body = "".join(d for d in diffs if d)
     if not body:
-        return None, work.unplaced
-    inside = all(not os.path.isabs(display_path(p)) for p in work.files)
-    how = ("apply with: git apply suggested.patch (or: patch -p1 < suggested.patch)" if inside
-           else "apply with: patch -p0 < suggested.patch (paths are absolute: the files are outside this folder)")
+        return None, work.unplaced, []
+    commands = apply_commands(base, patch_file)
+    how = f"apply in {os.getcwd()} (the folder the tune ran in) with: `{'` or `'.join(commands)}`"
     notes = [*header, how, *(f"not placed automatically: {f}" for f in work.unplaced)]
-    return "".join(f"# {line}\n" for line in notes) + body, work.unplaced
+    return "".join(f"# {line}\n" for line in notes) + body, work.unplaced, commands
+
+
+def patch_base(paths: list[str]) -> str:
+    """The folder the patch's names are relative to: the working folder when every file is under it, else the
+    files' deepest common folder (git apply and GNU patch refuse absolute names and `..`)."""
+    cwd = os.getcwd()
+    full = [os.path.abspath(p) for p in paths]
+    if all(_under(p, cwd) for p in full):
+        return cwd
+    return os.path.commonpath([os.path.dirname(p) for p in full])
+
+
+def apply_commands(base: str, patch_file: str) -> list[str]:
+    """Commands that each apply a patch whose names are `a/`/`b/` + the path relative to `base`, typed in the
+    working folder: run there when `base` is the working folder, else pointed at `base`."""
+    shown = os.path.relpath(patch_file) if _under(os.path.abspath(patch_file), os.getcwd()) else patch_file
+    if base == os.getcwd():
+        return [f"git apply {shlex.quote(shown)}", f"patch -p1 < {shlex.quote(shown)}"]
+    full = shlex.quote(os.path.abspath(patch_file))  # git -C resolves the patch's path in `base`
+    return [f"git -C {shlex.quote(base)} apply {full}", f"patch -p1 -d {shlex.quote(base)} < {shlex.quote(shown)}"]
+
+
+def _under(path: str, folder: str) -> bool:
+    return os.path.commonpath([path, folder]) == folder
 
 
 def _place(work: Patchwork, fix: str, params: dict[str, Any], settings: Settings, device_kind: str) -> bool:
@@ -225,7 +252,7 @@ def _after_imports(work: Patchwork, settings: Settings, fix: str) -> bool:
     return True
 
 
-def _diff(edits: FileEdits) -> str:
+def _diff(edits: FileEdits, base: str) -> str:
     source = edits.source
     for (start, end), (_, text) in sorted(edits.keywords.items(), key=lambda kv: (kv[0], kv[1][0]), reverse=True):
         source = source[:start] + text + source[end:]
@@ -243,16 +270,9 @@ def _diff(edits: FileEdits) -> str:
     original = edits.source.splitlines(keepends=True)
     if lines == original:
         return ""
-    name = display_path(edits.path)
-    old, new = (name, name) if os.path.isabs(name) else (f"a/{name}", f"b/{name}")
-    return "".join(difflib.unified_diff(original, lines, fromfile=old, tofile=new))
+    name = Path(os.path.relpath(os.path.abspath(edits.path), base)).as_posix()
+    return "".join(difflib.unified_diff(original, lines, fromfile=f"a/{name}", tofile=f"b/{name}"))
 
 
 def _indent(line: str) -> str:
     return line[: len(line) - len(line.lstrip())]
-
-
-def display_path(path: str) -> str:
-    """The path as the patch names it: relative to the working folder when inside it (git apply, patch -p1)."""
-    relative = os.path.relpath(path)
-    return path if relative.startswith("..") else relative
