@@ -8,6 +8,7 @@ import ast
 import hashlib
 import json
 import os
+import re
 import shutil
 import signal
 import subprocess
@@ -204,12 +205,15 @@ def test_cpu_bound_convolutional_example_keeps_only_what_is_faster(tmp_path: Pat
                          str(EXAMPLES / "cifar_resnet.py"), "--image-size", "32", "--steps", "40",
                          "--num-images", "640", timeout=400)
     assert done.returncode == 0, done.stderr[-3000:]
-    band = doc["baseline"]["noise_band"]
     seen = {f for t in doc["trials"] for f in t["tried"]} | {n["id"] for n in doc["not_tried"]}
     assert {"channels_last", "amp"} <= seen
     for t in doc["trials"]:
         if t["accepted"]:
-            assert t["gain"] > 1 + band and t["reason"].startswith("faster")
+            # Each trial's own band: the drift is spread over the runs between the two compared (docs/tune.md),
+            # so the baseline's whole-run band (18% in one CI run) is not the bar a trial one run apart clears.
+            band = re.search(r"noise band ±(\d+)%", t["reason"])
+            assert t["reason"].startswith("faster") and band is not None, t["reason"]
+            assert t["gain"] > 1 + int(band.group(1)) / 100 - 0.005  # the band is printed rounded to 1%
             assert t["numerics"] is not None and t["numerics"]["ok"]
         else:
             assert t["reason"].startswith(("slower", "within noise", "numerics changed", "the program", "timed out"))

@@ -47,7 +47,7 @@ class Baseline(Struct, kw_only=True):
     spread: float | None  # the relative standard error of that median (each run's step spread is in `runs`)
     runs: list[Measurement]  # first and last
     patterns: list[PatternShare]
-    noise_band: float | None = None  # a gain must exceed 1 + this to be kept
+    noise_band: float | None = None  # over the whole tune; each trial's own band is in its reason (docs/tune.md)
     drift: float | None = None  # |last - first| / mean of the two runs' medians
     step_source: str | None = None
     batch_size: int | None = None
