@@ -113,3 +113,21 @@ def test_every_nccl_kernel_of_a_large_trace_is_one_collective() -> None:
     c = summarize_file(path).collectives
     assert len(c) == len(kernels) == 2020
     assert KINETO.exists()
+
+
+def test_a_collective_cut_by_the_end_of_profiling_leaves_its_step_out_of_the_ranks_own_verdict() -> None:
+    """Rank 2 of the DataLoader straggler (its loader sleeps 15 ms a batch, MANIFEST.md): its last gloo:all_reduce
+    runs to the trace's last instant (82 ms, the profiler stopped while it waited) inside ProfilerStep#5. Counted,
+    that step made the rank's own verdict "communication bound 58%" beside a cross-rank wait of 0; left out, the
+    verdict is its DataLoader."""
+    path = GLOO / "dataloader_straggler" / "rank2.json.gz"
+    events = [e for e in json.loads(gzip.decompress(path.read_bytes()))["traceEvents"] if e.get("ph") == "X"]
+    trace_end = max(e["ts"] + e["dur"] for e in events)
+    last = max((e for e in events if e["name"] == "gloo:all_reduce"), key=lambda e: e["ts"])
+    step5 = next(e for e in events if e["name"] == "ProfilerStep#5")
+    assert abs(last["ts"] + last["dur"] - trace_end) < 1e-3 and step5["ts"] < last["ts"] < step5["ts"] + step5["dur"]
+    report = analyze(path)
+    assert [s.id for s in report.steps] == ["2", "3", "4"]
+    assert any(d.startswith("step 5: its gloo:all_reduce runs to the end of the trace") for d in
+               report.summary.dropped_steps)
+    assert report.patterns[0].id == "input_bound"

@@ -6,12 +6,11 @@ import re
 
 import numpy as np
 
-from stepscope.analysis.steps import PROFILER_STEP
+from stepscope.analysis.steps import COLLECTIVE_OP, PROFILER_STEP
 from stepscope.trace.model import Kind, Trace
 
 COLLECTIVE_KERNEL = re.compile(r"^(void )?(nccl|rccl|ncclDevKernel|ncclKernel)", re.IGNORECASE)
 # Host ops whose time is communication (DESIGN.md: `nccl:*`, `gloo:*` collectives and their peers).
-COLLECTIVE_OP = re.compile(r"^(nccl|gloo|rccl|hccl|mpi|ucc):")
 # Ops that launch collective kernels; their kernels are communication even when oddly named.
 COLLECTIVE_LAUNCHER = re.compile(r"^(nccl|gloo|rccl|hccl|mpi|ucc):|^c10d::|^record_param_comms$")
 DATALOADER = re.compile(r"^enumerate\(DataLoader\)#.*__next__|^enumerate\(DataPipe\)#")

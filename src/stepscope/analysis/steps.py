@@ -14,6 +14,9 @@ from stepscope.trace.model import Kind, Trace
 from stepscope.trace.source_annotations import OWN_ANNOTATION_PREFIX
 
 PROFILER_STEP = re.compile(r"^ProfilerStep#(\d+)$")
+# A communication backend's own range around a collective (the breakdown's communication ops).
+COLLECTIVE_OP = re.compile(r"^(nccl|gloo|rccl|hccl|mpi|ucc):")
+CUT_TOLERANCE_NS = 1_000  # an op ending this close to the trace's last instant was cut by the profiler's stop
 OPTIMIZER_STEP = re.compile(r"^Optimizer\.step#")
 PHASE_ANNOTATION = re.compile(r"^## .* ##$")
 # A cut-off last step: fewer GPU activities than this fraction of its predecessor's.
@@ -271,11 +274,28 @@ def _stretch_to_gpu(trace: Trace, ids: list[str], cpu_start: np.ndarray, cpu_end
                 f"step {ids[last]}: {counts[last]} GPU activities vs {counts[last - 1]} in the step before "
                 "(cut off by the end of profiling)"
             )
+    kept = np.flatnonzero(keep)
+    if len(kept) > 1 and (cut := _collective_cut_by_the_end(trace, start[kept[-1]], end[kept[-1]])):
+        keep[kept[-1]] = False
+        dropped.insert(0, f"step {ids[kept[-1]]}: its {cut} runs to the end of the trace (cut off by the end of "
+                          "profiling: the step's wait in it is not its own)")
     return Steps(
         ids=tuple(i for i, k in zip(ids, keep, strict=True) if k),
         start=start[keep], end=end[keep], cpu_start=cpu_start[keep], cpu_end=cpu_end[keep],
         gpu_activity_count=counts[keep], source=source, dropped=(*notes, *reversed(dropped)),
     )
+
+
+def _collective_cut_by_the_end(trace: Trace, start: int, end: int) -> str | None:
+    """The name of a collective range in [start, end) that ends where the trace ends: the profiler stopped while it
+    ran (a rank waiting for peers that had stopped profiling), so its length says nothing of this rank."""
+    ev = trace.events
+    if not len(ev):
+        return None
+    host = ev.of_kind(Kind.CPU_OP, Kind.USER_ANNOTATION, Kind.PYTHON)
+    rows = np.flatnonzero(host & trace.names_where(lambda s: COLLECTIVE_OP.match(s) is not None)
+                          & (ev.end >= ev.end.max() - CUT_TOLERANCE_NS) & (ev.start < end) & (ev.end > start))
+    return trace.name_of(int(rows[0])) if len(rows) else None
 
 
 def _end_of_earlier_gpu_work(trace: Trace, unmatched_rows: np.ndarray, first_gpu_start: int, default: int) -> int:
