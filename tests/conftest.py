@@ -26,3 +26,15 @@ def builder():
     from builder import TraceBuilder
 
     return TraceBuilder()
+
+
+@pytest.fixture
+def one_torch_thread():
+    """torch on one thread while a test runs: on the shared 2-core machine OpenMP threads would only wait on
+    each other (tests that run programs in this process use it, `pytestmark = usefixtures(...)`)."""
+    import torch  # here, not at the top: most tests never need torch
+
+    before = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(before)

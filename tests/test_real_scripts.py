@@ -15,13 +15,7 @@ torch = pytest.importorskip("torch")
 from stepscope.cli import main as cli_main  # noqa: E402
 from stepscope.model.report import Report, from_json  # noqa: E402
 
-
-@pytest.fixture(autouse=True)
-def one_thread():
-    before = torch.get_num_threads()
-    torch.set_num_threads(1)  # the shared 2-core machine: OpenMP threads would only wait on each other
-    yield
-    torch.set_num_threads(before)
+pytestmark = pytest.mark.usefixtures("one_torch_thread")
 
 
 def run(tmp_path: Path, source: str, *options: str, capfd: pytest.CaptureFixture[str] | None = None) -> Report:

@@ -45,13 +45,7 @@ print("program finished")
 """
 
 
-@pytest.fixture(autouse=True)
-def one_thread():
-    # Tiny ops on a shared 2-core machine: OpenMP threads only add waiting.
-    before = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(before)
+pytestmark = pytest.mark.usefixtures("one_torch_thread")
 
 
 def write(path: Path, source: str) -> Path:

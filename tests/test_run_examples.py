@@ -17,12 +17,7 @@ from stepscope.model.report import Report, from_json  # noqa: E402
 EXAMPLES = Path(__file__).resolve().parent.parent / "examples"
 
 
-@pytest.fixture(autouse=True)
-def one_thread():
-    before = torch.get_num_threads()
-    torch.set_num_threads(1)  # the shared 2-core machine: OpenMP threads would only wait on each other
-    yield
-    torch.set_num_threads(before)
+pytestmark = pytest.mark.usefixtures("one_torch_thread")
 
 
 def run_example(tmp_path: Path, name: str, *args: str) -> Report:
@@ -40,7 +35,7 @@ def run_example_alone(tmp_path: Path, name: str, *args: str) -> Report:
     if not script.is_file():
         pytest.skip(f"{script} is not there")
     out = tmp_path / "run"
-    env = {**os.environ, "OMP_NUM_THREADS": "1"}  # as the one_thread fixture does in this process
+    env = {**os.environ, "OMP_NUM_THREADS": "1"}  # as the one_torch_thread fixture does in this process
     done = subprocess.run([sys.executable, "-m", "stepscope", "run", "--out", str(out), str(script), *args],
                           capture_output=True, text=True, env=env, timeout=600)
     assert done.returncode == 0, done.stderr[-2000:]

@@ -31,6 +31,15 @@ from stepscope.capture.window import ProfilerWindow
 TRACE_NAME = "trace.json.gz"
 # Where a batch size came from, strongest first: the user's word, what the loader yields, the model's input.
 BATCH_SIZE_SOURCES = ("user", "trainer", "dataloader", "model input")
+
+
+def stronger_batch_size(current: tuple[int | None, str | None], size: int | None,
+                        source: str) -> tuple[int | None, str | None]:
+    """(batch size, its source) after `size` from `source` is seen: it replaces one from a weaker source."""
+    rank = BATCH_SIZE_SOURCES.index
+    if not size or (current[1] is not None and rank(source) >= rank(current[1])):
+        return current
+    return int(size), source
 # After a provisional window of backward passes, how many more to wait for an optimizer step (gradient
 # accumulation) before taking backward passes as the steps (a loop that updates weights by hand).
 WAIT_FOR_OPTIMIZER = 256
@@ -279,11 +288,8 @@ class CaptureSession:
 
     def set_batch_size(self, size: int | None, source: str) -> None:
         """Samples per step, from `source` (one of BATCH_SIZE_SOURCES); a stronger source replaces a weaker."""
-        if not size:
-            return
-        current = self.batch_size_source
-        if current is None or BATCH_SIZE_SOURCES.index(source) < BATCH_SIZE_SOURCES.index(current):
-            self.batch_size, self.batch_size_source = int(size), source
+        self.batch_size, self.batch_size_source = stronger_batch_size(
+            (self.batch_size, self.batch_size_source), size, source)
 
     # -- the end ---------------------------------------------------------------------------------------
 

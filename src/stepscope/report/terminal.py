@@ -148,10 +148,10 @@ def _fitted_table(spec: CellTable, width: int | None) -> Table:
     # A text column empty in every row (no fix has a location) says nothing: it gives its width to the others.
     keep = [i for i, (_, cls) in enumerate(spec.columns)
             if "text" not in cls.split() or not rows or any(row[i].text for row in [*rows, *spec.footer])]
-    widths: dict[int, int] | None = {}
+    widths: dict[int, int] = {}
     if width is not None:
         keep, left_out = _columns_that_fit(spec, rows, width, keep)
-        widths = _text_widths(spec, rows, width, keep) or _text_widths(spec, rows, width, keep, squeeze=True) or {}
+        widths = _text_widths(spec, rows, width, keep)
         if left_out:
             out.caption = " ".join(filter(None, [spec.note, f"Left out at this width: {', '.join(left_out)} (the "
                                                             "HTML page and the JSON have them)."]))
@@ -201,10 +201,9 @@ def _columns_that_fit(spec: CellTable, rows: list, width: int, keep: list[int]) 
     return keep, left_out
 
 
-def _text_widths(spec: CellTable, rows: list, width: int, keep: list[int],
-                 squeeze: bool = False) -> dict[int, int] | None:
-    """Column index -> width for the kept text columns: what the numeric columns leave, shared by natural
-    width; None when that leaves under COMFORTABLE_TEXT_WIDTH each (unless `squeeze`)."""
+def _text_widths(spec: CellTable, rows: list, width: int, keep: list[int]) -> dict[int, int]:
+    """Column index -> width for the kept text columns: what the numeric columns leave (at least
+    MIN_TEXT_WIDTH each; _columns_that_fit chose the columns so that it is), shared by natural width."""
     longest = {i: max([len(_header(spec.columns[i][0])), *(len(row[i].text) for row in rows)]) for i in keep}
     # Prose wraps and a path is cut on the left: each claims its share as if a comfortable width long, then
     # takes what is left over.
@@ -216,8 +215,6 @@ def _text_widths(spec: CellTable, rows: list, width: int, keep: list[int],
         return {}  # numbers only: nothing to cut or drop
     # Columns are padded by one on each inner side and the box puts a space between columns and at the edges.
     free = width - sum(natural[i] for i in keep if i not in texts) - (3 * len(keep) - 1) - 1
-    if free < COMFORTABLE_TEXT_WIDTH * len(texts) and not squeeze:
-        return None
     free = max(free, MIN_TEXT_WIDTH * len(texts))
     total = sum(natural[i] for i in texts) or 1
     out = {}

@@ -18,7 +18,7 @@ from collections.abc import Callable
 from typing import Any
 
 from stepscope.capture.arbiter import Mark, StepArbiter
-from stepscope.capture.session import BATCH_SIZE_SOURCES, StopProgram
+from stepscope.capture.session import StopProgram, stronger_batch_size
 
 ABORT_MIN_NS = 2e9  # a trial is stopped for slowness only after this much time in its slow steps
 
@@ -64,11 +64,8 @@ class StepClock:
             self._stop_program()
 
     def set_batch_size(self, size: int | None, source: str) -> None:
-        if not size:
-            return
-        current = self.batch_size_source
-        if current is None or BATCH_SIZE_SOURCES.index(source) < BATCH_SIZE_SOURCES.index(current):
-            self.batch_size, self.batch_size_source = int(size), source
+        self.batch_size, self.batch_size_source = stronger_batch_size(
+            (self.batch_size, self.batch_size_source), size, source)
 
     @property
     def completed(self) -> int:
