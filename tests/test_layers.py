@@ -19,12 +19,14 @@ ALLOWED: dict[str, set[str]] = {
     "trace": {"errors"},
     "analysis": {"trace", "errors", "hardware"},  # the hardware table: peaks for MFU and the roofline
     "attribution": {"trace"},
-    "advice": {"analysis", "trace", "model", "errors", "units"},
+    # The step's graph and its replay: below advice and predict, above analysis (steps, launch links, syncs).
+    "replay": {"analysis", "trace", "errors"},
+    "advice": {"analysis", "replay", "trace", "model", "errors", "units"},
     # Renderers format what they are handed; the Perfetto renderer is handed the trace and its annotations.
     "report": {"model", "trace.model", "analysis.annotations", "errors", "version", "units"},
     "capture": {"attribution", "trace", "errors", "version", "atomic"},
     # Predict reads the facts (and the pattern classifier, to name a replayed step's bottleneck) and the hardware.
-    "predict": {"analysis", "advice", "trace", "hardware", "model", "errors"},
+    "predict": {"analysis", "advice", "replay", "trace", "hardware", "model", "errors"},
     # Tune runs programs through capture in child processes and reads the reports they write; the profiled child
     # writes them through runreport, as `stepscope run` does.
     "tune": {"capture", "model", "errors", "version", "runreport", "atomic"},

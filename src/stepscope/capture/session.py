@@ -14,7 +14,6 @@ never trains keeps the provisional window, said to be inference or evaluation on
 from __future__ import annotations
 
 import _thread
-import os
 import threading
 import time
 from collections.abc import Callable, Sequence
@@ -26,9 +25,12 @@ from stepscope.capture.arbiter import Mark, StepArbiter
 from stepscope.capture.cycle import DONE, REFERENCE, SKIP, WINDOW, Cycle
 from stepscope.capture.options import CaptureOptions
 from stepscope.capture.overhead import Reference
+from stepscope.capture.settle import calibrate_window, settle_timing, settle_traces
 from stepscope.capture.window import ProfilerWindow
 
 TRACE_NAME = "trace.json.gz"
+# Steps after the window before the reference slice: the first pays for the export (memory freed, caches cold).
+SETTLE_STEPS = 1
 # Where a batch size came from, strongest first: the user's word, what the loader yields, the model's input.
 BATCH_SIZE_SOURCES = ("user", "trainer", "dataloader", "model input")
 
@@ -74,6 +76,8 @@ class CaptureResult:
     settings: Any = None  # capture.settings.Settings, when read
     failure: str | None = None  # why the profiler recorded nothing, when it failed (also among the notes)
     notes: list[str] = field(default_factory=list)
+    timing_path: Path | None = None  # the timing pass's trace, when there was one
+    calibration: dict[str, Any] | None = None  # capture.calibrate.ProfilerCost of the timing trace's settings
 
     @property
     def samples_per_step(self) -> int | None:
@@ -123,8 +127,9 @@ class CaptureSession:
         return self.cycle.window
 
     def _cycle(self, leader: str | None, index: int) -> Cycle:
-        name = self.trace_name if index == 0 else f"trace-{index}.json.gz"  # the reported one is renamed at the end
-        return Cycle(self.spec, leader, self.out_dir / name)
+        suffix = "" if index == 0 else f"-{index}"  # the reported cycle's files are renamed at the end
+        name = self.trace_name if index == 0 else f"trace{suffix}.json.gz"
+        return Cycle(self.spec, leader, self.out_dir / name, timing_path=self.out_dir / f"timing{suffix}.json.gz")
 
     # -- the boundary ----------------------------------------------------------------------------------
 
@@ -191,9 +196,13 @@ class CaptureSession:
                 t_next = time.perf_counter_ns()
         elif c.phase == WINDOW:
             t_next = self._window_step(c, completed)
-        elif c.phase == REFERENCE and completed - (c.window_end or 0) >= self.spec.reference_steps:
-            c.times.end_slice(completed)
-            c.phase = DONE
+        elif c.phase == REFERENCE:
+            after = completed - (c.window_end or 0)
+            if after == SETTLE_STEPS:
+                t_next = c.times.begin_slice(completed)
+            elif after >= SETTLE_STEPS + self.spec.reference_steps:
+                c.times.end_slice(completed)
+                c.phase = DONE
         c.times.begin_step(t_next)
         return self._cycle_done() if c.phase == DONE else False
 
@@ -208,13 +217,13 @@ class CaptureSession:
                 self._tell_started()
             return time.perf_counter_ns()
         self._window_ended(c, completed)
-        if c.phase == REFERENCE:
+        if c.phase == REFERENCE and SETTLE_STEPS == 0:
             return c.times.begin_slice(completed)
         return time.perf_counter_ns()
 
     def _start_window(self, first_step: int) -> None:
         c = self.cycle
-        c.window = ProfilerWindow(self.spec, first_step, c.trace_path)
+        c.window = ProfilerWindow(self.spec, first_step, c.trace_path, c.timing_path)
         c.phase = WINDOW
         try:
             c.window.start()
@@ -257,8 +266,16 @@ class CaptureSession:
         if exported is None or exported.path is None:
             c.failure = f"the profiler wrote no trace ({exported.error if exported else 'no export'})"
             c.notes.append(c.failure)
+        elif self.spec.calibrate:
+            self._calibrate(c)
         c.window_end = completed
         c.phase = REFERENCE if self.spec.reference_steps > 0 else DONE
+
+    def _calibrate(self, c: Cycle) -> None:
+        assert c.window is not None
+        c.calibration, note = calibrate_window(c.window)
+        if note:
+            c.notes.append(note)
 
     def _cycle_done(self) -> bool:
         """The cycle's window and reference are done: finish, or wait for a stronger source."""
@@ -310,6 +327,14 @@ class CaptureSession:
                     getattr(listener, "session_closed", lambda: None)()
             return self._result()
 
+    def _settle_timing(self, c: Cycle) -> Path | None:
+        path, notes = settle_timing(self.cycles, c, self.out_dir)
+        self.notes.extend(notes)
+        return path
+
+    def _settle_traces(self, c: Cycle) -> Path | None:
+        return settle_traces(self.cycles, c, self.out_dir / self.trace_name)
+
     def _reported(self) -> Cycle:
         """The cycle whose window is the answer: the last one that recorded steps, else the last."""
         return next((c for c in reversed(self.cycles) if c.recorded and c.exported), self.cycle)
@@ -337,6 +362,8 @@ class CaptureSession:
             settings=next((getattr(x, "settings", None) for x in self.listeners if getattr(x, "settings", None)),
                           None),
             failure=c.failure,
+            timing_path=self._settle_timing(c),
+            calibration=c.calibration,
             notes=[*self._replaced_notes(c), *c.notes, *self.notes,
                    *(n for listener in self.listeners for n in getattr(listener, "notes", ()))],
         )
@@ -353,21 +380,6 @@ class CaptureSession:
         return [f"an earlier window recorded {x.recorded} {x.leader} steps with no "
                 f"{'optimizer step' if x.leader == 'backward' else 'backward pass'} (evaluation or a warm-up before "
                 f"training?); the window of {c.leader} steps replaces it" for x in earlier if c.recorded]
-
-    def _settle_traces(self, c: Cycle) -> Path | None:
-        """The reported cycle's trace becomes the trace; the others' files are removed."""
-        keep = c.exported
-        for other in self.cycles:
-            path = other.exported
-            if other is not c and path is not None and path != keep and path.exists():
-                path.unlink()
-        if keep is None:
-            return None
-        final = self.out_dir / self.trace_name
-        if keep != final:
-            os.replace(keep, final)
-        return final
-
 
 # -- the session `stepscope.step()` reports to ------------------------------------------------------------
 
