@@ -50,6 +50,8 @@ NOT_LOADED_BY: dict[str, tuple[str, ...]] = {
     "stepscope.ranks.summarize": ("stepscope.report", "stepscope.pipeline", "stepscope.capture"),
 }
 NOBODY_IMPORTS = {"cli"}
+# The trace readers: one sub-package each, used from outside only through the names its __init__ exports.
+READERS = ("kineto", "nsys")
 
 
 def imports_of(path: Path) -> set[str]:
@@ -92,3 +94,23 @@ def test_importing_a_layer_loads_nothing_above_it(module: str) -> None:
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout.split()
     loaded = [m for m in out if any(m == f or m.startswith(f + ".") for f in NOT_LOADED_BY[module])]
     assert not loaded, f"importing {module} loaded {loaded}"
+
+
+@pytest.mark.parametrize("reader", READERS)
+def test_each_reader_is_a_sub_package_used_through_its_exports(reader: str) -> None:
+    trace = PACKAGE / "trace"
+    assert (trace / reader / "__init__.py").is_file()
+    assert not sorted(trace.glob(f"{reader}*.py")), "reader modules belong inside the sub-package"
+    exported = set(__import__(f"stepscope.trace.{reader}", fromlist=["__all__"]).__all__)
+    bad = []
+    for path in sorted(PACKAGE.rglob("*.py")):
+        inside = path.is_relative_to(trace / reader)
+        for target in imports_of(path):
+            parts = target.split(".")
+            if parts[:2] != ["trace", reader] or inside:
+                if inside and parts[:1] == ["trace"] and parts[1:2] != [reader] and parts[1] in READERS:
+                    bad.append(f"{path.relative_to(PACKAGE)} imports the other reader: stepscope.{target}")
+                continue
+            if len(parts) < 3 or parts[2] not in exported:
+                bad.append(f"{path.relative_to(PACKAGE)} imports stepscope.{target}, not an export of trace.{reader}")
+    assert not bad, "\n".join(bad)

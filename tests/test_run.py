@@ -178,6 +178,46 @@ def test_program_failure_keeps_results_and_exit_code(tmp_path: Path, capfd: pyte
     assert out.strip().splitlines()[-1].startswith(f"stepscope: wrote {out_dir}/")
 
 
+# Fails inside the recorded window: in a DataLoader worker (the error comes back through the DataLoader's
+# __next__, which attribution wraps) or in a torch call (which attribution's mode sees first).
+FAIL_IN_WINDOW = """
+import sys
+import torch
+from torch.utils.data import DataLoader, Dataset
+
+class Data(Dataset):
+    def __len__(self):
+        return 16 * 40
+    def __getitem__(self, i):
+        if i == 16 * 9 and sys.argv[1] == "worker":
+            raise ValueError("bad sample 144")
+        return torch.randn(32), 1
+
+model = torch.nn.Linear(32, 4)
+opt = torch.optim.SGD(model.parameters(), lr=0.1)
+if __name__ == "__main__":
+    for i, (x, y) in enumerate(DataLoader(Data(), batch_size=16, num_workers=1)):
+        loss = model(x if i != 9 or sys.argv[1] == "worker" else x[:, :3]).sum()
+        opt.zero_grad()
+        loss.backward()
+        opt.step()
+"""
+
+
+@pytest.mark.parametrize(("where", "frames_of_the_program"), [
+    ("worker", ((17, "<module>"), (11, "__getitem__"))), ("op", ((18, "<module>"),))])
+def test_the_programs_traceback_holds_no_stepscope_frame(tmp_path: Path, capfd: pytest.CaptureFixture[str],
+                                                          where: str, frames_of_the_program: tuple) -> None:
+    script = write(tmp_path / "train.py", FAIL_IN_WINDOW)
+    code, _, err = run(capfd, "--out", tmp_path / "out", script, where)
+    assert code == 1 and "Traceback" in err
+    frames = [line.strip() for line in err.splitlines() if line.strip().startswith('File "')]
+    assert [f for f in frames if "train.py" in f] == [f'File "{script}", line {n}, in {fn}'
+                                                       for n, fn in frames_of_the_program]
+    assert not [f for f in frames if "stepscope" in f], frames
+    assert "runpy" not in err
+
+
 def test_failure_before_the_window_writes_what_there_is(tmp_path: Path,
                                                        capfd: pytest.CaptureFixture[str]) -> None:
     script = write(tmp_path / "train.py", TRAIN)

@@ -12,7 +12,7 @@ from stepscope.trace.model import Trace
 
 
 def export_and_read(path: Path) -> Trace:
-    from stepscope.trace.nsys import read_nsys
+    from stepscope.trace.nsys.reader import read_nsys
 
     if not path.exists():
         raise StepscopeError(f"{path}: no such file or folder")

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from stepscope.trace.kineto_schema import Scalar
+from stepscope.trace.kineto.schema import Scalar
 from stepscope.trace.model import NONE
 
 

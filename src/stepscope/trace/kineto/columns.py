@@ -9,7 +9,7 @@ from pathlib import Path
 import numpy as np
 
 from stepscope.errors import StepscopeError
-from stepscope.trace.kineto_dialect import (
+from stepscope.trace.kineto.dialect import (
     CATEGORY_KIND,
     MEMORY_EVENT_NAME,
     OTHER_ACCELERATOR_DEVICE_CATEGORIES,
@@ -17,10 +17,10 @@ from stepscope.trace.kineto_dialect import (
     SKIPPED_CATEGORIES,
     parse_memcpy_name,
 )
-from stepscope.trace.kineto_inputs import InputsInterner
-from stepscope.trace.kineto_meta import trace_meta
-from stepscope.trace.kineto_schema import Args, Instant, InstantUpper, Metadata, Scalar, Span, TraceFile
-from stepscope.trace.kineto_values import as_int, float_column, int_column
+from stepscope.trace.kineto.inputs import InputsInterner
+from stepscope.trace.kineto.meta import trace_meta
+from stepscope.trace.kineto.schema import Args, Instant, InstantUpper, Metadata, Scalar, Span, TraceFile
+from stepscope.trace.kineto.values import as_int, float_column, int_column
 from stepscope.trace.model import NONE, Events, Kind, MemoryEvents, Trace
 from stepscope.trace.names import MAX_NAME_CHARS, bounded_name
 from stepscope.trace.source_annotations import OWN_ANNOTATION_PREFIX

@@ -6,9 +6,9 @@ from pathlib import Path
 
 import numpy as np
 
-from stepscope.trace.kineto_dialect import accelerator_of
-from stepscope.trace.kineto_schema import DeviceProperties, Scalar, TraceFile
-from stepscope.trace.kineto_values import as_int
+from stepscope.trace.kineto.dialect import accelerator_of
+from stepscope.trace.kineto.schema import DeviceProperties, Scalar, TraceFile
+from stepscope.trace.kineto.values import as_int
 from stepscope.trace.model import DeviceInfo, Events, Kind, TraceMeta
 from stepscope.trace.names import bounded_name
 

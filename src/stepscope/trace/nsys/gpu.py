@@ -7,7 +7,7 @@ from collections.abc import Iterable
 import numpy as np
 
 from stepscope.trace.model import CopyKind, HostMemory, Kind
-from stepscope.trace.nsys_db import INVALID_ID, KERNEL, MEMCPY, MEMSET, SYNC, Block, NsysDatabase, absent_if
+from stepscope.trace.nsys.db import INVALID_ID, KERNEL, MEMCPY, MEMSET, SYNC, Block, NsysDatabase, absent_if
 
 # Enum values for exports without ENUM_* tables (nsys docs, "CUDA copyKind/memoryKind enum").
 MEMCPY_KIND_FALLBACK = {

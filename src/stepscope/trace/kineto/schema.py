@@ -24,7 +24,7 @@ class Args(msgspec.Struct, gc=False):
     stream: Scalar = None
     bytes: Scalar = None
     flops: Scalar = None
-    # record_shapes: kept raw and interned (kineto_inputs), decoded once per distinct signature
+    # record_shapes: kept raw and interned (kineto.inputs), decoded once per distinct signature
     input_dims: msgspec.Raw = msgspec.field(default=msgspec.Raw(), name="Input Dims")  # empty when absent
     input_type: msgspec.Raw = msgspec.field(default=msgspec.Raw(), name="Input type")
     concrete: msgspec.Raw = msgspec.field(default=msgspec.Raw(), name="Concrete Inputs")

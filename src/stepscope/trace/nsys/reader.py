@@ -2,7 +2,7 @@
 
 Columns come out of SQLite with one query per table and go straight into numpy; names are looked up
 once per distinct string id. nsys already stores integer nanoseconds, so times are only shifted.
-The tables are read by nsys_gpu (GPU activities), nsys_host (host threads) and nsys_meta (metadata).
+The tables are read by `gpu` (GPU activities), `host` (host threads) and `meta` (metadata).
 """
 
 from __future__ import annotations
@@ -14,10 +14,12 @@ from pathlib import Path
 import numpy as np
 
 from stepscope.errors import StepscopeError
-from stepscope.trace import nsys_gpu, nsys_host, nsys_meta
 from stepscope.trace.model import NONE, Events, Kind, Trace, TraceMeta
 from stepscope.trace.names import MAX_NAME_CHARS
-from stepscope.trace.nsys_db import EVENT_TABLES, NSYS_MARKER_TABLES, OSRT, OVERHEAD, Block, NsysDatabase
+from stepscope.trace.nsys import gpu as nsys_gpu
+from stepscope.trace.nsys import host as nsys_host
+from stepscope.trace.nsys import meta as nsys_meta
+from stepscope.trace.nsys.db import EVENT_TABLES, NSYS_MARKER_TABLES, OSRT, OVERHEAD, Block, NsysDatabase
 from stepscope.trace.validation import MAX_SPAN_NS, launches_without_kernels
 
 

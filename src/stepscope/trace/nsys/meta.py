@@ -6,7 +6,7 @@ import numpy as np
 
 from stepscope.trace.model import DeviceInfo
 from stepscope.trace.names import bounded_name
-from stepscope.trace.nsys_db import NsysDatabase, pid_of
+from stepscope.trace.nsys.db import NsysDatabase, pid_of
 
 
 def devices(ex: NsysDatabase) -> list[DeviceInfo]:

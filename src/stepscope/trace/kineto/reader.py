@@ -3,7 +3,7 @@
 Memory is the constraint on big traces, so decoding happens in two passes: first the event list as raw
 JSON slices (views into the buffer), then batches of slices into typed structs that are turned into
 numpy columns and dropped before the next batch. Only one batch of Python objects is alive at a time.
-The types live in kineto_schema, the columns are built in kineto_columns, the metadata in kineto_meta.
+The types live in `schema`, the columns are built in `columns`, the metadata in `meta`.
 """
 
 from __future__ import annotations
@@ -17,9 +17,9 @@ import numpy as np
 
 from stepscope.errors import StepscopeError
 from stepscope.trace.files import read_bytes
-from stepscope.trace.kineto_columns import ColumnBuilder
-from stepscope.trace.kineto_repair import repair, replace_invalid_utf8, strip_bom, where
-from stepscope.trace.kineto_schema import (
+from stepscope.trace.kineto.columns import ColumnBuilder
+from stepscope.trace.kineto.repair import repair, replace_invalid_utf8, strip_bom, where
+from stepscope.trace.kineto.schema import (
     BATCH_DECODER,
     EVENT_DECODER,
     FILE_DECODER,

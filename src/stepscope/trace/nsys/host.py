@@ -9,7 +9,7 @@ import numpy as np
 
 from stepscope.errors import StepscopeError
 from stepscope.trace.model import NONE, Kind
-from stepscope.trace.nsys_db import (
+from stepscope.trace.nsys.db import (
     DRIVER,
     INVALID_ID,
     NVTX,
