@@ -184,8 +184,17 @@ class ProfilerWindow:
         return self._current.running
 
     @property
+    def _answer(self) -> _Pass:
+        """The pass whose trace is the capture's: the recorded pass, unless the program ended before it recorded a
+        step and the timing pass has its steps (then that trace is the only one, with no attribution)."""
+        t = self.timing
+        if t is not None and self.main.recorded == 0 and t.exported is not None and t.exported.path is not None:
+            return t
+        return self.main
+
+    @property
     def recorded(self) -> int:
-        return self.main.recorded
+        return self._answer.recorded
 
     @property
     def running(self) -> bool:
@@ -193,11 +202,13 @@ class ProfilerWindow:
 
     @property
     def exported(self) -> Exported | None:
-        return self.main.exported
+        return self._answer.exported
 
     @property
     def timing_exported(self) -> Exported | None:
-        return self.timing.exported if self.timing is not None else None
+        """The timing pass's trace, beside the recorded pass's (None when it is the capture's only trace)."""
+        t = self.timing
+        return t.exported if t is not None and self._answer is not t else None
 
     def start(self) -> None:
         self._current.start()

@@ -31,6 +31,7 @@ class _Waits:
 
     @classmethod
     def of(cls, trace: Trace, calls: np.ndarray, batches: BatchWaits) -> _Waits:
+        """The waits of `calls` (blocking calls' rows) and `batches`."""
         ev = trace.events
         rows = np.concatenate([calls, batches.rows])
         kind = np.concatenate([np.full(len(calls), _SYNC), np.full(len(batches), _BATCH)])
@@ -133,26 +134,32 @@ class Replayed:
 
 def replay(trace: Trace, *, rows: np.ndarray | None = None, new_dur: np.ndarray | None = None,
            host_speed: float = 1.0, host_cost: HostCost | None = None, device: int | None = None,
-           device_info: DeviceInfo | None = None) -> Trace:
+           device_info: DeviceInfo | None = None, cut: tuple[np.ndarray, np.ndarray] | None = None,
+           unblock: np.ndarray | None = None) -> Trace:
     """The trace as it would run with the GPU activities `rows` (sorted by start; default: all of them) taking
     `new_dur` ns (default: as measured), the host `host_speed` times as fast, and the profiler's `host_cost`
     taken out of every host event on the step's path. Returns a new Trace; with the defaults, the trace itself
     (to the nanosecond, less the GPU projections of host ranges)."""
     return replay_with_clock(trace, rows=rows, new_dur=new_dur, host_speed=host_speed, host_cost=host_cost,
-                             device=device, device_info=device_info).trace
+                             device=device, device_info=device_info, cut=cut, unblock=unblock).trace
 
 
 def replay_with_clock(trace: Trace, *, rows: np.ndarray | None = None, new_dur: np.ndarray | None = None,
                       host_speed: float = 1.0, host_cost: HostCost | None = None, device: int | None = None,
-                      device_info: DeviceInfo | None = None) -> Replayed:
-    """`replay`, with the host clock it used."""
+                      device_info: DeviceInfo | None = None, cut: tuple[np.ndarray, np.ndarray] | None = None,
+                      unblock: np.ndarray | None = None) -> Replayed:
+    """`replay`, with the host clock it used. What-ifs: `cut`, host intervals (disjoint, sorted) the host no longer
+    spends; `unblock`, rows of blocking calls that no longer wait for the device."""
     ev = trace.events
     if rows is None:
         rows = np.flatnonzero(trace.is_gpu_activity)
     dur = (ev.dur[rows] if new_dur is None else new_dur).astype(np.float64)
     ops = device_ops(trace, rows)
-    waits = _Waits.of(trace, blocking_calls(trace), batch_waits(trace))
-    clock = host_clock(trace, host_cost or HostCost(), waits.intervals())
+    calls = blocking_calls(trace)
+    if unblock is not None and len(unblock):
+        calls = calls[~np.isin(calls, unblock)]
+    waits = _Waits.of(trace, calls, batch_waits(trace))
+    clock = host_clock(trace, host_cost or HostCost(), waits.intervals(), cut)
     launch_at = clock.deflate(ops.launch) / host_speed
     wait_start = clock.deflate(waits.start) / host_speed
     wait_end = clock.deflate(waits.end) / host_speed

@@ -66,22 +66,56 @@ class HostClock:
     points: np.ndarray  # float64, sorted
     removed: np.ndarray  # the cost removed by each point, non-decreasing
 
-    def deflate(self, times: np.ndarray | float) -> np.ndarray:
+    def removed_at(self, times: np.ndarray | float) -> np.ndarray:
         t = np.asarray(times, dtype=np.float64)
         if len(self.points) == 0:
-            return t
-        return t - np.interp(t, self.points, self.removed, left=0.0, right=float(self.removed[-1]))
+            return np.zeros_like(t)
+        return np.interp(t, self.points, self.removed, left=0.0, right=float(self.removed[-1]))
+
+    def deflate(self, times: np.ndarray | float) -> np.ndarray:
+        return np.asarray(times, dtype=np.float64) - self.removed_at(times)
 
     @property
     def total_removed(self) -> float:
         return float(self.removed[-1]) if len(self.removed) else 0.0
 
 
-def host_clock(trace: Trace, cost: HostCost, waits: list[tuple[np.ndarray, np.ndarray]]) -> HostClock:
-    """The clock for `cost`, removing nothing inside the waits ((starts, ends) pairs of the host's waits)."""
+def host_clock(trace: Trace, cost: HostCost, waits: list[tuple[np.ndarray, np.ndarray]],
+               cut: tuple[np.ndarray, np.ndarray] | None = None) -> HostClock:
+    """The clock for `cost`, removing nothing inside the waits ((starts, ends) pairs of the host's waits); `cut`:
+    disjoint host intervals (sorted) taken out whole, as if the host never did that work (a what-if)."""
+    profiler = _profiler_clock(trace, cost, waits, cut)
+    if cut is None or len(cut[0]) == 0:
+        return profiler
+    starts, ends = (np.asarray(x, dtype=np.float64) for x in cut)
+    cum = np.concatenate([[0.0], np.cumsum(ends - starts)])
+    # At each interval's start, the length cut before it; at its end, that plus its own length.
+    points = np.concatenate([starts, ends, profiler.points])
+    order = np.argsort(points, kind="stable")
+    points = points[order]
+    k = np.searchsorted(starts, points, side="right") - 1
+    inside = np.clip(points - starts[np.maximum(k, 0)], 0, ends[np.maximum(k, 0)] - starts[np.maximum(k, 0)])
+    removed_cut = np.where(k >= 0, cum[np.maximum(k, 0)] + inside, 0.0)
+    return HostClock(points, removed_cut + profiler.removed_at(points))
+
+
+def _inside(times: np.ndarray, starts: np.ndarray, ends: np.ndarray) -> np.ndarray:
+    k = np.searchsorted(starts, times, side="right") - 1
+    inside = k >= 0
+    inside[inside] &= times[inside] < ends[k[inside]]
+    return inside
+
+
+def _profiler_clock(trace: Trace, cost: HostCost, waits: list[tuple[np.ndarray, np.ndarray]],
+                    cut: tuple[np.ndarray, np.ndarray] | None) -> HostClock:
+    """The profiler's cost removed; nothing inside the waits, and nothing incurred inside a cut (it goes whole)."""
     if cost.is_zero:
         return HostClock(np.zeros(0), np.zeros(0))
     times, costs = _cost_points(trace, cost)
+    if cut is not None and len(cut[0]):
+        keep = ~_inside(times, np.asarray(cut[0]), np.asarray(cut[1]))
+        times, costs = times[keep], costs[keep]
+        waits = [*waits, cut]
     if len(times) == 0:
         return HostClock(np.zeros(0), np.zeros(0))
     order = np.argsort(times, kind="stable")
@@ -91,10 +125,7 @@ def host_clock(trace: Trace, cost: HostCost, waits: list[tuple[np.ndarray, np.nd
         mid = (times + np.concatenate([[times[0]], times[:-1]])) / 2  # each stretch ends at its point
         for starts, ends in waits:
             if len(starts):
-                k = np.searchsorted(starts, mid, side="right") - 1
-                inside = k >= 0
-                inside[inside] &= mid[inside] < ends[k[inside]]
-                capacity[inside] = 0.0
+                capacity[_inside(mid, np.asarray(starts), np.asarray(ends))] = 0.0
     incurred_before = np.concatenate([[0.0], np.cumsum(costs)[:-1]])  # cost incurred at earlier points
     cum_capacity = np.cumsum(capacity)
     # removed_i = min(removed_{i-1} + capacity_i, incurred_before_i), in closed form.
