@@ -1,27 +1,37 @@
 """What torch.profiler costs the host, per recorded event, on this machine and with these options.
 
-The profiler's cost is not a fraction of the step: every operator it records pays a callback at its start
-and end (more with input shapes, one more per allocation with memory profiling), and every CUDA runtime
-call pays CUPTI's. A short loop of tiny operators is timed with the profiler off and on, in alternation, and
-the difference per iteration is the cost per event of the kinds the loop makes:
+The profiler's cost is not a fraction of the step: every operator it records pays a callback at its start and
+end (more with input shapes, one more per allocation with memory profiling), and every CUDA runtime call pays
+CUPTI's. Short loops of small operators are timed with the profiler off and on (the quickest of REPEATS each:
+other work on the machine only ever adds time), and the difference per iteration, over the events one iteration
+records (counted in a short recorded run of the same loop), is the cost per event:
 
-- `op_ns`: one recorded operator (`x.mul_(y)` on a small CPU tensor: one `aten::mul_`, no allocation);
-- `alloc_ns`: one allocator event (`torch.mul(x, y)`: the same operator plus an allocation and a free);
-- `launch_ns`: one CUDA runtime call recorded by CUPTI, beyond its operator (`g.mul_(h)` on the GPU);
+- `op_ns`: one recorded operator, from `F.linear` on small CPU tensors: nested operators as a model's are
+  (`aten::linear` > `aten::t` > `aten::transpose` ..., `aten::addmm`); a flat `x.mul_(y)` costs half as much per
+  event, and a model's operators are nested;
+- `launch_ns`: one CUDA runtime call recorded by CUPTI, beyond the operators around it (`F.linear` on the GPU);
+- `alloc_ns`: one allocator event (`torch.mul(x, y)` makes an allocation and a free), with memory profiling;
 - `range_ns`: one `record_function` range (stepscope's line ranges), whole: it exists only in the window.
 
-The replay (stepscope.replay) removes these costs event by event from the recorded window. The loops take a
+The replay (stepscope.replay) removes these costs event by event from the recorded timeline. The loops take a
 fraction of a second; they run in the profiled process, after its window, so the host is the job's own.
 """
 
 from __future__ import annotations
 
+import gzip
+import json
+import os
+import tempfile
 import time
+from collections import Counter
 from dataclasses import asdict, dataclass
 from typing import Any
 
-LOOP = 500  # iterations per timed loop: below CUDA's launch-queue depth (~1,000)
-REPEATS = 7  # timed loops per variant; the quickest is kept: other work on the machine only ever adds time
+LOOP = 300  # iterations per timed loop: below CUDA's launch-queue depth (~1,000 launches)
+REPEATS = 7  # timed loops per variant; the quickest is kept
+COUNTED = 20  # iterations recorded to count the events one iteration makes
+RUNTIME_CATEGORIES = ("cuda_runtime", "cuda_driver", "Runtime")
 
 
 @dataclass(frozen=True)
@@ -37,44 +47,53 @@ class ProfilerCost:
     with_stack: bool
     cuda: bool
     seconds: float  # how long the calibration took
-    plain_op_ns: float = 0.0  # the host's own speed, unprofiled: one tiny CPU operator
-    plain_launch_ns: float = 0.0  # and one tiny operator launched on the GPU (0 without CUDA)
+    plain_op_ns: float = 0.0  # the host's own speed, unprofiled: one operator of the CPU loop
+    plain_launch_ns: float = 0.0  # and one runtime call of the GPU loop, with its operators (0 without CUDA)
+    events_per_iteration: dict[str, dict[str, float]] | None = None  # what each loop recorded, per iteration
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> ProfilerCost:
-        return cls(**{k: type(getattr(_ZERO, k))(data[k]) for k in cls.__dataclass_fields__ if k in data})
-
-
-_ZERO = ProfilerCost(0.0, 0.0, 0.0, 0.0, False, False, False, False, 0.0)
+        return cls(**{k: data[k] for k in cls.__dataclass_fields__ if k in data})
 
 
 def measure_profiler_cost(*, record_shapes: bool, profile_memory: bool, with_stack: bool = False,
                           cuda: bool | None = None) -> ProfilerCost:
-    """Time the calibration loops plain and under a profiler with these options; never writes a trace."""
+    """Time the calibration loops plain and under a profiler with these options."""
     import torch
+    import torch.nn.functional as F
 
     t_start = time.perf_counter()
     if cuda is None:
         cuda = bool(torch.cuda.is_available() and torch.cuda.is_initialized())
+    a, w, b = torch.randn(4, 8), torch.randn(8, 8), torch.randn(8)
     x, y = torch.ones(16), torch.full((16,), 1.0)
-    loops = {"op": lambda: x.mul_(y), "alloc": lambda: torch.mul(x, y), "range": _range_loop_body}
+    loops: dict[str, Any] = {"op": lambda: F.linear(a, w, b), "alloc": lambda: torch.mul(x, y),
+                             "range": _range_loop_body}
     if cuda:
-        g, h = torch.ones(16, device="cuda"), torch.full((16,), 1.0, device="cuda")
-        loops["launch"] = lambda: g.mul_(h)
+        ga, gw, gb = (t.cuda() for t in (a, w, b))
+        loops["launch"] = lambda: F.linear(ga, gw, gb)
     options = {"record_shapes": record_shapes, "profile_memory": profile_memory, "with_stack": with_stack}
-    per_iter, plain = _profiled_minus_plain(loops, options, cuda)
-    op = max(per_iter["op"], 0.0)
+    counts = _events_per_iteration(loops, options, cuda)
+    extra, plain = _profiled_minus_plain(loops, options, cuda)
+    op = max(extra["op"], 0.0) / max(counts["op"]["op"], 1.0)
+    alloc = 0.0
+    if profile_memory and counts["alloc"]["memory"]:
+        alloc = max(extra["alloc"] - op * counts["alloc"]["op"], 0.0) / counts["alloc"]["memory"]
+    launch = 0.0
+    if cuda and counts["launch"]["runtime"]:
+        c = counts["launch"]
+        launch = max(extra["launch"] - op * c["op"] - alloc * c["memory"], 0.0) / c["runtime"]
     return ProfilerCost(
-        op_ns=op,
-        alloc_ns=max((per_iter["alloc"] - op) / 2, 0.0) if profile_memory else 0.0,  # an allocation and a free
-        launch_ns=max(per_iter.get("launch", op) - op, 0.0),
-        range_ns=max(per_iter["range"], 0.0),
+        op_ns=op, alloc_ns=alloc, launch_ns=launch,
+        range_ns=max(extra["range"], 0.0) / max(counts["range"]["range"], 1.0),
         record_shapes=record_shapes, profile_memory=profile_memory, with_stack=with_stack, cuda=cuda,
         seconds=time.perf_counter() - t_start,
-        plain_op_ns=plain["op"], plain_launch_ns=plain.get("launch", 0.0),
+        plain_op_ns=plain["op"] / max(counts["op"]["op"], 1.0),
+        plain_launch_ns=plain["launch"] / max(counts["launch"]["runtime"], 1.0) if cuda else 0.0,
+        events_per_iteration=counts,
     )
 
 
@@ -85,30 +104,71 @@ def _range_loop_body() -> None:
         pass
 
 
+def _activities(cuda: bool) -> list[Any]:
+    from torch.profiler import ProfilerActivity
+
+    return [ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if cuda else [])
+
+
+def _events_per_iteration(loops: dict[str, Any], options: dict[str, bool], cuda: bool) -> dict[str, dict[str, float]]:
+    """Per loop, the operators, runtime calls, allocator events and ranges one iteration records: each loop is
+    recorded for COUNTED iterations, exported and counted."""
+    from torch.profiler import profile
+
+    counts = {}
+    with tempfile.TemporaryDirectory() as tmp:
+        for name, body in loops.items():
+            path = os.path.join(tmp, f"{name}.json")
+            with profile(activities=_activities(cuda), **options) as prof:
+                for _ in range(COUNTED):
+                    body()
+                if cuda:
+                    import torch
+
+                    torch.cuda.synchronize()
+            prof.export_chrome_trace(path)
+            counts[name] = _count(path)
+    return counts
+
+
+def _count(path: str) -> dict[str, float]:
+    opener = gzip.open if path.endswith(".gz") else open
+    with opener(path, "rt", encoding="utf-8", errors="replace") as f:
+        events = json.load(f).get("traceEvents", [])
+    cats: Counter[str] = Counter()
+    for e in events:
+        name = str(e.get("name", ""))
+        cat = str(e.get("cat", ""))
+        if cat == "cpu_op":
+            cats["op"] += 1
+        elif cat in RUNTIME_CATEGORIES:
+            cats["runtime"] += 1
+        elif cat == "cpu_instant_event" and name == "[memory]":
+            cats["memory"] += 1
+        elif cat == "user_annotation" and name == "stepscope.calibration":
+            cats["range"] += 1
+    return {k: cats[k] / COUNTED for k in ("op", "runtime", "memory", "range")}
+
+
 def _profiled_minus_plain(loops: dict[str, Any], options: dict[str, bool],
                           cuda: bool) -> tuple[dict[str, float], dict[str, float]]:
-    """Per loop, the quickest of REPEATS profiled minus the quickest plain, ns per iteration (plain for `range` is
-    0), and the quickest plain."""
-    import torch
-    from torch.profiler import ProfilerActivity, profile
+    """Per loop, the quickest of REPEATS profiled minus the quickest plain, ns per iteration (plain for `range`
+    is 0: the range exists only under the profiler), and the quickest plain. Plain and profiled loops alternate,
+    repeat by repeat, so that a busy spell of the machine does not fall on one side only."""
+    from torch.profiler import profile
 
-    activities = [ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if cuda else [])
-    diffs: dict[str, list[float]] = {name: [] for name in loops}
-    with profile(activities=activities, **options) as prof:
-        for body in loops.values():  # warm the profiler's buffers and the callbacks
-            _time_loop(body, LOOP // 4, cuda)
-        prof_loops = {}
-        for _ in range(REPEATS):
-            for name, body in loops.items():
-                prof_loops.setdefault(name, []).append(_time_loop(body, LOOP, cuda))
-    del prof  # its events are not wanted: nothing is exported
-    for _ in range(REPEATS):
+    profiled: dict[str, list[float]] = {name: [] for name in loops}
+    plain: dict[str, list[float]] = {name: [] for name in loops}
+    for repeat in range(REPEATS):
         for name, body in loops.items():
-            plain = 0.0 if name == "range" else _time_loop(body, LOOP, cuda)
-            diffs[name].append(plain)
-    torch.cuda.synchronize() if cuda else None
-    plain = {name: min(diffs[name]) for name in loops}
-    return {name: min(prof_loops[name]) - plain[name] for name in loops}, plain
+            plain[name].append(0.0 if name == "range" else _time_loop(body, LOOP, cuda))
+        with profile(activities=_activities(cuda), **options):
+            for name, body in loops.items():
+                if repeat == 0:
+                    _time_loop(body, LOOP // 4, cuda)  # warm the profiler's buffers and the callbacks
+                profiled[name].append(_time_loop(body, LOOP, cuda))
+    quickest = {name: min(plain[name]) for name in loops}
+    return {name: min(profiled[name]) - quickest[name] for name in loops}, quickest
 
 
 def _time_loop(body: Any, n: int, cuda: bool) -> float:

@@ -22,6 +22,7 @@ from pathlib import Path
 from typing import Any, Protocol
 
 from stepscope.capture.arbiter import Mark, StepArbiter
+from stepscope.capture.batch import stronger_batch_size
 from stepscope.capture.cycle import DONE, REFERENCE, SKIP, WINDOW, Cycle
 from stepscope.capture.options import CaptureOptions
 from stepscope.capture.overhead import Reference
@@ -31,17 +32,6 @@ from stepscope.capture.window import ProfilerWindow
 TRACE_NAME = "trace.json.gz"
 # Steps after the window before the reference slice: the first pays for the export (memory freed, caches cold).
 SETTLE_STEPS = 1
-# Where a batch size came from, strongest first: the user's word, what the loader yields, the model's input.
-BATCH_SIZE_SOURCES = ("user", "trainer", "dataloader", "model input")
-
-
-def stronger_batch_size(current: tuple[int | None, str | None], size: int | None,
-                        source: str) -> tuple[int | None, str | None]:
-    """(batch size, its source) after `size` from `source` is seen: it replaces one from a weaker source."""
-    rank = BATCH_SIZE_SOURCES.index
-    if not size or (current[1] is not None and rank(source) >= rank(current[1])):
-        return current
-    return int(size), source
 # After a provisional window of backward passes, how many more to wait for an optimizer step (gradient
 # accumulation) before taking backward passes as the steps (a loop that updates weights by hand).
 WAIT_FOR_OPTIMIZER = 256
@@ -215,6 +205,8 @@ class CaptureSession:
         if not w.step():
             if w.recording and not was_recording:
                 self._tell_started()
+            elif w.recorded_pass_starting:
+                self._tell_warmup_or_started()
             return time.perf_counter_ns()
         self._window_ended(c, completed)
         if c.phase == REFERENCE and SETTLE_STEPS == 0:
@@ -234,6 +226,11 @@ class CaptureSession:
             c.phase = DONE
             self._finish()
             return
+        if c.window.timing is None:
+            self._tell_warmup_or_started()
+        # else the timing pass runs with no listener (no attribution survey): they hear when the recorded pass starts
+
+    def _tell_warmup_or_started(self) -> None:
         if self.spec.warmup == 0:
             self._tell_started()
         else:

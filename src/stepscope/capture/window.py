@@ -193,6 +193,12 @@ class ProfilerWindow:
         return self.main
 
     @property
+    def recorded_pass_starting(self) -> bool:
+        """The timing pass has just ended and the recorded pass begun (no step of it run yet)."""
+        return self.timing is not None and self._current is self.main and self.main.running \
+            and self.main.boundaries == 0
+
+    @property
     def recorded(self) -> int:
         return self._answer.recorded
 

@@ -22,8 +22,9 @@ from stepscope.trace.model import Trace
 
 # A replay further than this from the unprofiled step is reported with a warning: its shares are approximate.
 TRUSTED_ERROR = 0.05
-# A GPU trace with fewer of its kernels linked to their launches than this cannot be replayed.
-MIN_LINKED = 0.9
+# A GPU trace with fewer of its activities linked to their launches than this cannot be replayed (a deep queue
+# leaves some unlinked at the window's start: launched before the profiler recorded, kept where they ran).
+MIN_LINKED = 0.5
 
 
 @dataclass(frozen=True)
