@@ -298,6 +298,7 @@ def test_on_a_gpu_the_reference_is_two_synchronized_slices_never_a_sync_per_step
             self.spec, self.first_step, self.path = spec, first_step, path
             self.boundaries, self.gpu, self.exported, self.running = 0, True, None, False
             self.timing = self.timing_exported = None
+            self.recorded_pass_starting = False
 
         length = property(lambda self: self.spec.warmup + self.spec.steps)
         recording = property(lambda self: self.running and self.boundaries >= self.spec.warmup)
