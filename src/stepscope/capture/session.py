@@ -318,6 +318,8 @@ class CaptureSession:
                     w.stop()
                     if w.exported is not None:
                         self.cycle.notes.extend(w.exported.notes)
+                        if w.exported.path is not None and self.spec.calibrate:
+                            self._calibrate(self.cycle)  # the steps recorded are the timeline: replay them too
                     self._finish()
                 self.finished = True
                 for listener in self.listeners:  # global hooks a listener holds go with the session

@@ -40,11 +40,12 @@ def settle_traces(cycles: Sequence[Cycle], reported: Cycle, final: Path) -> Path
 
 
 def settle_timing(cycles: Sequence[Cycle], reported: Cycle, folder: Path) -> tuple[Path | None, list[str]]:
-    """The reported cycle's timing trace becomes timing.json.gz with calibration.json beside it (written whole or
-    not at all); the other cycles' timing traces are removed. Returns the path and notes."""
+    """The reported cycle's timing trace becomes timing.json.gz, and its calibration calibration.json (written whole
+    or not at all; it belongs to whichever trace the timeline comes from); the other cycles' timing traces are
+    removed. Returns the path and notes."""
     path = _settle([c.timing_exported for c in cycles], reported.timing_exported, folder / TIMING_NAME)
     notes = []
-    if path is not None and reported.calibration is not None:
+    if reported.calibration is not None:
         from stepscope.atomic import write_atomic
 
         try:
