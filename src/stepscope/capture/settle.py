@@ -3,8 +3,10 @@
 
 from __future__ import annotations
 
+import gzip
 import json
 import os
+import re
 from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -20,18 +22,39 @@ CALIBRATION_NAME = "calibration.json"  # the profiler's cost per event (capture/
 
 
 def calibrate_window(window: ProfilerWindow) -> tuple[dict[str, Any] | None, str | None]:
-    """The profiler's cost per event with the timing trace's settings, measured now; or why it could not be."""
+    """The profiler's cost per event with the timing trace's settings, measured now with as many events recorded
+    as that trace's window recorded; or why it could not be."""
     from stepscope.capture.calibrate import measure_profiler_cost
 
     options = window.timing_options
+    exported = window.timing_exported or window.exported
+    passes = window.timing if window.timing_exported is not None else window.main
     try:
+        # The profiler also records the warm-up steps (and drops them): they count towards its growing cost.
+        recorded = host_events(exported.path) if exported is not None and exported.path is not None else 0
+        events = int(recorded * passes.length / max(passes.steps, 1))
         with profiler_stderr():
             cost = measure_profiler_cost(record_shapes=options.record_shapes, profile_memory=options.profile_memory,
-                                         with_stack=options.with_stack, cuda=window.gpu)
+                                         with_stack=options.with_stack, cuda=window.gpu, events=events)
     except Exception as exc:  # the run goes on; the report says the timeline could not be de-perturbed
         return None, (f"the profiler's cost could not be measured ({type(exc).__name__}: {exc}); the timeline is "
                       "reported as recorded")
     return cost.to_dict(), None
+
+
+_HOST_EVENT = re.compile(rb'"cat": ?"(?:cpu_op|cuda_runtime|cuda_driver|user_annotation|python_function)"')
+
+
+def host_events(path: Path) -> int:
+    """How many host events (operators, runtime calls, ranges) a gzipped Kineto trace holds, counted in its text."""
+    count, tail = 0, b""
+    with gzip.open(path, "rb") as f:
+        while chunk := f.read(1 << 22):
+            block = tail + chunk
+            count += len(_HOST_EVENT.findall(block))
+            tail = block[-64:]  # a match cut at the boundary is found once: the tail holds no whole match
+            count -= len(_HOST_EVENT.findall(tail))
+    return count
 
 
 def settle_traces(cycles: Sequence[Cycle], reported: Cycle, final: Path) -> Path | None:
