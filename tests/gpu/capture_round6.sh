@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Round 6 (run on the other GPU kind than round 5): the jobs of round 5 run plain (the ground truth on this GPU,
+# Round 6 (run on the other GPU kind than round 5; round 7 runs it again on an H100 with the fixed capture): the jobs of round 5 run plain (the ground truth on this GPU,
 # for predict's validation from round 5's captures) and under `stepscope run` with the timing pass and the
 # calibration (the live captures the replay is checked on). Everything lands in $OUT/r6.tgz as it goes.
 set -u
@@ -7,10 +7,10 @@ set -u
 python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target /tmp/site .whl/*.whl \
   || exit 1
 export PYTHONUNBUFFERED=1 PYTHONPATH="$PWD/src:/tmp/site:${PYTHONPATH:-}"
-R=/tmp/r6; rm -rf $R; mkdir -p $R/plain $R/runs
+R=/tmp/${ROUND:-r6}; rm -rf $R; mkdir -p $R/plain $R/runs
 T0=$(date +%s)
 log() { echo "== +$(( $(date +%s) - T0 ))s $*"; }
-pack() { (cd $R && tar czf $OUT/r6.tgz .); }
+pack() { (cd $R && tar czf - . | split -b 15m - $OUT/${ROUND:-r6}.part_); }  # files come back under 16 MiB
 plain() {  # NAME SCRIPT ARGS...: unprofiled windows in one process (faithful_driver, no profiler)
   local name=$1; shift
   timeout 60 python3 tests/gpu/faithful_driver.py --out $R/plain/$name --optsets none --windows 3 -- "$@" \
@@ -53,5 +53,15 @@ srun launch_bound examples/pattern_launch_bound.py
 srun sync_bound examples/pattern_sync_bound.py
 srun gpu_compute examples/pattern_gpu_compute_bound.py
 srun gpt2_b12_again $G
-srun nano_b64_noattr --no-attribution $G $NANO
+srun nano_b64_again $G $NANO
+srun gpt2_b12_noattr --no-attribution $G
+srun gpt2_b12_noshapes --no-record-shapes $G
+srun gpt2_b12_nomemory --no-profile-memory $G
+log overhead outside the window: the script\'s own ms/step, plain and under stepscope run --skip 1000000 --full
+for i in 1 2; do
+  echo "plain: $(timeout 60 python3 $G --steps 60 2>&1 | tail -1)"
+  echo "hooked: $(timeout 60 python3 -m stepscope run --skip 1000000 --full --out $R/ovh$i $G --steps 60 2>&1 | grep gpt2_train | tail -1)"
+  rm -rf $R/ovh$i
+done | tee $R/overhead.txt
+pack
 log done
