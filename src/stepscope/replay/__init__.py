@@ -1,0 +1,10 @@
+"""The replay: the recorded step as a dependency graph (host ops in order per thread, launches to kernels and
+copies on their streams, synchronisations, DataLoader waits, collectives), replayed. As recorded (it must
+reproduce the trace), de-perturbed (the profiler's calibrated cost per event taken out, checked against the
+run's unprofiled steps: the replay error is part of the report), what-if (a fix applied to the graph) and on
+another GPU (kernels scaled by roofs, host by its measured speed).
+
+It sits below advice and predict, so the verdict, the estimates and predict share one model of the step. The
+pipeline hands it the trace, the run's reference and its calibration in one place: pipeline/flow.py's
+`_timeline`.
+"""
