@@ -140,7 +140,7 @@ def _child_stepscope(trace: Path) -> dict[str, Any]:
 def _child_stepscope_stages(trace: Path) -> dict[str, Any]:
     """The reader alone (gunzip, msgspec decode, columns), then the analyses on its output, in one process."""
     t0 = time.perf_counter()
-    from stepscope import analyze_traces
+    from stepscope import analyze
     from stepscope.trace.kineto import read_kineto
 
     import_s = time.perf_counter() - t0
@@ -150,7 +150,7 @@ def _child_stepscope_stages(trace: Path) -> dict[str, Any]:
     seconds, cpu_s = time.perf_counter() - t0, time.process_time() - c0
     peak_read_kb, hwm_read_kb = _peak_kb(), _status_kb("VmHWM")
     t0 = time.perf_counter()
-    analyze_traces([parsed])
+    analyze(parsed)
     stages = {"read_kineto": seconds, "analyses": time.perf_counter() - t0}
     return {
         "seconds": seconds,  # the row is the reader's: its time and its peak

@@ -94,7 +94,7 @@ class TreeMemory:
 
 
 def _child_stepscope(folder: Path, engine_spec: str) -> dict[str, Any]:
-    from stepscope.pipeline import analyze_files
+    from stepscope.pipeline import analyze
     from stepscope.ranks.engines import DaskEngine, LocalPool
     from stepscope.ranks.inputs import rank_files
 
@@ -106,7 +106,7 @@ def _child_stepscope(folder: Path, engine_spec: str) -> dict[str, Any]:
     engine = LocalPool(int(workers)) if kind == "pool" else DaskEngine("local", int(workers))
     started = time.perf_counter()
     with engine:
-        report = analyze_files(files, engine=engine)
+        report = analyze(files, engine=engine)
         done = time.perf_counter()
     cr = report.cross_rank
     st = cr.straggler if cr else None

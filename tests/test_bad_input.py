@@ -220,7 +220,7 @@ def test_analyze_on_a_run_folder_reads_its_trace_with_its_batch_size(tmp_path: P
     import shutil
 
     from stepscope.model.report import Run, to_json
-    from stepscope.pipeline import analyze_traces
+    from stepscope.pipeline import analyze
     from stepscope.trace.kineto import read_kineto
 
     source = Path(__file__).parent / "data" / "gpu_h100" / "launch_bound"
@@ -231,7 +231,7 @@ def test_analyze_on_a_run_folder_reads_its_trace_with_its_batch_size(tmp_path: P
     (folder / "census.json").write_text('{"schema": "stepscope.census/1"}')
     doc = json.loads((source / "run.json").read_text())
     run = Run(**{k: v for k, v in doc.items() if k in Run.__struct_fields__ and k != "energy_per_step"})
-    (folder / "report.json").write_bytes(to_json(analyze_traces([read_kineto(folder / "trace.json.gz")], run=run)))
+    (folder / "report.json").write_bytes(to_json(analyze([read_kineto(folder / "trace.json.gz")], run=run)))
     done = subprocess.run([sys.executable, "-m", "stepscope", "analyze", str(folder), "--json", "-", "-q"],
                           capture_output=True, text=True)
     assert done.returncode == 0 and "rank" not in done.stderr, done.stderr

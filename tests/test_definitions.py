@@ -102,7 +102,7 @@ def test_gpu_utilisation_and_idle_causes(builder: TraceBuilder, tmp_path: Path) 
     assert dev.host_wait.tolist() == [30_000]  # before B
     assert dev.other_idle.tolist() == [10_000 + 30_000]  # [0,10) before A (launched at 0, not after) + before C
     assert dev.kernel_wait.tolist() == [20]  # the 20 ns gap before D
-    np.testing.assert_allclose(f.gpu.utilization(f.steps), [49_980 / 120_000])
+    np.testing.assert_allclose(f.gpu.utilization_per_step(f.steps), [49_980 / 120_000])
 
 
 def test_memcpy_and_memset_do_not_count_as_gpu_busy(builder: TraceBuilder, tmp_path: Path) -> None:

@@ -28,8 +28,8 @@ def _kernel(name: str, total_us: float) -> s.KernelRow:
 def _pair(tmp_path: Path) -> tuple[s.Report, s.Report]:
     before = report_of(training_trace(tmp_path / "t.json"))
     assert before.kernels is not None and before.summary.step_time_us
-    before.patterns = [s.Pattern(id="input_bound", share=0.3, evidence={}), s.Pattern(id="sync_bound", share=0.1,
-                                                                                      evidence={})]
+    before = replace(before, patterns=[s.Pattern(id="input_bound", share=0.3, evidence={}),
+                                       s.Pattern(id="sync_bound", share=0.1, evidence={})])
     after = replace(
         before,
         summary=replace(before.summary, step_time_us=before.summary.step_time_us * 0.8,

@@ -117,7 +117,7 @@ def test_energy_per_step_from_the_run_telemetry_of_a_real_gpu() -> None:
     122.43 W (telemetry.json window) x 50.388 ms (unprofiled step, run.json) = 6.17 J. The pipeline fills it
     into the run section; the terminal shows it."""
     from stepscope.model.report import Run
-    from stepscope.pipeline import analyze_traces
+    from stepscope.pipeline import analyze
     from stepscope.report.tables import run_summary
     from stepscope.trace.kineto import read_kineto
 
@@ -125,7 +125,7 @@ def test_energy_per_step_from_the_run_telemetry_of_a_real_gpu() -> None:
     doc = json.loads((folder / "run.json").read_text())
     fields = set(Run.__struct_fields__) - {"energy_per_step"}
     run = Run(**{k: v for k, v in doc.items() if k in fields})
-    r = analyze_traces([read_kineto(folder / "trace.json.gz")], run=run)
+    r = analyze([read_kineto(folder / "trace.json.gz")], run=run)
     [energy] = r.run.energy_per_step
     assert (energy.gpu, energy.basis) == (0, "unprofiled step time")
     assert energy.joules == pytest.approx(122.43 * 50.388e-3, abs=0.01)

@@ -17,7 +17,7 @@ from conftest import KINETO, kineto_trace
 from stepscope.analysis.facts import compute_facts
 from stepscope.analysis.timeline import representative_step, step_timeline
 from stepscope.model import report as s
-from stepscope.pipeline import build_report
+from stepscope.pipeline import analyze
 from stepscope.report import render
 from stepscope.report.tables import struct_table
 from stepscope.trace.load import load_traces
@@ -45,20 +45,21 @@ def training_trace(path: Path, *, steps: int = 3, evil: str = EVIL, base: float 
 
 def report_of(path: Path) -> s.Report:
     """The report as the pipeline builds it, timeline included."""
-    report = build_report(compute_facts(load_traces([path])[0]))
+    report = analyze(path)
     assert report.timeline is not None
     return report
 
 
 def with_advice(report: s.Report) -> s.Report:
     """A verdict and a recommendation whose strings come from the trace (as the advice engine's may)."""
-    report.patterns = [s.Pattern(id="sync_bound", share=0.31, title="the host waits on .item()",
-                                 evidence={"sync_us": 60.0, "kernel": EVIL})]
-    report.recommendations = [s.Recommendation(
-        id="remove_item_sync", title="Drop the per-step .item()", evidence={"syncs_per_step": 1},
-        location={"file": "train.py", "line": 42, "function": "train_step"}, estimated_speedup=1.25,
-        estimate="step 1.0 ms -> ~0.8 ms")]
-    return report
+    return msgspec.structs.replace(
+        report,
+        patterns=[s.Pattern(id="sync_bound", share=0.31, title="the host waits on .item()",
+                            evidence={"sync_us": 60.0, "kernel": EVIL})],
+        recommendations=[s.Recommendation(
+            id="remove_item_sync", title="Drop the per-step .item()", evidence={"syncs_per_step": 1},
+            location={"file": "train.py", "line": 42, "function": "train_step"}, estimated_speedup=1.25,
+            estimate="step 1.0 ms -> ~0.8 ms")])
 
 
 def test_representative_step_is_the_median() -> None:
@@ -159,11 +160,11 @@ def test_cli_writes_html_and_report_re_renders_it(tmp_path: Path) -> None:
 
 
 def test_run_folder_page_has_the_run_and_its_telemetry(tmp_path: Path) -> None:
-    report = report_of(training_trace(tmp_path / "t.json"))
-    report.run = s.Run(command=["python", "train.py"], status="window recorded", exit_code=0, step_source="optimizer",
-                       skip=5, warmup=2, steps_requested=3, steps_recorded=3, first_recorded_step=7, batch_size=32,
-                       batch_size_source="dataloader", profiled_device="cuda", profiler_overhead=0.08,
-                       unprofiled_step_us=900.0, recorded_step_us=980.0, telemetry={"cpu_util_mean": 55.0})
+    run = s.Run(command=["python", "train.py"], status="window recorded", exit_code=0, step_source="optimizer",
+                skip=5, warmup=2, steps_requested=3, steps_recorded=3, first_recorded_step=7, batch_size=32,
+                batch_size_source="dataloader", profiled_device="cuda", profiler_overhead=0.08,
+                unprofiled_step_us=900.0, recorded_step_us=980.0, telemetry={"cpu_util_mean": 55.0})
+    report = msgspec.structs.replace(report_of(training_trace(tmp_path / "t.json")), run=run)
     folder = tmp_path / "run"
     folder.mkdir()
     (folder / "report.json").write_bytes(s.to_json(report))

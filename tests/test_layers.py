@@ -17,7 +17,7 @@ ALLOWED: dict[str, set[str]] = {
     "model": set(),
     "hardware": {"errors", "atomic"},
     "trace": {"errors"},
-    "analysis": {"trace", "errors", "hardware"},  # the hardware table: peaks for MFU and the roofline
+    "analysis": {"trace", "errors", "hardware", "units"},  # the hardware table: peaks for MFU and the roofline
     "attribution": {"trace"},
     # The step's graph and its replay: below advice and predict, above analysis (steps, launch links, syncs).
     "replay": {"analysis", "trace", "errors"},
@@ -26,12 +26,12 @@ ALLOWED: dict[str, set[str]] = {
     "report": {"model", "trace.model", "analysis.annotations", "errors", "version", "units"},
     "capture": {"attribution", "trace", "errors", "version", "atomic"},
     # Predict reads the facts (and the pattern classifier, to name a replayed step's bottleneck) and the hardware.
-    "predict": {"analysis", "advice", "replay", "trace", "hardware", "model", "errors"},
+    "predict": {"analysis", "advice", "replay", "trace", "hardware", "model", "errors", "units"},
     # Tune runs programs through capture in child processes and reads the reports they write; the profiled child
     # writes them through runreport, as `stepscope run` does.
     "tune": {"capture", "model", "errors", "version", "runreport", "atomic"},
     # Below the pipeline: the per-rank tasks and the reduce, never the renderers nor the CLI.
-    "ranks": {"analysis", "advice", "trace", "model", "errors"},
+    "ranks": {"analysis", "advice", "trace", "model", "errors", "units"},
 }
 # What a layer must not have loaded at run time after importing it (the static check misses imports made by
 # the package's __init__ or inside functions).

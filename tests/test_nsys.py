@@ -270,12 +270,12 @@ def test_without_nvtx_the_window_is_the_gpus_working_span_not_the_process(tmp_pa
     the loop) is no step. The window runs from the first launch (the first batch's copy at LOOP_START) to the
     last GPU end (the last step's loss copy), and the GPU's busy share is taken over it."""
     from nsys_builder import KERNEL_NS, LAUNCH_GAP_NS, LOOP_START
-    from stepscope.pipeline import analyze_traces
+    from stepscope.pipeline import analyze
 
     b = training_loop(nvtx=False)
     b.runtime("cudaMalloc", 100_000, 1_600_000)  # start-up: allocator and module loading, no GPU work
     b.osrt("read", 10_000, 1_900_000)
-    report = analyze_traces([build(tmp_path, b)])
+    report = analyze([build(tmp_path, b)])
     # Each step (µs): copy call 15 + sync 56 + 24 launches x 5 + zero_grad 4 + loss copy 8 + sync 2 + Python 20
     # = 225; the last step's loss copy ends 7 µs into its 8 µs call: the span is 4 x 225 + 15+56+120+4+7 = 1102.
     step_us = 15 + 56 + KERNELS_PER_STEP * LAUNCH_GAP_NS / 1e3 + 4 + 8 + 2 + 20

@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 
 from stepscope.model import report as s
-from stepscope.pipeline import analyze_traces
+from stepscope.pipeline import analyze
 from stepscope.trace.kineto import read_kineto
 
 H100 = Path(__file__).parent / "data" / "gpu_h100"
@@ -43,7 +43,7 @@ def run_with(reference_ms: float, method: str = "synchronized slices", noise: fl
 
 
 def report(name: str, run: s.Run | None = None) -> s.Report:
-    return analyze_traces([read_kineto(H100 / name / "trace.json.gz")], run=run)
+    return analyze([read_kineto(H100 / name / "trace.json.gz")], run=run)
 
 
 def test_plain_timings_are_read_as_written() -> None:

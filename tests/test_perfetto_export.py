@@ -12,7 +12,7 @@ import pytest
 
 from conftest import KINETO, kineto_trace
 from stepscope.analysis.facts import compute_facts
-from stepscope.pipeline import build_report
+from stepscope.pipeline import analyze
 from stepscope.report import render
 from stepscope.trace.files import read_bytes
 from stepscope.trace.load import load_traces
@@ -81,7 +81,7 @@ def test_without_the_source_json_the_table_is_written(tmp_path: Path) -> None:
     """Sources that are not Chrome JSON (nsys) get their events from the trace table."""
     trace = load_traces([training_trace(tmp_path / "t.json")])[0]
     facts = compute_facts(trace)
-    data = render("perfetto", build_report(facts), trace=trace, original=None, compress=False,
+    data = render("perfetto", analyze(trace), trace=trace, original=None, compress=False,
                   annotations=facts.annotations)
     events = json.loads(data)["traceEvents"]
     kernels = [e for e in events if e.get("cat") == "kernel"]
@@ -93,7 +93,7 @@ def test_big_trace_event_count_is_preserved(name: str, tmp_path: Path) -> None:
     path = kineto_trace(name)
     trace = load_traces([path])[0]
     facts = compute_facts(trace)
-    data = render("perfetto", build_report(facts), trace=trace, original=read_bytes(path),
+    data = render("perfetto", analyze(trace), trace=trace, original=read_bytes(path),
                   annotations=facts.annotations)
     events = json.loads(gzip.decompress(data))["traceEvents"]
     original = json.loads(read_bytes(path))["traceEvents"]

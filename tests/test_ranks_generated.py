@@ -13,7 +13,7 @@ import pytest
 
 from rank_generator import generate
 from stepscope.model.report import to_json
-from stepscope.pipeline import analyze_files
+from stepscope.pipeline import analyze
 from stepscope.ranks.driver import chunk_size, summarize_files
 from stepscope.ranks.engines import Engine, InProcess, LocalPool, TaskError
 from stepscope.ranks.reduce import CrossRankAnalysis, cross_rank
@@ -49,7 +49,7 @@ def test_planted_straggler_cause_clocks_and_skew(tmp_path: Path, cause: str, exp
 
 def test_1024_ranks_on_the_local_pool(tmp_path: Path) -> None:
     truth = generate(BASE, tmp_path, ranks=1024, straggler=777, small=True, delay_ms=5.0, seed=1)
-    report = analyze_files(truth.files, engine=LocalPool(2))
+    report = analyze(truth.files, engine=LocalPool(2))
     cr = report.cross_rank
     assert cr is not None and cr.ranks == 1024 and not cr.failures
     assert cr.straggler is not None and cr.straggler.rank == 777 and report.rank == 777
@@ -60,7 +60,7 @@ def test_1024_ranks_on_the_local_pool(tmp_path: Path) -> None:
 
 def _report_json(files: list[Path], engine: Engine) -> bytes:
     with engine:
-        return to_json(analyze_files(files, engine=engine))
+        return to_json(analyze(files, engine=engine))
 
 
 def test_every_engine_gives_the_same_report(tmp_path: Path) -> None:

@@ -24,7 +24,7 @@ from pathlib import Path
 import pytest
 
 from builder import TraceBuilder
-from stepscope import analyze_traces
+from stepscope import analyze
 from stepscope.ranks.reduce import cross_rank
 from stepscope.ranks.summarize import summarize_file
 from stepscope.trace.kineto import read_kineto
@@ -102,13 +102,13 @@ def test_exposed_communication_and_overlap(two_ranks: list[Path]) -> None:
     s = summarize_file(two_ranks[0])
     assert s.communication.tolist() == [400_000]
     assert s.exposed_communication.tolist() == [350_000]
-    report = analyze_traces([read_kineto(p) for p in two_ranks])
+    report = analyze([read_kineto(p) for p in two_ranks])
     row = report.ranks[0]
     assert row.exposed_communication_us == 350.0 and row.overlap_ratio == 0.125
 
 
 def test_report_heads_with_the_straggler_and_diagnoses_the_median(two_ranks: list[Path]) -> None:
-    report = analyze_traces([read_kineto(p) for p in two_ranks])
+    report = analyze([read_kineto(p) for p in two_ranks])
     cr = report.cross_rank
     assert cr is not None and report.rank == 1
     assert cr.straggler is not None and cr.straggler.rank == 1 and cr.straggler.median_rank == 0

@@ -80,11 +80,11 @@ def test_round_trip_and_refusal_of_other_schemas(tmp_path: Path) -> None:
 
 
 def test_rank_folder_field_names_are_stable() -> None:
-    from stepscope import analyze_traces
+    from stepscope import analyze
     from stepscope.model.report import RankFailure
     from stepscope.trace.load import load_traces
 
-    doc = json.loads(to_json(analyze_traces(load_traces([GLOO_JOB]))))  # four real gloo ranks, rank 2 late
+    doc = json.loads(to_json(analyze(load_traces([GLOO_JOB]))))  # four real gloo ranks, rank 2 late
     assert set(doc) == REPORT_FIELDS
     assert len(doc["ranks"]) == 4 and all(set(row) == RANK_FIELDS for row in doc["ranks"])
     cross = doc["cross_rank"]

@@ -14,13 +14,13 @@ from stepscope.version import __version__
 if TYPE_CHECKING:
     from stepscope.api import profile, step
     from stepscope.model.report import Report
-    from stepscope.pipeline import analyze, analyze_traces
+    from stepscope.pipeline import AnalyzeOptions, analyze
     from stepscope.predict import PredictRequest
 
 # name -> the module that defines it
 _LAZY = {
     "analyze": "stepscope.pipeline",
-    "analyze_traces": "stepscope.pipeline",
+    "AnalyzeOptions": "stepscope.pipeline",
     "Report": "stepscope.model.report",
     "profile": "stepscope.api",
     "step": "stepscope.api",
@@ -37,5 +37,5 @@ def __getattr__(name: str) -> object:
     return getattr(importlib.import_module(module), name)
 
 
-__all__ = ["PredictRequest", "Report", "StepscopeError", "__version__", "analyze", "analyze_traces", "profile",
+__all__ = ["AnalyzeOptions", "PredictRequest", "Report", "StepscopeError", "__version__", "analyze", "profile",
            "step"]

@@ -17,6 +17,7 @@ from stepscope.capture.session import CaptureResult
 from stepscope.capture.telemetry import TelemetryReport
 from stepscope.errors import StepscopeError
 from stepscope.model import report as s
+from stepscope.units import report_us
 
 if TYPE_CHECKING:
     from stepscope.predict import PredictRequest
@@ -50,7 +51,7 @@ def live_report(
 ) -> s.Report:
     """Analyse the captured trace with the one pipeline, told how the capture went (and, with `predict`, the
     job on other GPUs)."""
-    from stepscope.pipeline import analyze_traces
+    from stepscope.pipeline import AnalyzeOptions, analyze
     from stepscope.trace.kineto import read_kineto
 
     if result.trace_path is None:
@@ -63,10 +64,9 @@ def live_report(
         from stepscope.predict.energy import window_power
 
         power = window_power(msgspec.to_builtins(telemetry.window))
-    report = analyze_traces([read_kineto(result.trace_path)], batch_size=result.samples_per_step, run=run,
-                            predict=predict, power_w=power)
-    report.notes[:0] = result.notes
-    return report
+    options = AnalyzeOptions(batch_size=result.samples_per_step, run=run, capture_notes=tuple(result.notes),
+                             predict=predict, power_w=power)
+    return analyze(read_kineto(result.trace_path), options)
 
 
 def run_section(result: CaptureResult, spec: CaptureOptions, *, command: list[str], exit_code: int | None,
@@ -89,7 +89,7 @@ def run_section(result: CaptureResult, spec: CaptureOptions, *, command: list[st
         batch_size_source=result.batch_size_source,
         profiled_device="cuda" if result.gpu else "cpu",
         profiler_overhead=None,
-        unprofiled_step_us=round(ref.step_ns / 1e3, 3) if ref else None,
+        unprofiled_step_us=report_us(ref.step_ns) if ref else None,
         recorded_step_us=None,
         telemetry=msgspec.to_builtins(window) if window is not None else None,
         folder=str(folder) if folder is not None else None,
@@ -98,8 +98,8 @@ def run_section(result: CaptureResult, spec: CaptureOptions, *, command: list[st
         phase=result.phase,
         grad_accumulation=result.accumulation,
         samples_per_step=result.samples_per_step if result.accumulation else None,
-        reference=s.Reference(method=ref.method, step_us=round(ref.step_ns / 1e3, 3),
-                              values_us=[round(v / 1e3, 3) for v in ref.values_ns], steps=ref.steps,
+        reference=s.Reference(method=ref.method, step_us=report_us(ref.step_ns),
+                              values_us=[report_us(v) for v in ref.values_ns], steps=ref.steps,
                               noise=round(ref.noise, 4)) if ref else None,
         settings=msgspec.convert(dataclasses.asdict(result.settings), s.Settings) if result.settings else None,
     )

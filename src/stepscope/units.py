@@ -6,6 +6,7 @@ Two styles, on purpose:
 - `..._cell`: a figure in the report's tables and summary lines. Time comes in µs (the Report's unit) and
   reads with fixed decimals and thousands separators: "3.5 ms"; a missing value reads "-".
 Evidence values stay numbers: `us_from_ns` and `rounded_ratio` give them the precision the Report carries.
+The Report's own figures are µs with three decimals (`report_us`): the one ns -> µs conversion of the report.
 """
 
 from __future__ import annotations
@@ -43,6 +44,14 @@ def us_from_ns(ns: float) -> float:
 def rounded_ratio(x: float) -> float:
     """A share or ratio as evidence carries it: four decimals."""
     return round(float(x), 4)
+
+
+# --- The Report's figures. ---
+
+
+def report_us(ns: float) -> float:
+    """ns as the Report carries time: µs with three decimals."""
+    return round(float(ns) / 1000.0, 3)
 
 
 # --- Cells (report/): tables and summary lines. ---

@@ -22,7 +22,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from stepscope.model import report as s
-from stepscope.units import ns_text, share_text
+from stepscope.units import ns_text, report_us, share_text
 
 # The profiler's cost can be taken out of at most this much of the host work: some work always remains.
 MAX_REMOVED = 0.95
@@ -54,11 +54,11 @@ class Correction:
 
     def record(self) -> s.OverheadCorrection:
         return s.OverheadCorrection(
-            profiled_step_us=round(self.profiled_ns / 1e3, 3), unprofiled_step_us=round(self.unprofiled_ns / 1e3, 3),
+            profiled_step_us=report_us(self.profiled_ns), unprofiled_step_us=report_us(self.unprofiled_ns),
             overhead=None if self.not_comparable else round(self.overhead, 4), noise=round(self.noise, 4),
             within_noise=self.within_noise and not self.not_comparable,
-            applied=self.applied, host_work_us_per_step=round(self.host_work_ns / 1e3, 3),
-            removed_us_per_step=round(self.removed_fraction * self.host_work_ns / 1e3, 3),
+            applied=self.applied, host_work_us_per_step=report_us(self.host_work_ns),
+            removed_us_per_step=report_us(self.removed_fraction * self.host_work_ns),
             removed_share_of_host_work=round(self.removed_fraction, 4))
 
     def note(self) -> str:

@@ -6,7 +6,7 @@ from __future__ import annotations
 import numpy as np
 
 from stepscope.advice.context import Context
-from stepscope.advice.patterns import MIN_SHARE, Found, from_parts
+from stepscope.advice.found import MIN_SHARE, Found, from_parts
 from stepscope.analysis.hostwork import TINY_OP_NS
 from stepscope.trace.model import Kind
 from stepscope.units import rounded_ratio, share_text, us_from_ns
@@ -45,10 +45,8 @@ def _host_common(ctx: Context, where: str) -> list[Found]:
 
 def host_only_patterns(ctx: Context) -> list[Found]:
     """A non-GPU accelerator: only what the host's ranges show; nothing about the device's own timeline."""
-    found = _host_common(ctx, "The host")
-    for f in found:
-        f.pattern.title += " (Host view: this accelerator's own timeline is not analysed.)"
-    return found
+    return [f.adding(" (Host view: this accelerator's own timeline is not analysed.)")
+            for f in _host_common(ctx, "The host")]
 
 
 def cpu_patterns(ctx: Context) -> list[Found]:

@@ -9,17 +9,15 @@ from __future__ import annotations
 
 from collections import Counter
 from collections.abc import Callable
-from dataclasses import dataclass
-
-import numpy as np
 
 from stepscope.advice.context import Context
+from stepscope.advice.cpu_patterns import cpu_patterns, host_only_patterns
+from stepscope.advice.culprits import blocking_causes
+from stepscope.advice.found import MIN_SHARE, Found, costliest_first, from_parts, ranked
 from stepscope.analysis.facts import Facts
 from stepscope.model import report as s
 from stepscope.units import bytes_text, ns_text, rounded_ratio, share_text, us_from_ns
 
-# Below 5% of the step a cause is within step-to-step noise and not worth a code change.
-MIN_SHARE = 0.05
 # DESIGN.md: a GPU busy more than ~90% of the step, without gaps, is the good state.
 GPU_BOUND_UTILIZATION = 0.90
 # When nothing else holds, a GPU busy at least half the step is still best described as compute bound.
@@ -28,20 +26,11 @@ GPU_LARGEST_PART = 0.5
 DEVICE_WAIT_NOTE = 0.2
 # One runtime call taking half of all the launch-attributed time is a first-call cost (module loading).
 ONE_CALL_SHARE = 0.5
-
-
-@dataclass(frozen=True)
-class Found:
-    """A pattern that holds, with its cost per step (ns) for the per-step verdict."""
-
-    pattern: s.Pattern
-    per_step: np.ndarray
+ONE_STEP = " Only one step was profiled: one-time costs may dominate; profile several steps."
 
 
 def classify(facts: Facts, ctx: Context | None = None) -> list[s.Pattern]:
     """Every pattern that holds, primary (costliest) first; each carries its per-step shares."""
-    from stepscope.advice.cpu_patterns import cpu_patterns, host_only_patterns
-
     ctx = ctx or Context(facts)
     if len(facts.steps) == 0:
         return []
@@ -55,41 +44,11 @@ def classify(facts: Facts, ctx: Context | None = None) -> list[s.Pattern]:
         found = [f for rule in GPU_PATTERNS if (f := rule(ctx)) is not None]
         if not found and (f := gpu_compute_bound(ctx, fallback=True)) is not None:
             found = [f]
-        _note_device_wait(ctx, found)
-    ranked = rank(found, facts.steps.ids, ctx.durations)
-    if len(facts.steps) == 1 and ranked:
-        ranked[0].title += " Only one step was profiled: one-time costs may dominate; profile several steps."
-    return ranked
-
-
-def rank(found: list[Found], step_ids: tuple[str, ...], durations: np.ndarray) -> list[s.Pattern]:
-    """Costliest first; each pattern learns its share in each step and the steps where it is the costliest
-    (and costs at least MIN_SHARE of that step)."""
-    found = sorted(found, key=lambda f: -f.pattern.share)
-    if found:
-        shares = np.stack([f.per_step for f in found]) / np.maximum(durations, 1)
-        winner = np.where(shares.max(axis=0) >= MIN_SHARE, shares.argmax(axis=0), -1)
-        for i, f in enumerate(found):
-            f.pattern.evidence["share_per_step"] = {
-                sid: rounded_ratio(v) for sid, v in zip(step_ids, shares[i], strict=True)}
-            f.pattern.evidence["primary_in_steps"] = [sid for sid, w in zip(step_ids, winner, strict=True) if w == i]
-    return [f.pattern for f in found]
-
-
-def make(pattern_id: str, ctx: Context, per_step: np.ndarray, title: str, evidence: dict) -> Found:
-    """A pattern with its share of the typical steps (corrected for the profiler's overhead)."""
-    typical = ctx.typical
-    share = float(per_step[typical].sum() / max(ctx.durations[typical].sum(), 1.0))
-    return Found(s.Pattern(id=pattern_id, share=rounded_ratio(share), evidence=evidence, title=title), per_step)
-
-
-def from_parts(ctx: Context, pattern_id: str, parts: tuple[str, ...], title: str, evidence: dict) -> Found:
-    """A pattern whose cost is the named parts of the step; its evidence keeps the share as recorded."""
-    per_step = np.asarray(sum(ctx.parts[p] for p in parts), dtype=np.float64)
-    if ctx.correction is not None and ctx.correction.applied:  # the share as recorded, before the correction
-        raw, typical = sum(ctx.raw_parts[p] for p in parts), ctx.typical
-        evidence["profiled_share"] = rounded_ratio(raw[typical].sum() / max(ctx.facts.steps.duration[typical].sum(), 1))
-    return make(pattern_id, ctx, per_step, title, evidence)
+        found = _with_device_wait(ctx, found)
+    found = costliest_first(found)
+    if len(facts.steps) == 1 and found:
+        found[0] = found[0].adding(ONE_STEP)
+    return ranked(found, facts.steps.ids, ctx.durations)
 
 
 def _steps(ctx: Context) -> int:
@@ -157,8 +116,6 @@ def sync_bound(ctx: Context) -> Found | None:
 
 def sync_causes(ctx: Context) -> dict[str, float]:
     """Idle ns (over all steps) each kind of blocking call caused, keyed 'outer op > inner op > api'."""
-    from stepscope.advice.culprits import blocking_causes
-
     costs = ctx.costs
     if costs is None:
         return {}
@@ -243,15 +200,16 @@ def gpu_compute_bound(ctx: Context, fallback: bool = False) -> Found | None:
         "top_kernel": {"name": top.name, "share": rounded_ratio(top.share)} if top else None})
 
 
-def _note_device_wait(ctx: Context, found: list[Found]) -> None:
-    """Say so when the GPU idles a large part of the step with work queued (no pattern's fault)."""
+def _with_device_wait(ctx: Context, found: list[Found]) -> list[Found]:
+    """Say so in the primary pattern when the GPU idles a large part of the step with work queued (no pattern's
+    fault)."""
     share = ctx.share("device_wait")
     if share < DEVICE_WAIT_NOTE or not found:
-        return
-    primary = max(found, key=lambda f: f.pattern.share)
-    primary.pattern.evidence["device_wait_share"] = rounded_ratio(share)
-    primary.pattern.title += (f" The GPU also idles {share_text(share)} of each step with work already queued "
-                              "(waiting on events, other streams or other ranks).")
+        return found
+    primary = max(found, key=lambda f: f.share)
+    noted = primary.adding(f" The GPU also idles {share_text(share)} of each step with work already queued "
+                           "(waiting on events, other streams or other ranks).", device_wait_share=rounded_ratio(share))
+    return [noted if f is primary else f for f in found]
 
 
 GPU_PATTERNS: tuple[Callable[[Context], Found | None], ...] = (

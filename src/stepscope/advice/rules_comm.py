@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from stepscope.advice.context import Context
-from stepscope.advice.patterns import MIN_SHARE
+from stepscope.advice.found import MIN_SHARE
 from stepscope.advice.recommendation import recommendation
 from stepscope.advice.whatif import HOST_VIEW_HIDDEN, step_without
 from stepscope.model import report as s

@@ -185,12 +185,11 @@ def fused_optimizer(ctx: Context, patterns: list[s.Pattern]) -> list[s.Recommend
     est = step_without(ctx, saved, "A handful of fused launches instead of one loop per parameter")
     title = (f"Use a fused optimizer ({o.launches:.0f} small optimizer kernels per step): "
              "e.g. torch.optim.AdamW(..., fused=True) or foreach=True")
-    rec = recommendation(ctx, "fused_optimizer", title, {
+    # Where the optimizer is built, when capture saw it, is where the fix goes.
+    return [recommendation(ctx, "fused_optimizer", title, {
         "optimizer_launches_per_step": round(o.launches, 1), "optimizer_gpu_us_per_step": us_from_ns(o.gpu_ns),
-        "optimizer_host_us_per_step": us_from_ns(o.host_ns)}, est, rows_named(ctx.facts.trace, OPTIMIZER_STEP))
-    if known is not None and known.location is not None:
-        rec.location = known.location  # where the optimizer is built, which is where the fix goes
-    return [rec]
+        "optimizer_host_us_per_step": us_from_ns(o.host_ns)}, est, rows_named(ctx.facts.trace, OPTIMIZER_STEP),
+        known.location if known is not None else None)]
 
 
 def remove_sync(ctx: Context, patterns: list[s.Pattern]) -> list[s.Recommendation]:

@@ -11,8 +11,8 @@ from __future__ import annotations
 import numpy as np
 
 from stepscope.advice.context import Context
+from stepscope.advice.found import MIN_SHARE
 from stepscope.advice.location import rows_named
-from stepscope.advice.patterns import MIN_SHARE
 from stepscope.advice.recommendation import recommendation
 from stepscope.advice.whatif import CAVEAT, WORKERS_ASSUMED, Estimate, gpu_busy_ns, step_without
 from stepscope.analysis.categories import DATALOADER
@@ -74,13 +74,10 @@ def dataloader_workers(ctx: Context, patterns: list[s.Pattern]) -> list[s.Recomm
         target = workers + (workers if free is None else min(workers, free))
         est, title = _more_workers(ctx, wait, workers, target), _more_title(workers, target)
     location, rows = _where(ctx)
-    rec = recommendation(ctx, "dataloader_workers", title, {
+    return [recommendation(ctx, "dataloader_workers", title, {
         "dataloader_wait_share": rounded_ratio(wait / ctx.step_ns), "dataloader_wait_us_per_step": us_from_ns(wait),
         "iterator": ctx.dataloader.iterator, "num_workers": workers, "suggested_workers": target,
-        "free_cores": free}, est, rows)
-    if location is not None:
-        rec.location = location
-    return [rec]
+        "free_cores": free}, est, rows, location)]
 
 
 def _more_title(workers: int | None, target: int | None) -> str:
@@ -154,9 +151,6 @@ def persistent_workers(ctx: Context, patterns: list[s.Pattern]) -> list[s.Recomm
         est = step_without(ctx, extra, "Worker start-up amortised away")
     title = "Keep DataLoader workers alive between epochs: DataLoader(..., persistent_workers=True)"
     location, rows = _where(ctx)
-    rec = recommendation(ctx, "persistent_workers", title, {
+    return [recommendation(ctx, "persistent_workers", title, {
         "longest_next_us": us_from_ns(longest), "median_next_us": us_from_ns(median),
-        "restart_share": rounded_ratio(extra / ctx.step_ns), "batches_per_epoch": per_epoch}, est, rows)
-    if location is not None:
-        rec.location = location
-    return [rec]
+        "restart_share": rounded_ratio(extra / ctx.step_ns), "batches_per_epoch": per_epoch}, est, rows, location)]

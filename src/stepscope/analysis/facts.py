@@ -11,10 +11,10 @@ from stepscope.analysis.copies import CopySummary, copy_summary
 from stepscope.analysis.costs import StepCosts, step_costs
 from stepscope.analysis.flops import FlopCount, count_flops
 from stepscope.analysis.gpu import GpuUsage, gpu_usage
-from stepscope.analysis.hostwork import StepParts, step_parts
 from stepscope.analysis.kernels import KernelSummary, kernel_summary
 from stepscope.analysis.memory import DeviceMemory, memory_summary
 from stepscope.analysis.memory_usage import DevicePeak, device_peaks
+from stepscope.analysis.parts import StepParts, step_parts
 from stepscope.analysis.signals import Signals, compute_signals
 from stepscope.analysis.steps import Steps, find_steps
 from stepscope.analysis.syncs import SyncSummary, sync_summary

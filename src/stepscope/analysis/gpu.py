@@ -36,13 +36,24 @@ class DeviceUsage:
     other_idle: np.ndarray  # the rest: waits on events, copies, syncs
     idle: IdleIntervals  # the same gaps as intervals, for timelines and trace tracks
 
+    def share(self, steps: Steps) -> float:
+        """Its busy share of the total step time: DESIGN.md's GPU utilisation, for this device."""
+        return float(self.busy.sum() / max(float(steps.duration.sum()), 1.0))
+
 
 @dataclass(frozen=True)
 class GpuUsage:
     devices: tuple[DeviceUsage, ...]
     primary: int | None  # index into devices of the busiest device, None without kernels
 
-    def utilization(self, steps: Steps) -> np.ndarray | None:
+    def utilization(self, steps: Steps) -> float | None:
+        """The GPU utilisation of the steps (the busiest device's busy share; every figure of it in the report,
+        the prediction and the rank rows is this one); None without kernels or steps."""
+        if self.primary is None or float(steps.duration.sum()) <= 0:
+            return None
+        return self.devices[self.primary].share(steps)
+
+    def utilization_per_step(self, steps: Steps) -> np.ndarray | None:
         """Per step, the busiest device's busy share."""
         if self.primary is None:
             return None

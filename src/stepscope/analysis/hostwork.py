@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
 
 import numpy as np
 
@@ -23,9 +22,6 @@ from stepscope.analysis.steps import PROFILER_STEP, Steps
 from stepscope.analysis.syncs import is_sync_api
 from stepscope.trace import intervals as iv
 from stepscope.trace.model import Kind, Trace
-
-if TYPE_CHECKING:
-    from stepscope.analysis.costs import StepCosts
 
 # A host gap this long with no op in it is Python, numpy, I/O or a sleep, which the profiler leaves alone;
 # a shorter one is the dispatch glue between two calls, where part of the profiler's per-op cost lands.
@@ -116,23 +112,3 @@ def op_self_time(trace: Trace, steps: Steps, pattern: re.Pattern[str]) -> float:
     match = trace.names_where(lambda s: pattern.match(s) is not None)[ops]
     own = self_time(trace, ops[match]).astype(np.float64)
     return float(steps.per_step(ev.start[ops[match]], own).sum()) / len(steps)
-
-
-@dataclass(frozen=True)
-class StepParts:
-    """Per step, ns in each part of the step as recorded (the GPU attribution's parts on a GPU run, CPU_PARTS
-    on a CPU run, the host's DataLoader and collective ranges on other accelerators), and the host work inside
-    each part (what the profiler's overhead inflates; empty where it cannot be told)."""
-
-    parts: dict[str, np.ndarray]
-    host_work: dict[str, np.ndarray]
-
-
-def step_parts(trace: Trace, steps: Steps, breakdown: Breakdown, costs: StepCosts | None) -> StepParts:
-    if costs is not None:
-        return StepParts(dict(costs.parts), dict(costs.host_work or {}))
-    if trace.platform == "cpu":
-        parts = cpu_parts(trace, steps, breakdown)
-        return StepParts(parts, cpu_host_work(parts, host_work(trace, steps)))
-    names = ("dataloader", "communication")
-    return StepParts({c: breakdown.per_step[:, breakdown.categories.index(c)].astype(np.float64) for c in names}, {})

@@ -18,6 +18,7 @@ from stepscope.analysis.steps import Steps
 from stepscope.analysis.syncs import SyncSummary
 from stepscope.trace import intervals as iv
 from stepscope.trace.model import Kind, Trace
+from stepscope.units import report_us as _us
 
 MAX_SPANS = 4000  # the longest spans are kept; shorter ones are sub-pixel at the step's scale anyway
 HOST_DEPTH = 3  # op nesting levels drawn per host thread
@@ -176,9 +177,5 @@ def _syncs(trace: Trace, syncs: SyncSummary, lo: int, hi: int,
     return tuple(result)
 
 
-def _us(ns: int | np.integer) -> float:
-    return round(int(ns) / 1000, 3)
-
-
 def _us_all(ns: np.ndarray) -> tuple[float, ...]:
-    return tuple(np.round(ns / 1000, 3).tolist())
+    return tuple(_us(v) for v in ns.tolist())

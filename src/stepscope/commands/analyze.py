@@ -42,11 +42,10 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from stepscope.pipeline import facts_and_report
+    from stepscope.pipeline import AnalyzeOptions, analyze
     from stepscope.ranks.inputs import rank_files
     from stepscope.report import render
     from stepscope.report.terminal import make_console
-    from stepscope.trace.load import read_trace
 
     request = request_from_args(args, args.predict)
     ranks.take_paths_from_ray(args)
@@ -56,16 +55,14 @@ def run(args: argparse.Namespace) -> int:
     if args.perfetto and len(files) != 1:
         raise StepscopeError(f"--perfetto annotates one trace, and {len(files)} were given",
                              hint="give one rank's trace file, e.g. the slowest rank's")
-    facts = None
+    kept: list[Facts] = []  # only the annotated trace reads them again
+    options = AnalyzeOptions(step_range=args.step_range, batch_size=args.batch_size, predict=request,
+                             on_facts=kept.append if args.perfetto else None)
     if len(files) > 1:
-        report = ranks.analyze_ranks(args, files, show_progress=not args.quiet and sys.stderr.isatty(),
-                                     predict=request)
+        report = ranks.analyze_ranks(args, files, options, show_progress=not args.quiet and sys.stderr.isatty())
     else:
         power = origin_power(files[0]) if request is not None else None
-        batch_size = args.batch_size or _run_batch_size(args.paths)
-        facts, report = facts_and_report(read_trace(files[0]), step_range=args.step_range,
-                                         batch_size=batch_size, predict=request, power_w=power)
-        facts = facts if args.perfetto else None  # only the annotated trace reads them again
+        report = analyze(args.paths, options.replace(power_w=power))
     to_stdout = args.json == "-"
     console = going_on_when_reader_leaves(make_console(width=args.width, stderr=to_stdout))
     if not args.quiet:
@@ -78,8 +75,8 @@ def run(args: argparse.Namespace) -> int:
             written.append(path)
     if args.html and (path := write_output(args.html, render("html", report), "HTML report")):
         written.append(path)
-    if facts is not None:
-        data = _annotated_trace(facts, report, compress=args.perfetto.endswith(".gz"))
+    if kept:
+        data = _annotated_trace(kept[0], report, compress=args.perfetto.endswith(".gz"))
         if path := write_output(args.perfetto, data, "annotated trace"):
             written.append(path)
     if written and not args.quiet:
@@ -97,17 +94,3 @@ def _annotated_trace(facts: Facts, report: Report, compress: bool) -> bytes:
     original = document(Path(trace.meta.path))[0] if trace.meta.format == "kineto" else None
     return render("perfetto", report, trace=trace, annotations=facts.annotations, original=original,
                   compress=compress)
-
-
-def _run_batch_size(paths: list[str]) -> int | None:
-    """The samples per step a run folder's capture found, when the one path given is a run folder."""
-    from stepscope.commands.inputs import load_report
-
-    folder = Path(paths[0]) if len(paths) == 1 else None
-    if folder is None or not folder.is_dir() or not (folder / "report.json").is_file():
-        return None
-    try:
-        run = load_report(folder, traces_allowed=False).run
-    except StepscopeError:
-        return None  # the trace is still analysed; only samples/s is missing
-    return (run.samples_per_step or run.batch_size) if run is not None else None

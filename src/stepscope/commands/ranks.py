@@ -14,7 +14,7 @@ from stepscope.errors import StepscopeError
 
 if TYPE_CHECKING:
     from stepscope.model.report import Report
-    from stepscope.predict import PredictRequest
+    from stepscope.pipeline import AnalyzeOptions
 
 SHOWN_FAILURES = 20
 
@@ -40,15 +40,14 @@ def take_paths_from_ray(args: argparse.Namespace) -> None:
         args.ray = ""
 
 
-def analyze_ranks(args: argparse.Namespace, files: Sequence[Path], show_progress: bool,
-                  predict: PredictRequest | None = None) -> Report:
-    from stepscope.pipeline import analyze_files
+def analyze_ranks(args: argparse.Namespace, files: Sequence[Path], options: AnalyzeOptions,
+                  show_progress: bool) -> Report:
+    from stepscope.pipeline import analyze
     from stepscope.ranks.engines import make_engine
 
     engine = make_engine(dask=args.dask, ray=args.ray, ray_requested=args.ray is not None, workers=args.workers)
     with engine, _progress(show_progress, len(files), engine.name) as progress:
-        report = analyze_files(files, engine=engine, step_range=args.step_range, batch_size=args.batch_size,
-                               predict=predict, progress=progress)
+        report = analyze(files, options.replace(engine=engine, progress=progress))
     cross = report.cross_rank
     failures = cross.failures if cross else []
     if failures and args.strict:

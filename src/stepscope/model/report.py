@@ -28,7 +28,7 @@ from stepscope.model.usage import MemoryUsage, Utilization
 SCHEMA = "stepscope.report/1"
 
 
-class Struct(msgspec.Struct, kw_only=True, omit_defaults=False):
+class Struct(msgspec.Struct, kw_only=True, omit_defaults=False, frozen=True):
     pass
 
 

@@ -9,7 +9,7 @@ from typing import Any
 import msgspec
 
 
-class Struct(msgspec.Struct, kw_only=True, omit_defaults=False):
+class Struct(msgspec.Struct, kw_only=True, omit_defaults=False, frozen=True):
     pass
 
 

@@ -7,7 +7,10 @@ from typing import Any
 
 import msgspec
 
-from stepscope.model.report import Struct
+
+class Struct(msgspec.Struct, kw_only=True, omit_defaults=False):
+    """Not frozen, unlike the Report's parts: tune fills its result in as the trials come back (tune/review.py)."""
+
 
 TUNE_SCHEMA = "stepscope.tune/1"
 

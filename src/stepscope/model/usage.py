@@ -6,7 +6,7 @@ from __future__ import annotations
 import msgspec
 
 
-class Struct(msgspec.Struct, kw_only=True, omit_defaults=False):
+class Struct(msgspec.Struct, kw_only=True, omit_defaults=False, frozen=True):
     pass
 
 

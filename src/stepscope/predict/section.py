@@ -5,6 +5,8 @@ from __future__ import annotations
 import datetime as dt
 from dataclasses import dataclass, field
 
+import msgspec
+
 from stepscope.analysis.costs import primary_device
 from stepscope.analysis.facts import Facts
 from stepscope.errors import StepscopeError
@@ -16,6 +18,7 @@ from stepscope.predict.measured_error import measured_error
 from stepscope.predict.scaling import FLOOR_NS
 from stepscope.predict.target import StepView, TargetRun, run_target, view
 from stepscope.predict.work import gpu_work
+from stepscope.units import report_us as _us
 
 MODEL = "stepscope.predict/1"
 TIE = 0.005  # targets within this of the fastest (cheapest) are marked fastest (cheapest) too
@@ -135,18 +138,19 @@ def _pairs_text(err: object) -> str:
     return ", ".join(pairs) or "no GPUs"
 
 
-def _mark(targets: list[s.PredictionTarget]) -> None:
+def _marked(targets: list[s.PredictionTarget]) -> list[s.PredictionTarget]:
+    """The targets with the fastest and the cheapest marked; ties (a host-bound job runs as fast everywhere) are
+    all marked. Cheapest per step, which ranks the same as per sample: every target runs the same batch."""
     if not targets:
-        return
+        return targets
     fastest = min(t.step_time_us for t in targets)
-    for t in targets:  # ties (a host-bound job runs as fast everywhere) are all marked
-        t.fastest = t.step_time_us <= fastest * (1 + TIE)
-    priced = [t for t in targets if t.price_per_gpu_hour is not None]
-    if priced:
-        # Per step, which ranks the same as per sample: every target runs the same batch.
-        cheapest = min(t.price_per_gpu_hour * t.step_time_us for t in priced)  # type: ignore[operator]
-        for t in priced:
-            t.cheapest = t.price_per_gpu_hour * t.step_time_us <= cheapest * (1 + TIE)  # type: ignore[operator]
+    priced = [t.price_per_gpu_hour * t.step_time_us for t in targets if t.price_per_gpu_hour is not None]
+    cheapest = min(priced) if priced else None
+    return [msgspec.structs.replace(
+        t, fastest=t.step_time_us <= fastest * (1 + TIE),
+        cheapest=(t.price_per_gpu_hour is not None and cheapest is not None
+                  and t.price_per_gpu_hour * t.step_time_us <= cheapest * (1 + TIE)))
+        for t in targets]
 
 
 def predict(facts: Facts, request: PredictRequest, *, batch_size: int | None = None, power_w: float | None = None,
@@ -167,7 +171,7 @@ def predict(facts: Facts, request: PredictRequest, *, batch_size: int | None = N
             warnings.append(price.stale)
         prices.append(price.source if price else None)
         targets.append(_target(run, origin, request, batch_size, power_w, price))
-    _mark(targets)
+    targets = _marked(targets)
     step = origin.view.step_ns
     sps = batch_size / (step / 1e9) if batch_size and step else None
     err = measured_error()
@@ -185,10 +189,6 @@ def predict(facts: Facts, request: PredictRequest, *, batch_size: int | None = N
         sources=_sources(table, [origin.spec, *dict.fromkeys(specs)], prices),
         warnings=list(dict.fromkeys(warnings)),
     )
-
-
-def _us(ns: float) -> float:
-    return round(float(ns) / 1000.0, 3)
 
 
 def _round(x: float | None, digits: int) -> float | None:

@@ -54,14 +54,10 @@ def view(facts: Facts, device: int) -> StepView:
     if len(steps) == 0:
         return StepView(0.0, 0.0, None, None, None)
     patterns = classify(facts, Context(facts))
-    usage = facts.gpu
-    util = None
-    if usage.primary is not None:
-        util = float(usage.devices[usage.primary].busy.sum() / max(float(steps.duration.sum()), 1.0))
     return StepView(
         step_ns=float(steps.duration.mean()),
         gpu_ns=gpu_busy_ns(facts.trace, facts, device),
-        utilization=util,
+        utilization=facts.gpu.utilization(steps),
         bottleneck=patterns[0].id if patterns else None,
         bottleneck_share=patterns[0].share if patterns else None,
     )

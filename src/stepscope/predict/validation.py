@@ -16,6 +16,7 @@ from stepscope.predict.gpus import roof_pair
 from stepscope.predict.target import run_target, view
 from stepscope.predict.work import gpu_work
 from stepscope.trace.model import Kind, Trace
+from stepscope.units import report_us as _us
 
 MIN_CALLS = 5  # an op name needs this many calls in both traces to compare its speed
 
@@ -122,7 +123,3 @@ def summary(results: list[PairResult]) -> dict[str, float]:
         "bottleneck_agreement": round(float(np.mean([r.predicted_bottleneck == r.measured_bottleneck
                                                      for r in results])), 4) if results else 0.0,
     }
-
-
-def _us(ns: float) -> float:
-    return round(float(ns) / 1000.0, 3)

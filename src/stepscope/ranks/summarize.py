@@ -57,16 +57,13 @@ def summarize_trace(trace: Trace, *, step_range: str | None = None,
     shares = step_shares(steps, compute_intervals(trace, steps, found.on_device), iv.union(found.start, found.end))
     lead_in = lead_in_breakdown(trace, steps, lead_in_windows(steps, found.start, found.end, found.step), found.start)
     patterns = advise(facts).patterns
-    total = float(steps.duration.sum())
-    gpu = facts.gpu
-    utilization = (float(gpu.devices[gpu.primary].busy.sum() / total)
-                   if gpu.primary is not None and total > 0 else None)
     meta = trace.meta
     return RankSummary(
         path=meta.path, rank=meta.rank, world_size=meta.world_size, format=meta.format, origin_us=meta.origin_us,
         step_ids=steps.ids, step_start=np.asarray(steps.start), step_duration=np.asarray(steps.duration),
         breakdown=facts.breakdown.per_step, compute=shares.compute, communication=shares.communication,
-        exposed_communication=shares.exposed_communication, idle=shares.idle, gpu_utilization=utilization,
+        exposed_communication=shares.exposed_communication, idle=shares.idle,
+        gpu_utilization=facts.gpu.utilization(steps),
         patterns=tuple(p.id for p in patterns),
         collectives=RankCollectives(
             keys=tuple(found.keys), names=tuple(found.names), groups=tuple(found.groups), seq=found.seq,

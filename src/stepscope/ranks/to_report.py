@@ -4,7 +4,9 @@ full diagnoses (stepscope.report/1; fields only ever added)."""
 from __future__ import annotations
 
 from collections import Counter
+from dataclasses import dataclass
 
+import msgspec
 import numpy as np
 
 from stepscope.analysis.categories import BREAKDOWN_CATEGORIES as BREAKDOWN
@@ -12,6 +14,7 @@ from stepscope.model import report as s
 from stepscope.ranks.reduce import CrossRankAnalysis
 from stepscope.ranks.stragglers import Straggler
 from stepscope.ranks.summary import RankFailure, RankSummary
+from stepscope.units import report_us as _us
 
 TOP_COLLECTIVES = 20
 CAUSE_LABELS = {
@@ -20,10 +23,6 @@ CAUSE_LABELS = {
     "dataloader": "DataLoader wait", "cpu_exec": "CPU ops",
     "other": "time outside any recorded op (a sleep, unprofiled Python, the OS)",
 }
-
-
-def _us(ns: float) -> float:
-    return round(float(ns) / 1000.0, 3)
 
 
 def _us_or_none(ns: float) -> float | None:
@@ -146,7 +145,7 @@ def straggler_section(a: CrossRankAnalysis, st: Straggler) -> s.Straggler:
         cause = s.StragglerCause(category=c.category, label=CAUSE_LABELS[c.category], straggler_us=_us(c.straggler_ns),
                                  median_us=_us(c.median_ns),
                                  ratio=round(c.straggler_ns / c.median_ns, 2) if c.median_ns > 0 else None)
-    section = s.Straggler(
+    draft = s.Straggler(
         rank=rank_label(summary, st.index), path=summary.path,
         median_rank=rank_label(a.summaries[st.median], st.median),
         arrived_last_share=round(float(a.waits.last_share[st.index]), 4), late_collectives=st.late_collectives,
@@ -156,8 +155,8 @@ def straggler_section(a: CrossRankAnalysis, st: Straggler) -> s.Straggler:
         median_lead_in_us={k: _us(v) for k, v in (st.cause.median_lead_in if st.cause else {}).items()},
         statement="",
     )
-    section.statement = statement(section, _late_names(a, st.index))
-    return section
+    # The statement reads the section's own rounded figures, so it is written from the draft.
+    return msgspec.structs.replace(draft, statement=statement(draft, _late_names(a, st.index)))
 
 
 def _late_names(a: CrossRankAnalysis, index: int) -> str:
@@ -186,18 +185,24 @@ def diagnosis(role: str, report: s.Report) -> s.RankDiagnosis:
                            recommendations=report.recommendations)
 
 
-def assemble(a: CrossRankAnalysis, reports: dict[str, s.Report], failures: list[RankFailure]) -> s.Report:
-    """The main rank's full report (the straggler's, else the slowest rank's) with every rank's row, the
-    cross-rank section, and the diagnoses of the main and the median rank."""
+@dataclass(frozen=True)
+class JobParts:
+    """What the job's Report adds to its main rank's (pipeline/assemble.py builds it)."""
+
+    main_path: str  # the main rank's file: the straggler's, else the slowest rank's
+    ranks: list[s.RankRow]
+    paths: list[str]  # every rank's file
+    cross_rank: s.CrossRank
+
+
+def job_parts(a: CrossRankAnalysis, reports: dict[str, s.Report], failures: list[RankFailure]) -> JobParts:
+    """Every rank's row, the cross-rank section, and the diagnoses of the main and the median rank."""
     main_i = main_index(a)
-    main = reports[a.summaries[main_i].path]
+    main_path = a.summaries[main_i].path
     role = "straggler" if a.straggler else "slowest"
-    chosen = [diagnosis(role, main)]
+    chosen = [diagnosis(role, reports[main_path])]
     median_path = a.summaries[a.median].path
     if a.median != main_i and median_path in reports:
         chosen.append(diagnosis("median", reports[median_path]))
-    main.ranks = rank_rows(a)
-    main.source = s.Source(paths=[x.path for x in a.summaries], format=main.source.format)
-    main.cross_rank = cross_rank_section(a, chosen, failures)
-    return main
-
+    return JobParts(main_path=main_path, ranks=rank_rows(a), paths=[x.path for x in a.summaries],
+                    cross_rank=cross_rank_section(a, chosen, failures))

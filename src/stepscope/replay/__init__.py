@@ -1,8 +1,12 @@
-"""The step as a dependency graph, replayed: as recorded (it must reproduce the trace), with the profiler's
-calibrated host cost taken out (the job as it runs), with a fix applied (what-if), on another GPU (predict).
+"""The replay: the recorded step as a dependency graph (host ops in order per thread, launches to kernels and
+copies on their streams, synchronisations, DataLoader waits, collectives), replayed. As recorded (it must
+reproduce the trace), de-perturbed (the profiler's calibrated cost per event taken out, checked against the
+run's unprofiled steps: the replay error is part of the report), what-if (a fix applied to the graph) and on
+another GPU (kernels scaled by roofs, host by its measured speed).
 
-Below advice and predict, above analysis: the verdict, the estimates and predict share this one model of the
-step rather than each modelling it."""
+It sits below advice and predict, so the verdict, the estimates and predict share one model of the step. The
+pipeline hands it the trace, the run's reference and its calibration in one place (pipeline/timeline.py).
+"""
 
 from stepscope.replay.blocking import blocking_calls
 from stepscope.replay.engine import replay

@@ -1,4 +1,4 @@
-"""The report's utilization and memory_usage sections, from the Facts (called by pipeline.build_report)."""
+"""The report's utilization and memory_usage sections, from the Facts (parts the assembly takes)."""
 
 from __future__ import annotations
 
@@ -9,12 +9,9 @@ from stepscope.analysis.memory_usage import DevicePeak
 from stepscope.analysis.roofline import Roofline
 from stepscope.analysis.utilization import Utilization
 from stepscope.model import usage as u
+from stepscope.units import report_us as _us
 
 MAX_ROOF_POINTS = 60
-
-
-def _us(ns: float) -> float:
-    return round(float(ns) / 1000.0, 3)
 
 
 def _r(x: float | None, digits: int = 4) -> float | None:

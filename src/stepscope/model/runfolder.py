@@ -1,0 +1,14 @@
+"""The run folder's file names, the one place they are spelled: what `stepscope run`, the API and the callbacks
+write into `stepscope-runs/NAME-TIME/`, and what `analyze`, `report`, `predict` and `tune` read back. Imports
+nothing, so that capture, inside the user's program, can name them without loading anything."""
+
+TRACE = "trace.json.gz"  # the recorded window (Kineto JSON)
+REPORT_JSON = "report.json"  # stepscope.report/1
+REPORT_TEXT = "report.txt"  # the terminal report as plain text
+REPORT_HTML = "report.html"
+TELEMETRY = "telemetry.json"  # stepscope.telemetry/1: CPU and GPU readings over the run
+CENSUS = "census.json"  # what the model and optimizer hold, for the memory categories
+CALIBRATION = "calibration.json"  # the profiler's cost per event on the capturing machine (capture/calibrate.py)
+
+# What a run writes, for `--force` to replace them all and nothing else.
+RUN_FILES = (TRACE, REPORT_JSON, REPORT_TEXT, REPORT_HTML, TELEMETRY, CENSUS, CALIBRATION)

@@ -1,0 +1,47 @@
+"""What an analysis is asked for, as one typed object: the verbs, the API, the callbacks and tune's child each
+fill one in and hand it to `pipeline.analyze`."""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from stepscope.analysis.facts import Facts
+    from stepscope.capture.calibrate import ProfilerCost
+    from stepscope.model.report import Reference, Run
+    from stepscope.predict import PredictRequest
+    from stepscope.ranks.driver import Progress
+    from stepscope.ranks.engines import Engine
+
+
+@dataclass(frozen=True)
+class AnalyzeOptions:
+    step_range: str | None = None  # the range (NVTX or record_function) that marks one step
+    batch_size: int | None = None  # samples per step, for samples/s (else a run folder's own, when there is one)
+    predict: PredictRequest | None = None  # also the job on other GPUs: the report's `prediction` section
+    power_w: float | None = None  # the origin GPU's mean power (telemetry), for the prediction's energy per step
+    engine: Engine | None = None  # where many rank files are summarised (default: a local process pool)
+    progress: Progress | None = None  # told (done, total) as the rank files are summarised
+    # A live capture (`stepscope run`, the API, the callbacks, tune's profiled child): how it went (the report's
+    # run section, whose settings and reference the advice reads) and what the capture said (first notes).
+    run: Run | None = None
+    capture_notes: tuple[str, ...] = ()
+    # What the replay takes (stepscope.replay): the unprofiled step timings of the run, and the profiler's cost
+    # per event on the capturing machine (the run folder's calibration.json). Unused until the replay lands.
+    reference: Reference | None = None
+    calibration: ProfilerCost | None = None
+    # Handed the Facts of a one-trace analysis: for outputs that read the trace again (the annotated trace).
+    on_facts: Callable[[Facts], None] | None = None
+
+    def replace(self, **changes: Any) -> AnalyzeOptions:
+        """These options with some fields changed; an unknown name is a TypeError."""
+        return dataclasses.replace(self, **changes) if changes else self
+
+    def for_task(self, main: bool) -> AnalyzeOptions:
+        """What a per-rank task on an engine is given: nothing that cannot travel to another process (the engine,
+        the progress bar, the facts hook), and a prediction and run section for the main rank only."""
+        return self.replace(engine=None, progress=None, on_facts=None, predict=self.predict if main else None,
+                        run=self.run if main else None, capture_notes=self.capture_notes if main else ())
