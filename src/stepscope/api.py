@@ -173,6 +173,7 @@ class Profile:
 
         from stepscope.atomic import write_atomic
         from stepscope.capture.telemetry import to_json
+        from stepscope.model import runfolder
         from stepscope.runreport import WRITE_HINT, write_report_files
 
         assert self.folder is not None
@@ -186,6 +187,7 @@ class Profile:
 
         if (self.folder / CENSUS_FILE).exists():
             written.append(CENSUS_FILE)
+        written += [name for name in (runfolder.TIMING, runfolder.CALIBRATION) if (self.folder / name).is_file()]
         return sorted([*written, *write_report_files(self.report, self.folder, telemetry=telemetry)])
 
 

@@ -154,6 +154,7 @@ def _finish(program: Program, spec: CaptureOptions, folder: Path, captured: Capt
     from stepscope.atomic import write_atomic
     from stepscope.capture import runfolder
     from stepscope.capture.telemetry import to_json as telemetry_json
+    from stepscope.model import runfolder as names
     from stepscope.report import render
     from stepscope.report.terminal import make_console
     from stepscope.runreport import WRITE_HINT, live_report, nothing_recorded, write_report_files
@@ -161,6 +162,7 @@ def _finish(program: Program, spec: CaptureOptions, folder: Path, captured: Capt
 
     outcome, result, telemetry = captured.outcome, captured.result, captured.telemetry
     files = [p for p in (result.trace_path and runfolder.TRACE,) if p]
+    files += [name for name in (names.TIMING, names.CALIBRATION) if (folder / name).is_file()]
     if telemetry is not None:
         try:
             write_atomic(folder / runfolder.TELEMETRY, telemetry_json(telemetry), what="telemetry", hint=WRITE_HINT)

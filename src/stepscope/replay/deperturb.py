@@ -39,6 +39,7 @@ class Deperturbed:
     error: float | None  # replayed / unprofiled - 1
     removed_ns_per_step: float  # profiler cost taken out of the host's path, per step
     why_not: str | None = None  # why the trace is used as recorded
+    cost: HostCost | None = None  # the cost per event taken out
 
     @property
     def trusted(self) -> bool:
@@ -70,7 +71,7 @@ def deperturb(trace: Trace, calibration: dict[str, Any] | None, unprofiled_step_
     step = _median_step(replayed.trace)
     error = step / unprofiled_step_ns - 1 if step and unprofiled_step_ns else None
     removed = replayed.clock.total_removed / max(len(find_steps(trace)), 1)
-    return Deperturbed(replayed.trace, True, recorded, step, unprofiled_step_ns, error, removed)
+    return Deperturbed(replayed.trace, True, recorded, step, unprofiled_step_ns, error, removed, cost=cost)
 
 
 def _why_not(trace: Trace, calibration: dict[str, Any] | None, unprofiled_step_ns: float | None,
