@@ -46,7 +46,8 @@ def test_the_timing_pass_comes_first_with_minimal_settings(tmp_path: Path, capfd
     calibration = json.loads((out / "calibration.json").read_text())
     assert calibration["record_shapes"] is False and calibration["profile_memory"] is False
     assert calibration["op_ns"] > 0 and calibration["plain_op_ns"] > 0
-    assert calibration["events_per_iteration"]["op"]["op"] == 10  # F.linear records ten operators on a CPU
+    # The calibration's training step records its forward operators (ten for F.linear on a CPU) and the backward's.
+    assert calibration["events_per_iteration"]["op"]["op"] > 20
 
 
 def test_one_pass_when_asked(tmp_path: Path, capfd: pytest.CaptureFixture[str]) -> None:

@@ -6,10 +6,11 @@ CUPTI's. Short loops of small operators are timed with the profiler off and on (
 other work on the machine only ever adds time), and the difference per iteration, over the events one iteration
 records (counted in a short recorded run of the same loop), is the cost per event:
 
-- `op_ns`: one recorded operator, from `F.linear` on small CPU tensors: nested operators as a model's are
-  (`aten::linear` > `aten::t` > `aten::transpose` ..., `aten::addmm`); a flat `x.mul_(y)` costs half as much per
-  event, and a model's operators are nested;
-- `launch_ns`: one CUDA runtime call recorded by CUPTI, beyond the operators around it (`F.linear` on the GPU);
+- `op_ns`: one recorded operator, from a tiny training step on the CPU (`F.linear(a, w, b).sum().backward()`):
+  nested operators as a model's are (`aten::linear` > `aten::t` > `aten::transpose` ..., `aten::addmm`), with
+  autograd's bookkeeping and the backward pass's nodes; a flat `x.mul_(y)` costs half as much per event;
+- `launch_ns`: one CUDA runtime call recorded by CUPTI, beyond the operators around it (the same step on the GPU,
+  whose backward runs on autograd's device thread as a model's does);
 - `alloc_ns`: one allocator event (`torch.mul(x, y)` makes an allocation and a free), with memory profiling;
 - `range_ns`: one `record_function` range (stepscope's line ranges), whole: it exists only in the window.
 
@@ -52,7 +53,7 @@ class ProfilerCost:
     with_stack: bool
     cuda: bool
     seconds: float  # how long the calibration took
-    plain_op_ns: float = 0.0  # the host's own speed, unprofiled: one operator of the CPU loop
+    plain_op_ns: float = 0.0  # the host's own speed, unprofiled: one operator of the CPU training step
     plain_launch_ns: float = 0.0  # and one runtime call of the GPU loop, with its operators (0 without CUDA)
     events_per_iteration: dict[str, dict[str, float]] | None = None  # what each loop recorded, per iteration
 
@@ -74,13 +75,14 @@ def measure_profiler_cost(*, record_shapes: bool, profile_memory: bool, with_sta
     t_start = time.perf_counter()
     if cuda is None:
         cuda = bool(torch.cuda.is_available() and torch.cuda.is_initialized())
-    a, w, b = torch.randn(4, 8), torch.randn(8, 8), torch.randn(8)
+    a, w, b = torch.randn(4, 8), torch.randn(8, 8, requires_grad=True), torch.randn(8, requires_grad=True)
     x, y = torch.ones(16), torch.full((16,), 1.0)
-    loops: dict[str, Any] = {"op": lambda: F.linear(a, w, b), "alloc": lambda: torch.mul(x, y),
+    loops: dict[str, Any] = {"op": lambda: F.linear(a, w, b).sum().backward(), "alloc": lambda: torch.mul(x, y),
                              "range": _range_loop_body}
     if cuda:
-        ga, gw, gb = (t.cuda() for t in (a, w, b))
-        loops["launch"] = lambda: F.linear(ga, gw, gb)
+        ga = a.cuda()
+        gw, gb = (t.detach().cuda().requires_grad_() for t in (w, b))
+        loops["launch"] = lambda: F.linear(ga, gw, gb).sum().backward()
     options = {"record_shapes": record_shapes, "profile_memory": profile_memory, "with_stack": with_stack}
     counts = _events_per_iteration(loops, options, cuda)
     # The operator and launch loops record as many events as the window; an allocation or a range is rare beside
