@@ -15,6 +15,7 @@ from markupsafe import Markup
 from stepscope.model.report import Report
 from stepscope.report import sections
 from stepscope.report import tables as t
+from stepscope.report.evidence import evidence_items
 from stepscope.units import bytes_cell, count_cell, share_cell, us_cell
 
 
@@ -72,7 +73,7 @@ class HtmlRenderer:
             generator=report.generator or "stepscope",
             figures={f"fig-{x.id}": x.figure for x in built if x.figure is not None},
             report=report,
-            evidence=t.evidence_items,
+            evidence=evidence_items,
             where=t.where,
             cards=sections.headline(report),
             sections=[x for x in built if x.id != "recommendations"],

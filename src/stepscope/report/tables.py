@@ -9,6 +9,7 @@ from typing import Any
 import msgspec
 
 from stepscope.model.report import Report
+from stepscope.report.evidence import label, value_text
 from stepscope.report.palette import BREAKDOWN_COLORS, BREAKDOWN_LABELS
 from stepscope.units import bytes_cell, count_cell, share_cell, us_cell
 
@@ -29,31 +30,6 @@ class Table:
     note: str = ""
     footer: list[list[Cell]] = field(default_factory=list)  # summary rows (a mean, the shares)
     terminal_rows: int | None = None  # rows the terminal shows (the page shows all, sortable)
-
-
-def evidence_items(evidence: dict[str, Any]) -> list[tuple[str, str]]:
-    """Evidence as (label, text) pairs, numbers formatted by what their key says they are; keys sorted, as
-    in report.json, so a page made by `analyze` and one made again by `report` are the same."""
-    return [(key.replace("_", " "), _value(key, value)) for key, value in sorted(evidence.items())]
-
-
-def _value(key: str, value: Any) -> str:
-    """A value formatted by the unit its key names (`..._us` -> ms, `...bytes` -> size, shares -> %)."""
-    if isinstance(value, bool) or value is None:
-        return "-" if value is None else str(value).lower()
-    if isinstance(value, (int, float)):
-        if key.endswith("_us") or "_us_" in key or key.startswith("us_"):
-            return us_cell(value)
-        if key.endswith("bytes"):
-            return bytes_cell(value)
-        if "share" in key or "utilization" in key or key.endswith(("_frac", "overhead")):
-            return share_cell(value, 1)
-        return count_cell(value) if isinstance(value, int) or abs(value) >= 100 else f"{value:.3g}"
-    if isinstance(value, dict):  # inner keys (step ids, op names) say nothing of the unit: the outer key does
-        return ", ".join(f"{k}: {_value(f'{key}.{k}', v)}" for k, v in sorted(value.items()))
-    if isinstance(value, (list, tuple)):
-        return ", ".join(_value(key, v) for v in value)
-    return str(value)
 
 
 def where(location: dict[str, Any] | None) -> str:
@@ -174,9 +150,9 @@ def struct_table(rows: list[Any], *, id: str, title: str = "", note: str = "", s
     keys = [k for k in keys if k not in skip and not isinstance(data[0][k], (dict, list))]
     numeric = {k: any(isinstance(d.get(k), (int, float)) and not isinstance(d.get(k), bool) for d in data)
                for k in keys}
-    cells = [[Cell("" if d.get(k) is None else _value(k, d[k]), d.get(k) if numeric[k] else None,
+    cells = [[Cell("" if d.get(k) is None else value_text(k, d[k]), d.get(k) if numeric[k] else None,
                    "" if numeric[k] else "text mono") for k in keys] for d in data]
-    return Table([(k.replace("_", " "), "" if numeric[k] else "text") for k in keys], cells, title=title, id=id,
+    return Table([(label(k, table=True), "" if numeric[k] else "text") for k in keys], cells, title=title, id=id,
                  note=note, terminal_rows=terminal_rows)
 
 

@@ -135,7 +135,7 @@ PATH_WIDTH = 40  # and a path column (cut on the left: the file name and line st
 
 
 # Columns a narrow terminal can do without (the JSON and the HTML page keep them), dropped in this order.
-DROPPABLE = ("function", "kernels", "own gpu us", "own cpu us", "calls", "collective", "tensor cores", "inner op",
+DROPPABLE = ("function", "kernels", "own GPU", "own CPU", "calls", "collective", "tensor cores", "inner op",
              "count", "clock offset", "overlap", "file")
 
 
