@@ -31,6 +31,8 @@ class Section:
     lead: tuple[str, ...] = ()  # the statements that come before the tables (the headline figures)
     figure: dict[str, Any] | None = None  # a plotly figure (HTML only)
     lines: tuple[str, ...] = ()  # short statements, each on its own line
+    detail: tuple[str, ...] = ()  # lines after them that the console counts and the page and report.txt show
+    detail_label: str = ""  # what the detail lines are, in words
     figure_only: bool = False  # nothing to print without the chart (the terminal skips it)
     extra: dict[str, Any] = field(default_factory=dict)  # what a renderer's special layout needs
 
@@ -142,7 +144,8 @@ def prediction(report: Report, telemetry: dict[str, Any] | None = None) -> Secti
     if table is None:
         return None
     return Section("prediction", pred.TITLE, pred.INTRO, tables=(table,), figure=figures.prediction_figure(report),
-                   lines=tuple(pred.prediction_lines(report, detail=True)))
+                   lines=tuple(pred.prediction_lines(report)), detail=tuple(pred.prediction_detail(report)),
+                   detail_label="The assumptions, the model and its sources")
 
 
 def utilization(report: Report, telemetry: dict[str, Any] | None = None) -> Section | None:
@@ -179,9 +182,11 @@ def notes(report: Report, telemetry: dict[str, Any] | None = None) -> Section | 
     return Section("notes", "Notes", lines=tuple(all_notes)) if all_notes else None
 
 
+# In the order a reader asks: what to change and its caveats; where the step's time goes; where in the code; the GPU
+# work in detail; memory; other GPUs; how the capture went.
 SECTIONS: tuple[SectionFn, ...] = (
-    recommendations, notes, ranks, breakdown, gpu, timeline, utilization, prediction, lines, modules, syncs, kernels,
-    copies, memory, memory_usage, run)
+    recommendations, notes, ranks, breakdown, gpu, timeline, lines, modules, syncs, copies, kernels, utilization,
+    memory, memory_usage, prediction, run)
 
 
 def build(report: Report, telemetry: dict[str, Any] | None = None,

@@ -30,6 +30,7 @@ class Table:
     note: str = ""
     footer: list[list[Cell]] = field(default_factory=list)  # summary rows (a mean, the shares)
     terminal_rows: int | None = None  # rows the terminal shows (the page shows all, sortable)
+    drop_first: tuple[str, ...] = ()  # columns a narrow terminal leaves out first, in this order (then DROPPABLE)
 
 
 def where(location: dict[str, Any] | None) -> str:
