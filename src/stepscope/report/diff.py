@@ -121,15 +121,20 @@ class DiffTerminalRenderer:
         return Group(*parts)
 
 
+def diff_figure(diff: Diff) -> dict[str, Any]:
+    """The mean breakdown before and after, side by side."""
+    from stepscope.report import figures
+
+    return figures.breakdown_diff_figure({c.category: c.before_us for c in diff.breakdown},
+                                         {c.category: c.after_us for c in diff.breakdown})
+
+
 class DiffHtmlRenderer:
     """Diff -> one self-contained HTML page (bytes)."""
 
     def render(self, diff: Diff) -> bytes:
-        from stepscope.report import figures
         from stepscope.report.html import page
 
-        before = {c.category: c.before_us for c in diff.breakdown}
-        after = {c.category: c.after_us for c in diff.breakdown}
         return page("diff.html.j2", title="stepscope diff", generator=diff.generator or "stepscope",
-                    figures={"fig-diff-breakdown": figures.breakdown_diff_figure(before, after)},
+                    figures={"fig-diff-breakdown": diff_figure(diff)},
                     diff=diff, headline=headline(diff).plain.splitlines(), tables=diff_tables(diff))

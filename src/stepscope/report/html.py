@@ -5,12 +5,13 @@ from __future__ import annotations
 
 import base64
 import hashlib
+import re
 from functools import lru_cache
 from importlib import resources
 from typing import Any
 
 from jinja2 import Environment, FunctionLoader, StrictUndefined
-from markupsafe import Markup
+from markupsafe import Markup, escape
 
 from stepscope.model.report import Report
 from stepscope.report import sections
@@ -23,13 +24,26 @@ def _template_source(name: str) -> str:
     return resources.files("stepscope.report").joinpath("templates", name).read_text(encoding="utf-8")
 
 
+# Where a long path, call or kernel name may wrap in a narrow column: after these, at a boundary of its syntax.
+BREAK_AFTER = re.compile(r"([/.(,=:_\\])(?=[^\s])")
+LONG_WORD = re.compile(r"\S{16,}")  # shorter words ('aten::to') stay whole
+
+
+def breakable(text: object) -> Markup:
+    """Text escaped, with <wbr> after path separators, dots, commas, brackets and underscores in its long words: a
+    table column can be as narrow as the longest part between them, so columns fit the page rather than hide off
+    its edge."""
+    escaped = str(escape(str(text)))
+    return Markup(LONG_WORD.sub(lambda m: BREAK_AFTER.sub(r"\1<wbr>", m.group(0)), escaped))
+
+
 @lru_cache(maxsize=1)
 def environment() -> Environment:
     env = Environment(loader=FunctionLoader(_template_source), autoescape=True, undefined=StrictUndefined,
                       trim_blocks=True, lstrip_blocks=True)
     env.policies["json.dumps_kwargs"] = {"sort_keys": True, "allow_nan": False}
     env.filters.update(us_cell=us_cell, share_cell=share_cell, bytes_cell=bytes_cell, count_cell=count_cell,
-                       label=lambda s: str(s).replace("_", " "))
+                       label=lambda s: str(s).replace("_", " "), breakable=breakable)
     return env
 
 

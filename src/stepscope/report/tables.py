@@ -10,6 +10,7 @@ import msgspec
 
 from stepscope.model.report import Report
 from stepscope.report.evidence import label, value_text
+from stepscope.report.names import short_kernel
 from stepscope.report.palette import BREAKDOWN_COLORS, BREAKDOWN_LABELS
 from stepscope.units import bytes_cell, count_cell, share_cell, us_cell
 
@@ -19,6 +20,7 @@ class Cell:
     text: str
     value: float | None = None  # the raw number, for sorting
     cls: str = ""
+    title: str = ""  # the whole text when `text` shortens it (a kernel's template arguments elided): the page's hover
 
 
 @dataclass(frozen=True)
@@ -31,6 +33,12 @@ class Table:
     footer: list[list[Cell]] = field(default_factory=list)  # summary rows (a mean, the shares)
     terminal_rows: int | None = None  # rows the terminal shows (the page shows all, sortable)
     drop_first: tuple[str, ...] = ()  # columns a narrow terminal leaves out first, in this order (then DROPPABLE)
+
+
+def kernel_cell(name: str) -> Cell:
+    """A kernel's name with its C++ template arguments and parameters elided; the whole name in the hover."""
+    short = short_kernel(name)
+    return Cell(short, None, "text name mono", name if short != name else "")
 
 
 def where(location: dict[str, Any] | None) -> str:
@@ -82,7 +90,7 @@ def kernels_table(report: Report) -> Table | None:
     k = report.kernels
     if k is None:
         return None
-    rows = [[Cell(r.name, None, "text name mono"), _num(r.count, count_cell(r.count)),
+    rows = [[kernel_cell(r.name), _num(r.count, count_cell(r.count)),
              _num(r.total_us, us_cell(r.total_us)),
              _num(r.mean_us, us_cell(r.mean_us)), _num(r.share, share_cell(r.share, 1)),
              Cell("yes" if r.tensor_core else ""), Cell("yes" if r.collective else "")] for r in k.top]
@@ -219,10 +227,12 @@ def run_summary(report: Report) -> list[str]:
     if tel.get("cpu_util_mean") is not None:
         lines.append(f"CPU busy during the window: {tel['cpu_util_mean']:.0f}% mean over "
                      f"{len(tel.get('cpu_util_per_core') or [])} cores")
+    sampled = False
     for g in tel.get("gpu") or []:
         parts = [f"GPU {g['index']} ({g['name']})"]
         if g.get("util_mean") is not None:
-            parts.append(f"utilisation {g['util_mean']:.0f}%")
+            parts.append(f"NVML utilisation {g['util_mean']:.0f}% over the window")
+            sampled = True
         if g.get("power_mean_w") is not None:
             parts.append(f"{g['power_mean_w']:.0f} W")
         energy = next((e for e in run.energy_per_step if e.gpu == g["index"]), None)
@@ -232,6 +242,11 @@ def run_summary(report: Report) -> list[str]:
         if g.get("energy_j") is not None and window_s >= MIN_COUNTED_WINDOW_S:
             parts.append(f"{g['energy_j']:.1f} J counted over the {window_s:.1f} s window")
         lines.append(", ".join(parts))
+    if sampled and report.summary.gpu_utilization is not None:
+        lines.append(f"NVML utilisation and the report's GPU utilisation ({share_cell(report.summary.gpu_utilization)})"
+                     " measure different things: NVML samples whether any kernel ran in each of its periods over the "
+                     "whole telemetry window (start-up and unprofiled steps included); the report's is the share of "
+                     "the recorded steps in which a kernel ran, from the trace")
     if run.profiled_device == "cpu":
         lines.append("device: no GPU found: profiled the CPU only")
     if run.folder:
