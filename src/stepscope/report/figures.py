@@ -155,10 +155,10 @@ def telemetry_figure(telemetry: dict[str, Any] | None) -> Figure | None:
     return _spec(fig)
 
 
-def breakdown_diff_figure(before: dict[str, float], after: dict[str, float]) -> Figure:
-    """Before and after side by side: grouped bars of the mean breakdown (ms per step)."""
+def breakdown_diff_figure(before: dict[str, float], after: dict[str, float], unit: str = "ms per step") -> Figure:
+    """Before and after side by side: grouped bars of the mean breakdown (ms per step, or per sample)."""
     cats = [c for c in BREAKDOWN_COLORS if before.get(c) or after.get(c)]
-    fig = go.Figure(layout={**LAYOUT, "barmode": "group", "yaxis": {"title": {"text": "ms per step"}},
+    fig = go.Figure(layout={**LAYOUT, "barmode": "group", "yaxis": {"title": {"text": unit}},
                             "xaxis": {"type": "category"}})
     for label, values, color in (("before", before, "#9ecae9"), ("after", after, "#4c78a8")):
         fig.add_bar(x=[BREAKDOWN_LABELS[c] for c in cats], y=[values.get(c, 0.0) / 1000 for c in cats],

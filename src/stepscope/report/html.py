@@ -24,17 +24,24 @@ def _template_source(name: str) -> str:
     return resources.files("stepscope.report").joinpath("templates", name).read_text(encoding="utf-8")
 
 
-# Where a long path, call or kernel name may wrap in a narrow column: after these, at a boundary of its syntax.
-BREAK_AFTER = re.compile(r"([/.(,=:_\\])(?=[^\s])")
-LONG_WORD = re.compile(r"\S{16,}")  # shorter words ('aten::to') stay whole
+# Where a long path, call or kernel name may wrap in a narrow column: after / . ( , = _ \ and ::, boundaries of its
+# syntax.
+BREAK_AFTER = re.compile(r"(?<=[/.(,=_\\])(?=\S)|(?<=::)(?=\S)")
+LONG_WORD = 16  # shorter words ('aten::to') stay whole
+MARKUP = re.compile(r"<[A-Za-z/!?]")  # a word that reads like markup is shown exactly as the trace wrote it
 
 
 def breakable(text: object) -> Markup:
     """Text escaped, with <wbr> after path separators, dots, commas, brackets and underscores in its long words: a
     table column can be as narrow as the longest part between them, so columns fit the page rather than hide off
     its edge."""
-    escaped = str(escape(str(text)))
-    return Markup(LONG_WORD.sub(lambda m: BREAK_AFTER.sub(r"\1<wbr>", m.group(0)), escaped))
+    out = []
+    for word in re.split(r"(\s+)", str(text)):
+        if len(word) < LONG_WORD or MARKUP.search(word):
+            out.append(str(escape(word)))
+        else:
+            out.append("<wbr>".join(str(escape(part)) for part in BREAK_AFTER.split(word)))
+    return Markup("".join(out))
 
 
 @lru_cache(maxsize=1)

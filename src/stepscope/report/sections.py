@@ -155,8 +155,9 @@ def utilization(report: Report, telemetry: dict[str, Any] | None = None) -> Sect
     if tables[1] is not None:
         tables[1] = replace(tables[1], terminal_rows=8)
     return Section("utilization", "Utilization: FLOPs, MFU and the roofline",
-                   "The roofline chart: kernels as points sized by time; solid roofs are the datasheet's, faint ones "
-                   "the measured achievable ones.", lead=tuple(ut.utilization_items(report)),
+                   "The roofline chart: kernels as points sized by time; each dtype's roof in its own colour and "
+                   "dash, the datasheet's drawn full and the measured achievable ones faint.",
+                   lead=tuple(ut.utilization_items(report)),
                    tables=tuple(x for x in tables if x is not None), figure=usage_figures.roofline_figure(report))
 
 
