@@ -201,7 +201,8 @@ def build(report: Report, telemetry: dict[str, Any] | None = None,
 
 
 def headline(report: Report) -> list[tuple[str, str]]:
-    """The figures a reader looks for first: step time, throughput, GPU utilisation."""
+    """The figures a reader looks for first: step time, throughput, GPU utilisation, MFU. The terminal's verdict
+    panel and the page's cards both show these, so they cannot disagree."""
     s = report.summary
     cards = [("step time", us_cell(s.step_time_us))]
     if s.steps_per_s:
@@ -210,4 +211,7 @@ def headline(report: Report) -> list[tuple[str, str]]:
         cards.append(("samples/s", f"{s.samples_per_s:,.1f}"))
     if s.gpu_utilization is not None:
         cards.append(("GPU utilisation", share_cell(s.gpu_utilization)))
+    mfu = report.utilization.mfu if report.utilization is not None else None
+    if mfu is not None:
+        cards.append(("MFU", share_cell(mfu, 1)))
     return cards
