@@ -110,7 +110,7 @@ def _columns_that_fit(spec: CellTable, rows: list, width: int, keep: list[int]) 
         for i in candidates:
             if needed(keep, text_width) <= width:
                 break
-            if i in keep:
+            if i in keep and spec.columns[i][0] not in spec.keep:
                 keep = [j for j in keep if j != i]
                 left_out.append(_header(spec.columns[i][0]))
     return keep, left_out

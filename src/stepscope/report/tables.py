@@ -33,6 +33,7 @@ class Table:
     footer: list[list[Cell]] = field(default_factory=list)  # summary rows (a mean, the shares)
     terminal_rows: int | None = None  # rows the terminal shows (the page shows all, sortable)
     drop_first: tuple[str, ...] = ()  # columns a narrow terminal leaves out first, in this order (then DROPPABLE)
+    keep: tuple[str, ...] = ()  # columns a narrow terminal never leaves out (it squeezes their text instead)
 
 
 def kernel_cell(name: str) -> Cell:
