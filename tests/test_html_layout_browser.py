@@ -15,7 +15,8 @@ import pytest
 from stepscope.model.report import Report, Run
 from test_html_browser import assert_clean, browser, open_page  # noqa: F401  (browser: a fixture)
 
-DATA = Path(__file__).parent / "data"
+# Relative to where the tests run (the repository root in CI), so the pages name their traces as a user would.
+DATA = Path(os.path.relpath(Path(__file__).parent / "data"))
 H100 = DATA / "gpu_h100"
 WIDTHS = (1280, 1600)
 
@@ -108,8 +109,10 @@ def test_page_fits_at_both_widths(browser, pages: dict[str, Path], name: str) ->
     for width in WIDTHS:
         found = check_layout(browser, pages[name], width)
         assert found["charts"] and found["tables"], name  # each page draws charts and tables: something was measured
-    shots = os.environ.get("STEPSCOPE_SCREENSHOTS")  # docs/: one first screen of each page, at 1,280 px
+    shots = os.environ.get("STEPSCOPE_SCREENSHOTS")  # docs/images: one screen of each page at 1,280 px
     if shots:
         browser.set_window_size(1280, 900)
         open_page(browser, pages[name])
+        if name == "predict":  # the predict page's own section, further down the report
+            browser.execute_script("document.getElementById('prediction').scrollIntoView()")
         browser.save_screenshot(str(Path(shots) / f"{name}.png"))

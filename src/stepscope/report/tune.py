@@ -92,7 +92,9 @@ def headline(tune: Tune) -> list[str]:
                      f"{extra}), torch {d.torch}; seed {tune.seed} in every trial")
     if tune.status != "finished":
         lines.append(f"status: {tune.status}")
-    if tune.applied:
+    if tune.applied and tune.speedup is None:
+        lines.append(f"tuned: keeping {', '.join(tune.applied)} (this tune recorded no overall speed-up)")
+    elif tune.applied:
         lines.append(f"tuned: {_x(tune.speedup)} measured, keeping {', '.join(tune.applied)}")
     elif tune.status == "finished":
         lines.append("tuned: no fix was faster beyond the noise; the program is kept as it is")
