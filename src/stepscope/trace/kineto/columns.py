@@ -11,6 +11,7 @@ import numpy as np
 from stepscope.errors import StepscopeError
 from stepscope.trace.kineto.dialect import (
     CATEGORY_KIND,
+    KNOWN_OTHER_CATEGORIES,
     MEMORY_EVENT_NAME,
     OTHER_ACCELERATOR_DEVICE_CATEGORIES,
     OTHER_ACCELERATOR_RUNTIME_CATEGORIES,
@@ -21,6 +22,7 @@ from stepscope.trace.kineto.inputs import InputsInterner
 from stepscope.trace.kineto.meta import trace_meta
 from stepscope.trace.kineto.schema import Args, Instant, InstantUpper, Metadata, Scalar, Span, TraceFile
 from stepscope.trace.kineto.values import as_int, float_column, int_column
+from stepscope.trace.links import link_notes, without_repeats
 from stepscope.trace.model import NONE, Events, Kind, MemoryEvents, Trace
 from stepscope.trace.names import MAX_NAME_CHARS, bounded_name
 from stepscope.trace.source_annotations import OWN_ANNOTATION_PREFIX
@@ -49,6 +51,8 @@ class ColumnBuilder:
     replaced_bytes: int = 0  # bytes that were not UTF-8, replaced
     unreadable_events: int = 0  # events whose fields have types no dialect uses
     shortened_names: int = 0
+    untimed_spans: int = 0  # spans without a time or a duration: left out
+    unknown_categories: dict[str | None, int] = field(default_factory=dict)  # spans per category no dialect has
 
     def _kind(self, cat: str | None) -> tuple[int, bool]:
         """(kind, on a device) for a category, decided once per distinct category."""
@@ -59,6 +63,8 @@ class ColumnBuilder:
             on_device = kind >= Kind.KERNEL or cat in OTHER_ACCELERATOR_DEVICE_CATEGORIES
             self.kind_of[cat] = (int(kind), bool(on_device))
             self.categories.add(cat)
+            if cat not in CATEGORY_KIND and cat not in OTHER_ACCELERATOR_RUNTIME_CATEGORIES | KNOWN_OTHER_CATEGORIES:
+                self.unknown_categories[cat] = 0
         return self.kind_of[cat]
 
     def _append(self, **arrays: np.ndarray) -> None:
@@ -66,10 +72,11 @@ class ColumnBuilder:
             self.columns.setdefault(key, []).append(array)
 
     def add(self, events: list) -> None:
-        spans = [
-            ev for ev in events
-            if type(ev) is Span and ev.dur is not None and ev.ts is not None and ev.cat not in SKIPPED_CATEGORIES
-        ]
+        spans = [ev for ev in events if type(ev) is Span and ev.cat not in SKIPPED_CATEGORIES]
+        timed = [ev for ev in spans if ev.dur is not None and ev.ts is not None]
+        if len(timed) < len(spans):
+            self.untimed_spans += len(spans) - len(timed)
+            spans = timed
         for ev in events:
             if type(ev) is Metadata:
                 self._metadata(ev)
@@ -80,8 +87,13 @@ class ColumnBuilder:
         if not spans:
             return
         cats = [ev.cat for ev in spans]
-        for cat in set(cats):
+        distinct = set(cats)
+        for cat in distinct:
             self._kind(cat)
+        if not distinct.isdisjoint(self.unknown_categories):
+            for cat in cats:
+                if cat in self.unknown_categories:
+                    self.unknown_categories[cat] += 1
         kind = np.fromiter((self.kind_of[c][0] for c in cats), dtype=np.int8, count=len(cats))
         on_device = np.fromiter((self.kind_of[c][1] for c in cats), dtype=bool, count=len(cats))
         # Intern names: str caches its hash, so the second lookup of each name is cheap.
@@ -89,7 +101,7 @@ class ColumnBuilder:
         for name in dict.fromkeys(names):
             if name not in self.names:
                 self.names[name] = len(self.names)
-                self._add_string(name if isinstance(name, str) else str(name))
+                self._add_string(name if isinstance(name, str) else "" if name is None else str(name))
         name_ids = np.fromiter(map(self.names.__getitem__, names), dtype=np.int32, count=len(names))
         no_args = Args()
         args = [ev.args or no_args for ev in spans]
@@ -182,6 +194,7 @@ class ColumnBuilder:
             total_allocated=mem.get("total_allocated", empty), total_reserved=mem.get("total_reserved", empty),
             addr=mem.get("addr"), pid=mem.get("pid"), tid=mem.get("tid"),
         )
+        table = without_repeats(table, self.notes)
         meta = trace_meta(parsed, path, table, strings, t0, categories={c for c in self.categories if c},
                           process_names=self.process_names, thread_names=self.thread_names,
                           notes=self._reader_notes(table, strings))
@@ -203,8 +216,15 @@ class ColumnBuilder:
 
     def _reader_notes(self, table: Events, strings: tuple[str, ...]) -> list[str]:
         notes = list(self.notes)
+        if self.untimed_spans:
+            notes.append(f"{self.untimed_spans:,} events without a time or a duration (ts, dur) were left out")
+        if unknown := {c: n for c, n in self.unknown_categories.items() if n}:
+            listed = ", ".join(f"{c or 'none'!r}: {n:,}" for c, n in sorted(unknown.items(), key=lambda kv: -kv[1]))
+            notes.append(f"{sum(unknown.values()):,} events have a category no profiler dialect uses (cat {listed}): "
+                         "taken as other host work")
         if note := launches_without_kernels(table, strings):
             notes.append(note)
+        notes += link_notes(table, strings)
         if self.replaced_bytes:
             notes.append(f"{self.replaced_bytes} bytes that are not UTF-8 (in names) were replaced by U+FFFD")
         if self.unreadable_events:
