@@ -42,6 +42,7 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
+    from stepscope.commands.progress import ReadingProgress
     from stepscope.pipeline import facts_and_report
     from stepscope.ranks.inputs import rank_files
     from stepscope.report import render
@@ -63,7 +64,13 @@ def run(args: argparse.Namespace) -> int:
     else:
         power = origin_power(files[0]) if request is not None else None
         batch_size = args.batch_size or _run_batch_size(args.paths)
-        facts, report = facts_and_report(read_trace(files[0]), step_range=args.step_range,
+        progress = ReadingProgress(files[0]) if not args.quiet and sys.stderr.isatty() else None
+        try:
+            trace = read_trace(files[0], progress=progress)
+        finally:
+            if progress is not None:
+                progress.close()
+        facts, report = facts_and_report(trace, step_range=args.step_range,
                                          batch_size=batch_size, predict=request, power_w=power)
         facts = facts if args.perfetto else None  # only the annotated trace reads them again
     to_stdout = args.json == "-"

@@ -9,6 +9,7 @@ from pathlib import Path
 import numpy as np
 
 from stepscope.errors import StepscopeError
+from stepscope.trace.growing import GrowingColumn
 from stepscope.trace.kineto.dialect import (
     CATEGORY_KIND,
     KNOWN_OTHER_CATEGORIES,
@@ -38,11 +39,11 @@ MAX_SPAN_US = MAX_SPAN_NS / 1000
 class ColumnBuilder:
     """Accumulates numpy columns batch by batch; names are interned across batches."""
 
-    columns: dict[str, list[np.ndarray]] = field(default_factory=dict)
+    columns: dict[str, GrowingColumn] = field(default_factory=dict)
     names: dict[Scalar, int] = field(default_factory=dict)
     categories: set[str | None] = field(default_factory=set)
     kind_of: dict[str | None, tuple[int, bool]] = field(default_factory=dict)
-    memory: dict[str, list[np.ndarray]] = field(default_factory=dict)
+    memory: dict[str, GrowingColumn] = field(default_factory=dict)
     process_names: dict[int, str] = field(default_factory=dict)
     thread_names: dict[tuple[int, int], str] = field(default_factory=dict)
     inputs: InputsInterner = field(default_factory=InputsInterner)
@@ -69,7 +70,9 @@ class ColumnBuilder:
 
     def _append(self, **arrays: np.ndarray) -> None:
         for key, array in arrays.items():
-            self.columns.setdefault(key, []).append(array)
+            if key not in self.columns:
+                self.columns[key] = GrowingColumn(array.dtype)
+            self.columns[key].extend(array)
 
     def add(self, events: list) -> None:
         spans = [ev for ev in events if type(ev) is Span and ev.cat not in SKIPPED_CATEGORIES]
@@ -113,7 +116,7 @@ class ColumnBuilder:
         external = int_column([a.external_id if a.external_id is not None else a.external_id_old for a in args])
         self._append(
             kind=kind, pid=pid, tid=tid, name=name_ids, external_id=external,
-            device=np.where(on_device, np.where(arg_device >= 0, arg_device, pid), NONE),
+            device=np.where(on_device, np.where(arg_device >= 0, arg_device, pid), NONE).astype(np.int32),
             stream=np.where(on_device, np.where(arg_stream >= 0, arg_stream, tid), NONE),
             ts=np.array(list(map(_TS, spans)), dtype=np.float64),
             dur=np.array(list(map(_DUR, spans)), dtype=np.float64),
@@ -153,7 +156,9 @@ class ColumnBuilder:
             "tid": int_column([ev.tid for ev in events]),
         }
         for key, array in columns.items():
-            self.memory.setdefault(key, []).append(array)
+            if key not in self.memory:
+                self.memory[key] = GrowingColumn(array.dtype)
+            self.memory[key].extend(array)
 
     def _metadata(self, ev: Metadata) -> None:
         if ev.args is None or not isinstance(ev.args.name, str):
@@ -166,9 +171,8 @@ class ColumnBuilder:
     def finish(self, parsed: TraceFile, path: Path) -> Trace:
         if not self.columns and not self.memory:
             raise StepscopeError(f"{path}: the trace has no events with a duration (nothing to analyse)")
-        cols = {k: np.concatenate(v) for k, v in self.columns.items()}
-        self.columns.clear()
-        mem = {k: np.concatenate(v) for k, v in self.memory.items()}
+        cols = {k: self.columns.pop(k).take() for k in list(self.columns)}
+        mem = {k: self.memory.pop(k).take() for k in list(self.memory)}
         cols, mem = self._in_range(cols, mem)
         mem_ts = mem.pop("ts", np.zeros(0))
         ts_us = cols.pop("ts", np.zeros(0))
@@ -176,8 +180,11 @@ class ColumnBuilder:
             raise StepscopeError(f"{path}: the trace has no events with a usable time (nothing to analyse)")
         t0 = float(min(ts_us.min() if len(ts_us) else np.inf, mem_ts.min() if len(mem_ts) else np.inf))
         # Subtract the origin in µs before scaling: epoch-sized µs floats keep their fraction that way.
-        start = np.rint((ts_us - t0) * 1000.0).astype(np.int64)
-        dur = np.rint(cols.pop("dur", np.zeros(0)) * 1000.0).astype(np.int64)
+        start = _ns(ts_us, t0)
+        del ts_us
+        dur = _ns(cols.pop("dur", np.zeros(0)), 0.0)
+        for absent in [k for k in _MOSTLY_ABSENT if k in cols and _all_absent(cols[k])]:
+            del cols[absent]  # the table's default, broadcast, holds no memory
         strings = tuple(self.strings)
         kind = cols.get("kind", np.zeros(0, np.int8))
         name = cols.get("name", np.zeros(0, np.int32))
@@ -186,7 +193,9 @@ class ColumnBuilder:
         copy_kind, host_memory = _copy_columns(kind, name, strings)
         if not cols:
             cols = {k: np.zeros(0, np.int64) for k in ("kind", "pid", "tid", "name")}
-        table = Events.from_columns(start=start, dur=dur, copy_kind=copy_kind, host_memory=host_memory, **cols)
+        cols.update(start=start, dur=dur, copy_kind=copy_kind, host_memory=host_memory)
+        del start, dur, copy_kind, host_memory, kind, name
+        table = Events.consume(cols)
         empty = np.zeros(0, np.int64)
         memory = MemoryEvents.from_columns(
             time=np.rint((mem_ts - t0) * 1000.0).astype(np.int64),
@@ -210,8 +219,10 @@ class ColumnBuilder:
             bad = np.concatenate([ts[~keep], dur[~keep], mem_ts[~keep_mem]])
             self.notes.append(f"{dropped} events with a time or duration out of range (e.g. "
                               f"{_worst(bad):.4g} µs) were left out")
-            cols = {k: v[keep] for k, v in cols.items()}
-            mem = {k: v[keep_mem] for k, v in mem.items()}
+            for k in cols:  # one column at a time
+                cols[k] = cols[k][keep]
+            for k in mem:
+                mem[k] = mem[k][keep_mem]
         return cols, mem
 
     def _reader_notes(self, table: Events, strings: tuple[str, ...]) -> list[str]:
@@ -235,10 +246,28 @@ class ColumnBuilder:
         return notes
 
 
+_MOSTLY_ABSENT = ("sequence", "fwd_tid", "bytes", "flops", "inputs", "external_id", "correlation")
+
+
+def _all_absent(column: np.ndarray) -> bool:
+    return bool(np.isnan(column).all()) if column.dtype.kind == "f" else bool((column == NONE).all())
+
+
+def _ns(us: np.ndarray, origin: float) -> np.ndarray:
+    """µs floats as integer ns from `origin`, computed in place (the float column is the caller's to lose)."""
+    us = us.astype(np.float64, copy=True) if not us.flags.writeable else us
+    us -= origin
+    us *= 1000.0
+    np.rint(us, out=us)
+    return us.astype(np.int64)
+
+
 def plausible_times(ts: np.ndarray, dur: np.ndarray, mem_ts: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """Masks of the spans and samples whose times lie within MAX_SPAN_US of the trace's median time and whose
     durations are finite, non-negative and under MAX_SPAN_US."""
-    times = np.concatenate([ts, mem_ts])
+    # The median of at most ~100k evenly spaced times: as robust to a few wild values, without copying them all.
+    step = max(1, (len(ts) + len(mem_ts)) // 100_000)
+    times = np.concatenate([ts[::step], mem_ts[::step]])
     finite = times[np.isfinite(times)]
     middle = float(np.median(finite)) if len(finite) else 0.0
     with np.errstate(invalid="ignore"):
