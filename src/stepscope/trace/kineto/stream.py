@@ -28,6 +28,12 @@ _EMPTY = re.compile(rb"\s*\]")
 _SPACE = b" \t\r\n"
 
 
+def _array(buffer: bytearray, end: int) -> bytes:
+    """`[` + buffer[:end] + `]`, copied once."""
+    with memoryview(buffer) as view:
+        return b"".join((b"[", view[:end], b"]"))
+
+
 class NotStreamable(Exception):
     """The file is not the plain JSON the streaming reader takes; read it whole."""
 
@@ -93,7 +99,7 @@ class EventBatches(Generic[T]):
         tried = 0
         end = len(self._buffer)
         while tried < MAX_CUTS_TRIED:
-            window = max(0, end - (1 << 20))
+            window = max(0, end - (64 << 10))  # events are short: the last cut is near the end
             matches = list(_BETWEEN.finditer(self._buffer, window, end))
             if not matches:
                 if window == 0:
@@ -102,8 +108,7 @@ class EventBatches(Generic[T]):
                 continue
             for match in reversed(matches):
                 tried += 1
-                text = b"[" + self._buffer[: match.start() + 1] + b"]"
-                events = self._decode(bytes(text))
+                events = self._decode(_array(self._buffer, match.start() + 1))
                 if events is not None:
                     return events, match.end() - 1
                 if tried >= MAX_CUTS_TRIED:
@@ -116,7 +121,7 @@ class EventBatches(Generic[T]):
     def _last(self, header: bytes) -> Iterator[T]:
         """At the end of the text: the last events up to the list's `]`, then the rest of the top level."""
         for match in _LAST.finditer(self._buffer):
-            events = self._decode(b"[" + bytes(self._buffer[: match.start() + 1]) + b"]")
+            events = self._decode(_array(self._buffer, match.start() + 1))
             if events is not None:
                 yield events
                 self._finish(header, match.end())
