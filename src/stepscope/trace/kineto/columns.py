@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from itertools import compress
 from operator import attrgetter
 from pathlib import Path
 
@@ -21,7 +22,16 @@ from stepscope.trace.kineto.dialect import (
 )
 from stepscope.trace.kineto.inputs import InputsInterner
 from stepscope.trace.kineto.meta import trace_meta
-from stepscope.trace.kineto.schema import Args, Instant, InstantUpper, Metadata, Scalar, Span, TraceFile
+from stepscope.trace.kineto.schema import (
+    EVENT_TYPES,
+    Args,
+    Instant,
+    InstantUpper,
+    Metadata,
+    Scalar,
+    Span,
+    TraceFile,
+)
 from stepscope.trace.kineto.values import as_int, float_column, int_column
 from stepscope.trace.links import link_notes, without_repeats
 from stepscope.trace.model import NONE, Events, Kind, MemoryEvents, Trace
@@ -32,6 +42,11 @@ from stepscope.trace.validation import MAX_SPAN_NS, launches_without_kernels
 _PID, _TID, _TS, _DUR = attrgetter("pid"), attrgetter("tid"), attrgetter("ts"), attrgetter("dur")
 _DEVICE, _STREAM, _BYTES, _FLOPS = attrgetter("device"), attrgetter("stream"), attrgetter("bytes"), attrgetter("flops")
 _CORRELATION, _SEQUENCE, _FWD_TID = attrgetter("correlation"), attrgetter("sequence"), attrgetter("fwd_tid")
+_EXTERNAL, _EXTERNAL_OLD = attrgetter("external_id"), attrgetter("external_id_old")
+_INPUT_DIMS = attrgetter("input_dims")
+SPAN, INSTANT, METADATA = 1, 2, 3
+EVENT_TYPE_CODE = {t: {Span: SPAN, Instant: INSTANT, InstantUpper: INSTANT, Metadata: METADATA}.get(t, 0)
+                   for t in EVENT_TYPES}
 MAX_SPAN_US = MAX_SPAN_NS / 1000
 
 
@@ -43,6 +58,7 @@ class ColumnBuilder:
     names: dict[Scalar, int] = field(default_factory=dict)
     categories: set[str | None] = field(default_factory=set)
     kind_of: dict[str | None, tuple[int, bool]] = field(default_factory=dict)
+    category_code: dict[str | None, int] = field(default_factory=dict)  # each category's place in kind_of
     memory: dict[str, GrowingColumn] = field(default_factory=dict)
     process_names: dict[int, str] = field(default_factory=dict)
     thread_names: dict[tuple[int, int], str] = field(default_factory=dict)
@@ -62,6 +78,7 @@ class ColumnBuilder:
             if kind is None:
                 kind = Kind.RUNTIME if cat in OTHER_ACCELERATOR_RUNTIME_CATEGORIES else Kind.OTHER
             on_device = kind >= Kind.KERNEL or cat in OTHER_ACCELERATOR_DEVICE_CATEGORIES
+            self.category_code[cat] = len(self.kind_of)
             self.kind_of[cat] = (int(kind), bool(on_device))
             self.categories.add(cat)
             if cat not in CATEGORY_KIND and cat not in OTHER_ACCELERATOR_RUNTIME_CATEGORIES | KNOWN_OTHER_CATEGORIES:
@@ -75,16 +92,17 @@ class ColumnBuilder:
             self.columns[key].extend(array)
 
     def add(self, events: list) -> None:
-        spans = [ev for ev in events if type(ev) is Span and ev.cat not in SKIPPED_CATEGORIES]
-        timed = [ev for ev in spans if ev.dur is not None and ev.ts is not None]
-        if len(timed) < len(spans):
-            self.untimed_spans += len(spans) - len(timed)
-            spans = timed
-        for ev in events:
-            if type(ev) is Metadata:
-                self._metadata(ev)
-        memory = [ev for ev in events if (type(ev) is Instant or type(ev) is InstantUpper)
-                  and ev.name == MEMORY_EVENT_NAME and ev.args is not None and ev.ts is not None]
+        # Events by type in C loops (flows and counters, a third of a trace, are only skipped).
+        types = np.fromiter(map(EVENT_TYPE_CODE.__getitem__, map(type, events)), dtype=np.int8, count=len(events))
+        every_span = list(compress(events, (types == SPAN).tolist()))
+        skipped = SKIPPED_CATEGORIES
+        spans = [ev for ev in every_span if ev.dur is not None and ev.ts is not None and ev.cat not in skipped]
+        if len(spans) < len(every_span):
+            self.untimed_spans += sum(ev.cat not in skipped for ev in every_span) - len(spans)
+        for ev in compress(events, (types == METADATA).tolist()):
+            self._metadata(ev)
+        memory = [ev for ev in compress(events, (types == INSTANT).tolist())
+                  if ev.name == MEMORY_EVENT_NAME and ev.args is not None and ev.ts is not None]
         if memory:
             self._add_memory(memory)
         if not spans:
@@ -97,8 +115,10 @@ class ColumnBuilder:
             for cat in cats:
                 if cat in self.unknown_categories:
                     self.unknown_categories[cat] += 1
-        kind = np.fromiter((self.kind_of[c][0] for c in cats), dtype=np.int8, count=len(cats))
-        on_device = np.fromiter((self.kind_of[c][1] for c in cats), dtype=bool, count=len(cats))
+        # Each category's kind and place (host or device), looked up once per distinct category.
+        codes = np.fromiter(map(self.category_code.__getitem__, cats), dtype=np.int32, count=len(cats))
+        kind = np.array([k for k, _ in self.kind_of.values()], dtype=np.int8)[codes]
+        on_device = np.array([d for _, d in self.kind_of.values()], dtype=bool)[codes]
         # Intern names: str caches its hash, so the second lookup of each name is cheap.
         names = [ev.name for ev in spans]
         for name in dict.fromkeys(names):
@@ -108,29 +128,25 @@ class ColumnBuilder:
         name_ids = np.fromiter(map(self.names.__getitem__, names), dtype=np.int32, count=len(names))
         no_args = Args()
         args = [ev.args or no_args for ev in spans]
-        pid = int_column(list(map(_PID, spans)))
-        tid = int_column(list(map(_TID, spans)))
+        pid, tid = _ints(_PID, spans), _ints(_TID, spans)
         # Device events carry device and stream in args; old traces only as pid and tid.
-        arg_device = int_column(list(map(_DEVICE, args)))
-        arg_stream = int_column(list(map(_STREAM, args)))
-        external = int_column([a.external_id if a.external_id is not None else a.external_id_old for a in args])
+        arg_device, arg_stream = _ints(_DEVICE, args), _ints(_STREAM, args)
+        external = _ints(_EXTERNAL, args)
+        if (old := external == NONE).any():  # old Kineto spells it "external id"
+            external[old] = _ints(_EXTERNAL_OLD, args)[old]
         self._append(
             kind=kind, pid=pid, tid=tid, name=name_ids, external_id=external,
             device=np.where(on_device, np.where(arg_device >= 0, arg_device, pid), NONE).astype(np.int32),
             stream=np.where(on_device, np.where(arg_stream >= 0, arg_stream, tid), NONE),
-            ts=np.array(list(map(_TS, spans)), dtype=np.float64),
-            dur=np.array(list(map(_DUR, spans)), dtype=np.float64),
-            correlation=int_column(list(map(_CORRELATION, args))),
-            sequence=int_column(list(map(_SEQUENCE, args))),
-            fwd_tid=int_column(list(map(_FWD_TID, args))),
-            bytes=int_column(list(map(_BYTES, args))),
-            flops=float_column(list(map(_FLOPS, args))),
-            inputs=self._inputs(args),
+            ts=np.fromiter(map(_TS, spans), dtype=np.float64, count=len(spans)),
+            dur=np.fromiter(map(_DUR, spans), dtype=np.float64, count=len(spans)),
+            correlation=_ints(_CORRELATION, args), sequence=_ints(_SEQUENCE, args), fwd_tid=_ints(_FWD_TID, args),
+            bytes=_ints(_BYTES, args), flops=_floats(_FLOPS, args), inputs=self._inputs(args),
         )
 
     def _inputs(self, args: list[Args]) -> np.ndarray:
         """Each span's recorded inputs (record_shapes) as an index into the interned table, else -1."""
-        if not any(a.input_dims for a in args):
+        if not any(map(_INPUT_DIMS, args)):  # an empty Raw is false
             return np.full(len(args), NONE, dtype=np.int32)
         intern = self.inputs.intern
         return np.fromiter((intern(a.input_dims, a.input_type, a.concrete) for a in args), np.int32, len(args))
@@ -244,6 +260,26 @@ class ColumnBuilder:
             notes.append(f"{self.shortened_names} names longer than {MAX_NAME_CHARS:,} characters were shortened "
                          "(their first characters and a hash are kept)")
         return notes
+
+
+def _ints(get: attrgetter, items: list) -> np.ndarray:
+    """A column of ids: in one C loop when every value is an int (absent ones default to -1), else value by
+    value as int_column does (null, floats out of range, "0x0" strings). Ids no int64 holds are absent."""
+    try:
+        column = np.fromiter(map(get, items), dtype=np.int64, count=len(items))
+    except (TypeError, ValueError, OverflowError):
+        return int_column(list(map(get, items)))
+    wild = (column >= 2**62) | (column <= -(2**62))
+    if wild.any():
+        column[wild] = NONE
+    return column
+
+
+def _floats(get: attrgetter, items: list) -> np.ndarray:
+    try:
+        return np.fromiter(map(get, items), dtype=np.float64, count=len(items))
+    except (TypeError, ValueError, OverflowError):
+        return float_column(list(map(get, items)))
 
 
 _MOSTLY_ABSENT = ("sequence", "fwd_tid", "bytes", "flops", "inputs", "external_id", "correlation")
