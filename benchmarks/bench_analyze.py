@@ -187,6 +187,9 @@ def hta_python(install: bool) -> Path | None:
 def run_child(python: Path, tool: str, trace: Path) -> dict[str, Any]:
     cmd = [str(python), str(Path(__file__).resolve()), "--child", tool, str(trace)]
     env = dict(os.environ, PYTHONUNBUFFERED="1")
+    # Bytecode as an installed package has it: with PYTHONDONTWRITEBYTECODE set (some shells set it), every
+    # child would compile stepscope's modules from source inside the timed window.
+    env.pop("PYTHONDONTWRITEBYTECODE", None)
     if tool.startswith("stepscope"):
         env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(ROOT / "src"), env.get("PYTHONPATH")]))
     done = subprocess.run(cmd, capture_output=True, text=True, env=env)
