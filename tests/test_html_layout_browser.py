@@ -69,12 +69,12 @@ def check_layout(driver, path: Path, width: int) -> dict:  # type: ignore[no-unt
 
 
 def run_report(folder: Path) -> Report:
-    from stepscope.pipeline import analyze_traces
+    from stepscope.pipeline import analyze
     from stepscope.trace.kineto import read_kineto
 
     doc = json.loads((folder / "run.json").read_text())
     run = msgspec.convert({k: v for k, v in doc.items() if k in Run.__struct_fields__ and k != "energy_per_step"}, Run)
-    return analyze_traces([read_kineto(folder / "trace.json.gz")], run=run)
+    return analyze(read_kineto(folder / "trace.json.gz"), run=run)
 
 
 @pytest.fixture(scope="module")

@@ -42,6 +42,7 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
+    from stepscope.commands.progress import ReadingProgress
     from stepscope.pipeline import AnalyzeOptions, analyze
     from stepscope.ranks.inputs import rank_files
     from stepscope.report import render
@@ -62,7 +63,12 @@ def run(args: argparse.Namespace) -> int:
         report = ranks.analyze_ranks(args, files, options, show_progress=not args.quiet and sys.stderr.isatty())
     else:
         power = origin_power(files[0]) if request is not None else None
-        report = analyze(args.paths, options.replace(power_w=power))
+        progress = ReadingProgress(files[0]) if not args.quiet and sys.stderr.isatty() else None
+        try:
+            report = analyze(args.paths, options.replace(power_w=power, read_progress=progress))
+        finally:
+            if progress is not None:
+                progress.close()
     to_stdout = args.json == "-"
     console = going_on_when_reader_leaves(make_console(width=args.width, stderr=to_stdout))
     if not args.quiet:

@@ -34,7 +34,7 @@ def analyze(source: sources.Source, options: AnalyzeOptions | None = None, **cha
 
 def one_report(trace: str | Path | Trace, options: AnalyzeOptions) -> s.Report:
     """One trace's full Report (a path is read first)."""
-    trace = trace if isinstance(trace, Trace) else read_trace(trace)
+    trace = trace if isinstance(trace, Trace) else read_trace(trace, progress=options.read_progress)
     timeline = timeline_facts(trace, options)
     facts = timeline.facts
     if options.on_facts is not None:
