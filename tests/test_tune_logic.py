@@ -9,9 +9,10 @@ import pytest
 
 from stepscope.model.report import Recommendation, Report, Source, Summary
 from stepscope.model.tune import Numerics
+from stepscope.tune.fixes.dataloader_workers import worker_counts
 from stepscope.tune.judge import decide
 from stepscope.tune.numerics import compare_losses, tolerance_for
-from stepscope.tune.plan import PlanOptions, make_plan, worker_counts
+from stepscope.tune.plan import PlanOptions, make_plan
 from stepscope.tune.stats import MIN_BAND, drift, noise_band, summarize
 from stepscope.tune.wire import CallSite, DeviceInfo, LoaderSite, ModelInfo, OptimizerSite, Settings
 

@@ -18,9 +18,10 @@ from torch.utils.data import DataLoader, TensorDataset  # noqa: E402
 
 from stepscope.capture.session import StopProgram  # noqa: E402
 from stepscope.tune import clock as clock_module  # noqa: E402
-from stepscope.tune.apply import INSTALLERS, Patches  # noqa: E402
+from stepscope.tune.child import install  # noqa: E402
 from stepscope.tune.clock import StepClock  # noqa: E402
-from stepscope.tune.fixes import CODE_CHANGE, FIXES  # noqa: E402
+from stepscope.tune.fixes import CODE_CHANGES, FIXES  # noqa: E402
+from stepscope.tune.points import Points  # noqa: E402
 
 
 def here() -> int:
@@ -29,11 +30,10 @@ def here() -> int:
 
 @pytest.fixture
 def patches():
-    made: list[Patches] = []
+    made: list[Points] = []
 
-    def make(fixes: dict) -> Patches:
-        p = Patches(lambda: 0)
-        p.install(fixes)
+    def make(fixes: dict) -> Points:
+        p = install(fixes, Points(lambda: 0))
         made.append(p)
         return p
 
@@ -43,8 +43,8 @@ def patches():
 
 
 def test_every_fix_applied_from_outside_has_one_installer_and_the_rest_need_code() -> None:
-    assert set(INSTALLERS) == set(FIXES)
-    assert not set(CODE_CHANGE) & set(FIXES)
+    assert all(callable(f.install) for f in FIXES.values())
+    assert not set(CODE_CHANGES) & set(FIXES)
 
 
 def test_dataloader_overrides_are_recorded_at_the_users_line_and_undone(patches) -> None:
@@ -127,8 +127,7 @@ def test_model_found_at_its_first_forward_then_channels_last_and_autocast(patche
 
 def test_loss_per_step_from_backward() -> None:
     step = [0]
-    p = Patches(lambda: step[0])
-    p.install({})
+    p = install({}, Points(lambda: step[0]))
     try:
         w = torch.ones(2, requires_grad=True)
         for i in range(3):
@@ -165,9 +164,8 @@ def test_float16_autocast_scales_the_loss_and_skips_a_step_that_overflowed() -> 
             model.bias.fill_(0.05)
         return model
 
-    def train(fixes: dict, poison: bool = False) -> tuple[torch.Tensor, Patches]:
-        p = Patches(lambda: 0)
-        p.install(fixes)
+    def train(fixes: dict, poison: bool = False) -> tuple[torch.Tensor, Points]:
+        p = install(fixes, Points(lambda: 0))
         try:
             model = fresh()
             opt = torch.optim.SGD(model.parameters(), lr=0.1)

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from stepscope.tune.patchfile import suggest
+from stepscope.tune.suggest import suggest
 from stepscope.tune.wire import CallSite, LoaderSite, ModelInfo, OptimizerSite, Settings
 
 SCRIPT = textwrap.dedent('''\

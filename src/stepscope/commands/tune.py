@@ -40,10 +40,8 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--budget", type=_duration, default=600.0, metavar="TIME",
                    help="time for the whole tune, e.g. 90s, 15m, 1h (10m)")
     p.add_argument("--max-trials", type=positive_int, metavar="N", help="at most N trials")
-    p.add_argument("--fixes", type=_ids, metavar="IDS",
-                   help="only these fixes (comma-separated): dataloader_workers, persistent_workers, pin_memory, "
-                        "non_blocking_copy, set_to_none, fused_optimizer, tf32, cudnn_benchmark, amp, "
-                        "channels_last, torch_compile, cuda_graphs, larger_batch")
+    fixes = p.add_argument("--fixes", type=_ids, metavar="IDS", help="only these fixes (comma-separated): %(ids)s")
+    fixes.ids = _FixIds()  # type: ignore[attr-defined]  # argparse formats help with the action's attributes
     p.add_argument("--skip-fixes", type=_ids, default=(), metavar="IDS", help="never these fixes")
     p.add_argument("--trial-steps", type=positive_int, default=20, metavar="N",
                    help="steps timed per trial, at least (20)")
@@ -78,6 +76,15 @@ def _duration(text: str) -> float:
     if value <= 0:
         raise argparse.ArgumentTypeError("must be more than 0")
     return value
+
+
+class _FixIds:
+    """The registry's fix ids, read only when the help is printed (the CLI starts without loading the fixes)."""
+
+    def __str__(self) -> str:
+        from stepscope.tune.fixes import FIXES
+
+        return ", ".join(FIXES)
 
 
 def _ids(text: str) -> tuple[str, ...]:

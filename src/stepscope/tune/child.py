@@ -15,8 +15,9 @@ import sys
 from pathlib import Path
 
 from stepscope.capture.program import Outcome, Program, run_program
-from stepscope.tune.apply import Patches
 from stepscope.tune.clock import StepClock
+from stepscope.tune.fixes import FIXES
+from stepscope.tune.points import Points
 from stepscope.tune.wire import ChildResult, DeviceInfo, TrialSpec, decode_spec, encode
 
 MIN_TIMED_STEPS = 5  # fewer timed steps than this is no measurement
@@ -35,7 +36,7 @@ def seed_everything(seed: int) -> None:
     torch.manual_seed(seed)  # every device's generator
 
 
-def measure(spec: TrialSpec, program: Program, patches: Patches, clock: StepClock) -> ChildResult:
+def measure(spec: TrialSpec, program: Program, patches: Points, clock: StepClock) -> ChildResult:
     from stepscope.capture.hooks import StepHooks
     from stepscope.capture.session import activate
 
@@ -92,7 +93,7 @@ def profile(spec: TrialSpec, program: Program) -> ChildResult:
                        steps_completed=result.steps_completed, report=str(folder / "report.json"))
 
 
-def device_info(patches: Patches) -> DeviceInfo:
+def device_info(patches: Points) -> DeviceInfo:
     import torch
 
     cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
@@ -136,8 +137,7 @@ def run_trial(spec: TrialSpec) -> ChildResult:
 
     clock = StepClock(warmup=spec.warmup, steps=spec.steps, min_seconds=spec.min_seconds,
                       abort_step_ns=spec.abort_step_ns)
-    patches = Patches(lambda: clock.completed)
-    patches.install(spec.fixes)
+    patches = install(spec.fixes, Points(lambda: clock.completed))
     try:
         result = profile(spec, program) if spec.mode == "profile" else measure(spec, program, patches, clock)
     finally:
@@ -148,6 +148,17 @@ def run_trial(spec: TrialSpec) -> ChildResult:
     result.applied = dict(patches.applied)
     result.device = device_info(patches)
     return result
+
+
+def install(fixes: dict[str, dict], points: Points) -> Points:
+    """Each fix sets its part on the points (its `install`), then every point is put in place."""
+    unknown = sorted(set(fixes) - set(FIXES))
+    if unknown:
+        raise ValueError(f"no way to apply {', '.join(unknown)} from outside the program")
+    for fix_id, params in fixes.items():
+        FIXES[fix_id].install(points, params)
+    points.install()
+    return points
 
 
 def write_result(path: str, result: ChildResult) -> None:

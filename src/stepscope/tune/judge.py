@@ -6,12 +6,11 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from stepscope.model.tune import Measurement, Numerics, Trial
+from stepscope.tune.fixes import FIXES
 from stepscope.tune.numerics import compare_losses, tolerance_for
 from stepscope.tune.stats import StepStats, noise_band, ratio_spread, summarize
 from stepscope.tune.trial import ChildRun
 from stepscope.tune.wire import Settings
-
-COMPILING = ("torch_compile", "cuda_graphs", "cudnn_benchmark")
 
 
 @dataclass
@@ -90,7 +89,7 @@ def judge(run: ChildRun, *, rung: int, tried: tuple[str, ...], fixes: dict[str, 
     row["spread"] = round(ratio_spread(baseline.stats, stats), 4)  # the speed-up's relative standard error
     gain = base.per_sample_ns(batch) / stats.median_ns
     row["gain"] = round(gain, 4)
-    if any(f in COMPILING for f in tried) and result is not None:
+    if any(FIXES[f].compiles or FIXES[f].autotunes for f in tried if f in FIXES) and result is not None:
         row["compile_s"] = round(sum(max(w - stats.median_ns, 0.0) for w in result.warmup_ns) / 1e9, 2)
     if run.status == "slower":
         row["reason"] = (f"slower: {gain:.2f}x, steps of {stats.median_ns / 1e6:,.1f} ms against "

@@ -20,9 +20,9 @@ from stepscope.model.tune import NotTried, PatternShare, Trial, Tune, TuneDevice
 from stepscope.tune import review
 from stepscope.tune.fixes import FIXES
 from stepscope.tune.judge import Rung, judge
-from stepscope.tune.patchfile import suggest
 from stepscope.tune.plan import Candidate, PlanOptions, make_plan
 from stepscope.tune.stats import summarize
+from stepscope.tune.suggest import suggest
 from stepscope.tune.trial import ChildRun, run_child
 from stepscope.tune.wire import ChildResult, DeviceInfo, TrialSpec
 from stepscope.version import __version__
@@ -115,7 +115,7 @@ class Tuner:
         o = self.options
         # Compiled models compile at their second call (the first finds them) and CUDA graphs record at the next
         # ones: two more steps of warm-up.
-        warmup = o.warmup_steps + (COMPILE_WARMUP if any(f in fixes for f in ("torch_compile", "cuda_graphs")) else 0)
+        warmup = o.warmup_steps + (COMPILE_WARMUP if any(FIXES[f].compiles for f in fixes if f in FIXES) else 0)
         return TrialSpec(target=self.program.target, args=list(self.program.args), module=self.program.module,
                          fixes=fixes, seed=o.seed, mode=mode, warmup=warmup, steps=o.trial_steps,
                          min_seconds=o.min_seconds, abort_step_ns=abort_ns, batch_size=o.batch_size,
@@ -253,7 +253,8 @@ class Tuner:
         assert self.first_run is not None and self.baseline is not None
         self.events.phase("baseline again: how much the machine drifted")
         run = self._child("99-baseline-last", self._spec({}))
-        review.finish(self, run)
+        assert self.first_run is not None
+        review.finish(self.tune, self.first_run, self.baseline, run)
         self._changed()
 
     def _final_diagnosis(self) -> None:

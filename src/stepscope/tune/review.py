@@ -3,17 +3,14 @@ re-read against it, and what is kept (the applied fixes and the measured speed-u
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
-from stepscope.model.tune import Baseline, Measurement, PatternShare, Trial
-from stepscope.tune.judge import measurement
+from stepscope.model.tune import Baseline, Measurement, PatternShare, Trial, Tune
+from stepscope.tune.judge import Rung, measurement
 from stepscope.tune.numerics import compare_losses
 from stepscope.tune.stats import MIN_BAND, drift, summarize
 from stepscope.tune.trial import ChildRun
 from stepscope.tune.wire import ChildResult
-
-if TYPE_CHECKING:
-    from stepscope.tune.ladder import Tuner
 
 
 def baseline_section(runs: list[ChildRun], patterns: list[PatternShare], first: ChildResult) -> Baseline:
@@ -30,10 +27,9 @@ def baseline_section(runs: list[ChildRun], patterns: list[PatternShare], first: 
         step_source=first.step_source, batch_size=batch)
 
 
-def finish(tuner: Tuner, last: ChildRun) -> None:
+def finish(tune: Tune, first: ChildRun, baseline: Rung, last: ChildRun) -> None:
     """Fold the last baseline run in, re-read the trials against the pooled baseline, and settle what is kept."""
-    tune, first = tuner.tune, tuner.first_run
-    assert first is not None and first.result is not None and tune.baseline is not None and tuner.baseline
+    assert first.result is not None and tune.baseline is not None
     runs = [first] if last.problem or last.result is None else [first, last]
     if len(runs) == 1:
         tune.notes.append(f"the last baseline run failed ({last.problem}): the noise band has no drift measured")
@@ -48,9 +44,9 @@ def finish(tuner: Tuner, last: ChildRun) -> None:
         section.max_rel_loss_diff = numerics.max_rel_loss_diff
     tune.baseline = section
     if stats is not None:
-        tuner.baseline.stats = stats
-        _reread(tune.trials, tuner.baseline.stats, tuner.baseline.batch_size, moved)
-    _settle(tuner)
+        baseline.stats = stats
+        _reread(tune.trials, baseline.stats, baseline.batch_size, moved)
+    _settle(tune)
 
 
 def _reread(trials: list[Trial], baseline: Any, batch: int | None, moved: float) -> None:
@@ -91,8 +87,7 @@ def _reinstate(trials: list[Trial], dropped: Trial, moved: float, runs_apart: in
         before.reason = before.reason.split("; superseded by")[0]
 
 
-def _settle(tuner: Tuner) -> None:
-    tune = tuner.tune
+def _settle(tune: Tune) -> None:
     kept = [t for t in tune.trials if t.accepted]
     params: dict[str, Any] = {}
     for t in kept:

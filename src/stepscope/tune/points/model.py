@@ -9,7 +9,7 @@ import os
 from collections import Counter
 from typing import Any
 
-from stepscope.tune.patching import Patcher, user_site
+from stepscope.tune.points.undo import Patcher, user_site
 from stepscope.tune.wire import CallSite, ModelInfo, Settings
 
 

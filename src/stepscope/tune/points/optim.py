@@ -9,7 +9,7 @@ from collections import Counter
 from collections.abc import Callable
 from typing import Any
 
-from stepscope.tune.patching import Patcher, user_site
+from stepscope.tune.points.undo import Patcher, user_site
 from stepscope.tune.wire import CallSite, OptimizerSite, Settings
 
 MAX_SITES = 16

@@ -7,6 +7,7 @@ import os
 import sys
 import sysconfig
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
 _MISSING = object()
@@ -47,7 +48,7 @@ def _library_roots() -> tuple[str, ...]:
 
     paths = sysconfig.get_paths()
     roots = {paths.get("stdlib"), paths.get("purelib"), paths.get("platlib"),
-             os.path.dirname(torch.__file__), os.path.dirname(os.path.dirname(os.path.abspath(__file__)))}
+             os.path.dirname(torch.__file__), str(Path(__file__).resolve().parents[2])}  # stepscope/
     return tuple(os.path.realpath(r) + os.sep for r in roots if r)
 
 

@@ -1,5 +1,5 @@
-"""Patches on the input side: DataLoader constructor overrides (workers, pinned memory, persistent workers, batch
-size) and non-blocking batch copies. The DataLoader wrapper also records every loader's settings and call site."""
+"""The DataLoader's constructor: overrides for workers, pinned memory, persistent workers and the batch size; it
+also records every loader's settings and call site."""
 
 from __future__ import annotations
 
@@ -8,10 +8,10 @@ import os
 from collections import Counter
 from typing import Any
 
-from stepscope.tune.patching import Patcher, user_site
-from stepscope.tune.wire import CallSite, LoaderSite, Settings
+from stepscope.tune.points.undo import Patcher, user_site
+from stepscope.tune.wire import LoaderSite, Settings
 
-MAX_SITES = 16  # a loop that builds a loader (or copies) every epoch records its first sites, not all
+MAX_SITES = 16  # a loop that builds a loader every epoch records its first sites, not all
 
 
 class LoaderPatch:
@@ -84,31 +84,3 @@ def _cuda_available() -> bool:
 
     return bool(torch.cuda.is_available())
 
-
-def install_non_blocking(patcher: Patcher, settings: Settings, applied: Counter[str]) -> None:
-    """`non_blocking_copy`: a copy from pinned host memory is made non-blocking."""
-    import torch
-
-    sites: set[tuple[str | None, int | None]] = set()
-
-    def wrap(original: Any) -> Any:
-        def copy(tensor: Any, *args: Any, **kwargs: Any) -> Any:
-            # An explicit non_blocking=False is overridden too (scripts often pass a flag tied to pin_memory);
-            # only copies from pinned memory are touched, which is what makes non_blocking safe and useful.
-            if (not kwargs.get("non_blocking", False) and not any(isinstance(a, bool) for a in args)
-                    and not torch.compiler.is_compiling() and tensor.device.type == "cpu" and tensor.is_pinned()):
-                kwargs["non_blocking"] = True
-                applied["non_blocking_copy"] += 1
-                if len(sites) < MAX_SITES:
-                    site = user_site(2)
-                    if site not in sites:
-                        sites.add(site)
-                        settings.copies.append(CallSite(file=site[0], line=site[1], value=original.__name__))
-            return original(tensor, *args, **kwargs)
-
-        copy.__name__ = original.__name__
-        copy.__wrapped__ = original  # type: ignore[attr-defined]
-        return copy
-
-    for name in ("to", "cuda"):
-        patcher.replace(torch.Tensor, name, wrap(getattr(torch.Tensor, name)))
