@@ -18,6 +18,7 @@ from stepscope.capture.program import Outcome, Program, run_program
 from stepscope.tune.clock import StepClock
 from stepscope.tune.fixes import FIXES
 from stepscope.tune.points import Points
+from stepscope.tune.points.failure import PatchFailure, failures_since
 from stepscope.tune.wire import ChildResult, DeviceInfo, TrialSpec, decode_spec, encode
 
 MIN_TIMED_STEPS = 5  # fewer timed steps than this is no measurement
@@ -137,11 +138,16 @@ def run_trial(spec: TrialSpec) -> ChildResult:
 
     clock = StepClock(warmup=spec.warmup, steps=spec.steps, min_seconds=spec.min_seconds,
                       abort_step_ns=spec.abort_step_ns)
+    before = len(PatchFailure.recorded)
     patches = install(spec.fixes, Points(lambda: clock.completed))
     try:
         result = profile(spec, program) if spec.mode == "profile" else measure(spec, program, patches, clock)
     finally:
         patches.undo()
+    failed = failures_since(before)
+    if failed:  # stepscope's own patch failed (here or in a DataLoader worker): not the program's failure
+        result = ChildResult(status="patch failed", exit_code=1, program_status=result.program_status,
+                             detail=failed[0][1], failed_fix=failed[0][0])
     if torch.cuda.is_available() and torch.cuda.is_initialized():
         patches.settings.peak_memory_bytes = int(torch.cuda.max_memory_allocated())
     result.settings = patches.settings
@@ -177,7 +183,8 @@ def main(argv: list[str] | None = None) -> int:
     try:
         result = run_trial(spec)
     except Exception as exc:  # stepscope's own failure in the child: the parent reports it, without a traceback
-        result = ChildResult(status="failed", exit_code=1, program_status="exception",
+        fix = exc.fix if isinstance(exc, PatchFailure) else ""
+        result = ChildResult(status="patch failed", exit_code=1, program_status="exception", failed_fix=fix,
                              detail=f"stepscope could not run the trial: {type(exc).__name__}: {exc}")
     write_result(spec.result, result)
     return 0 if result.status in ("measured", "profiled", "slower") else (result.exit_code or 1)

@@ -220,6 +220,8 @@ class Tuner:
             if kept is not None and self._stop_reason():
                 return
             trial = self._run_trial(candidate, {**self.current.fixes, **option}, self.current, start)
+            if trial is None:  # stepscope's own patch failed: the fix is untried
+                return
             if not trial.accepted:
                 if kept is not None or trial.status != "measured":
                     return
@@ -229,7 +231,8 @@ class Tuner:
                 kept.reason += f"; superseded by {_params_text(option)}"
             kept = trial
 
-    def _run_trial(self, candidate: Candidate, fixes: dict[str, dict[str, Any]], on: Rung, start: Rung) -> Trial:
+    def _run_trial(self, candidate: Candidate, fixes: dict[str, dict[str, Any]], on: Rung,
+                   start: Rung) -> Trial | None:
         assert self.baseline is not None
         self._trials_run += 1
         rung = len(self.tune.trials) + 1
@@ -238,6 +241,11 @@ class Tuner:
         factor = max((p.get("factor", 1) for f, p in fixes.items() if f == "larger_batch"), default=1)
         spec = self._spec(fixes, abort_ns=ABORT_RATIO * on.stats.median_ns * factor)
         run = self._child(f"{rung:02d}-{label}", spec, reserve=self._reserve(), trial=True)
+        if run.status == "stepscope failed":
+            self.tune.not_tried.append(NotTried(id=label, reason=f"{run.problem}; its log: trials/{run.log.name}",
+                                                estimated_speedup=candidate.estimate))
+            self._changed()
+            return None
         verdict = judge(run, rung=rung, tried=candidate.fixes, fixes=fixes, base=on, baseline=self.baseline,
                         estimate=candidate.estimate, estimate_from=start)
         self.tune.trials.append(verdict.trial)

@@ -91,7 +91,7 @@ class Settings(Wire, kw_only=True):
 
 
 class ChildResult(Wire, kw_only=True):
-    status: str  # measured | slower | too few steps | no steps | failed | profiled
+    status: str  # measured | slower | too few steps | no steps | failed | profiled | patch failed (stepscope's)
     exit_code: int
     program_status: str  # capture.program.Outcome.status
     detail: str = ""
@@ -108,6 +108,7 @@ class ChildResult(Wire, kw_only=True):
     device: DeviceInfo | None = None
     notes: list[str] = msgspec.field(default_factory=list)
     report: str | None = None  # mode "profile": the report.json written
+    failed_fix: str = ""  # status "patch failed": the fix whose patch failed ('' when stepscope failed elsewhere)
 
 
 def encode(obj: Wire) -> bytes:

@@ -1,5 +1,10 @@
 """The batch copies to the device (`Tensor.to`, `Tensor.cuda`): `non_blocking_copy` makes a copy from pinned host
-memory non-blocking, and the call sites of those copies are recorded for the patch."""
+memory non-blocking, and the call sites of those copies are recorded for the patch.
+
+Forked DataLoader workers inherit the patched methods, and a dataset's transforms call `.to()` there: in a worker
+the original runs untouched. Asking whether memory is pinned touches CUDA, which a forked process must never do,
+so it is asked only in the main process and only for a copy to a CUDA device.
+"""
 
 from __future__ import annotations
 
@@ -7,6 +12,7 @@ import os
 from collections import Counter
 from typing import Any
 
+from stepscope.tune.points.failure import owned_by
 from stepscope.tune.points.undo import Patcher, user_site
 from stepscope.tune.wire import CallSite, Settings
 
@@ -30,23 +36,37 @@ class CopyPatch:
             patcher.replace(torch.Tensor, name, self._wrap(getattr(torch.Tensor, name)))
 
     def _wrap(self, original: Any) -> Any:
-        import torch
-
         patch = self
+        cuda_method = original.__name__ == "cuda"
 
         def copy(tensor: Any, *args: Any, **kwargs: Any) -> Any:
-            # An explicit non_blocking=False is overridden too (scripts often pass a flag tied to pin_memory);
-            # only copies from pinned memory are touched, which is what makes non_blocking safe and useful.
-            if (not kwargs.get("non_blocking", False) and not any(isinstance(a, bool) for a in args)
-                    and not torch.compiler.is_compiling() and tensor.device.type == "cpu" and tensor.is_pinned()):
-                kwargs["non_blocking"] = True
-                patch.applied["non_blocking_copy"] += 1
-                patch._record(original.__name__)
+            if os.getpid() != patch.pid:  # a DataLoader worker: nothing of ours runs there
+                return original(tensor, *args, **kwargs)
+            with owned_by("non_blocking_copy"):
+                if patch._make_non_blocking(tensor, cuda_method, args, kwargs):
+                    kwargs["non_blocking"] = True
+                    patch.applied["non_blocking_copy"] += 1
+                    patch._record(original.__name__)
             return original(tensor, *args, **kwargs)
 
         copy.__name__ = original.__name__
         copy.__wrapped__ = original  # type: ignore[attr-defined]
         return copy
+
+    @staticmethod
+    def _make_non_blocking(tensor: Any, cuda_method: bool, args: tuple, kwargs: dict[str, Any]) -> bool:
+        """A copy from pinned host memory to a CUDA device that did not ask for non_blocking. An explicit
+        non_blocking=False is overridden too (scripts often pass a flag tied to pin_memory): only copies from pinned
+        memory are touched, which is what makes non_blocking safe and useful."""
+        import torch
+
+        if kwargs.get("non_blocking", False) or any(isinstance(a, bool) for a in args):
+            return False
+        if torch.compiler.is_compiling() or tensor.device.type != "cpu":
+            return False
+        if not (cuda_method or to_cuda(args, kwargs)) or not torch.cuda.is_initialized():
+            return False
+        return bool(tensor.is_pinned())
 
     def _record(self, method: str) -> None:
         if len(self._sites) < MAX_SITES:
@@ -54,3 +74,18 @@ class CopyPatch:
             if site not in self._sites:
                 self._sites.add(site)
                 self.settings.copies.append(CallSite(file=site[0], line=site[1], value=method))
+
+
+def to_cuda(args: tuple, kwargs: dict[str, Any]) -> bool:
+    """Whether `Tensor.to(*args, **kwargs)` names a CUDA device (a device, its name, or a tensor on it)."""
+    import torch
+
+    for value in (kwargs.get("device"), *args):
+        if isinstance(value, torch.Tensor):
+            return value.device.type == "cuda"
+        if isinstance(value, (str, torch.device)):
+            try:
+                return torch.device(value).type == "cuda"
+            except RuntimeError:
+                return False
+    return False

@@ -8,6 +8,7 @@ import os
 from collections import Counter
 from typing import Any
 
+from stepscope.tune.points.failure import owned_by
 from stepscope.tune.points.undo import Patcher, user_site
 from stepscope.tune.wire import LoaderSite, Settings
 
@@ -50,20 +51,27 @@ class LoaderPatch:
         patcher.replace(DataLoader, "__init__", __init__)
 
     def _override(self, arguments: dict[str, Any]) -> None:
-        if self.num_workers is not None and arguments.get("num_workers", 0) != self.num_workers:
-            arguments["num_workers"] = self.num_workers
-            self.applied["dataloader_workers"] += 1
-        if self.pin_memory and not arguments.get("pin_memory", False) and _cuda_available():
-            arguments["pin_memory"] = True
-            self.applied["pin_memory"] += 1
-        if self.persistent_workers and arguments.get("num_workers", 0) > 0 \
-                and not arguments.get("persistent_workers", False):
-            arguments["persistent_workers"] = True
-            self.applied["persistent_workers"] += 1
-        batch = arguments.get("batch_size", 1)
-        if self.batch_factor > 1 and arguments.get("batch_sampler") is None and isinstance(batch, int):
-            arguments["batch_size"] = batch * self.batch_factor
-            self.applied["larger_batch"] += 1
+        if self.num_workers is not None:
+            with owned_by("dataloader_workers"):
+                if arguments.get("num_workers", 0) != self.num_workers:
+                    arguments["num_workers"] = self.num_workers
+                    self.applied["dataloader_workers"] += 1
+        if self.pin_memory:  # the DataLoader's pin thread, in this process, pins each batch: never a worker
+            with owned_by("pin_memory"):
+                if not arguments.get("pin_memory", False) and _cuda_available():
+                    arguments["pin_memory"] = True
+                    self.applied["pin_memory"] += 1
+        if self.persistent_workers:
+            with owned_by("persistent_workers"):
+                if arguments.get("num_workers", 0) > 0 and not arguments.get("persistent_workers", False):
+                    arguments["persistent_workers"] = True
+                    self.applied["persistent_workers"] += 1
+        if self.batch_factor > 1:
+            with owned_by("larger_batch"):
+                batch = arguments.get("batch_size", 1)
+                if arguments.get("batch_sampler") is None and isinstance(batch, int):
+                    arguments["batch_size"] = batch * self.batch_factor
+                    self.applied["larger_batch"] += 1
 
     def _record(self, loader: Any) -> None:
         if len(self.settings.loaders) >= MAX_SITES:

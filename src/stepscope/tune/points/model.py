@@ -9,6 +9,7 @@ import os
 from collections import Counter
 from typing import Any
 
+from stepscope.tune.points.failure import owned_by
 from stepscope.tune.points.undo import Patcher, user_site
 from stepscope.tune.wire import CallSite, ModelInfo, Settings
 
@@ -59,19 +60,23 @@ class ModelPatch:
 
         assert self._patcher is not None
         if self.channels_last and self.settings.model is not None and self.settings.model.conv:
-            model.to(memory_format=torch.channels_last)  # parameters change in place: the optimizer keeps them
-            self._patcher.on_undo(lambda: model.to(memory_format=torch.contiguous_format))
-            self.applied["channels_last"] += 1
+            with owned_by("channels_last"):
+                model.to(memory_format=torch.channels_last)  # parameters change in place: the optimizer keeps them
+                self._patcher.on_undo(lambda: model.to(memory_format=torch.contiguous_format))
+                self.applied["channels_last"] += 1
         if self.amp_dtype is not None:
-            self._patcher.replace(model, "forward", autocast_forward(model.forward, _device_type(model),
-                                                                     getattr(torch, self.amp_dtype)))
-            self.applied["amp"] += 1
+            with owned_by("amp"):
+                self._patcher.replace(model, "forward", autocast_forward(model.forward, _device_type(model),
+                                                                         getattr(torch, self.amp_dtype)))
+                self.applied["amp"] += 1
         if self.compile_mode is not None and hasattr(model, "compile"):
-            model.compile(**({} if self.compile_mode == "default" else {"mode": self.compile_mode}))
-            self._patcher.on_undo(lambda: setattr(model, "_compiled_call_impl", None))
-            self.applied["torch_compile"] += 1
-            if self.compile_mode == "reduce-overhead":
-                self.applied["cuda_graphs"] += 1
+            fix = "cuda_graphs" if self.compile_mode == "reduce-overhead" else "torch_compile"
+            with owned_by(fix):
+                model.compile(**({} if self.compile_mode == "default" else {"mode": self.compile_mode}))
+                self._patcher.on_undo(lambda: setattr(model, "_compiled_call_impl", None))
+                self.applied["torch_compile"] += 1
+                if self.compile_mode == "reduce-overhead":
+                    self.applied["cuda_graphs"] += 1
 
 
 def autocast_forward(forward: Any, device_type: str, dtype: Any) -> Any:
