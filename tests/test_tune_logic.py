@@ -1,19 +1,14 @@
-"""`stepscope tune`'s pure parts against hand-computed values: statistics, the noise band, the numerics guard,
-the keep/drop decision, and the plan made from a diagnosis and from what the program was seen to use."""
+"""`stepscope tune`'s pure parts against hand-computed values: the numerics guard and the plan made from a diagnosis
+and from what the program was seen to use (the statistics are in test_tune_stats.py)."""
 
 from __future__ import annotations
-
-import math
 
 import pytest
 
 from stepscope.model.report import Recommendation, Report, Source, Summary
-from stepscope.model.tune import Numerics
 from stepscope.tune.fixes.dataloader_workers import worker_counts
-from stepscope.tune.judge import decide
 from stepscope.tune.numerics import compare_losses, tolerance_for
 from stepscope.tune.plan import PlanOptions, make_plan
-from stepscope.tune.stats import MIN_BAND, drift, noise_band, summarize
 from stepscope.tune.wire import CallSite, DeviceInfo, LoaderSite, ModelInfo, OptimizerSite, Settings
 
 CPU = DeviceInfo(kind="cpu", name="CPU", cpu_cores=2, bf16=True)
@@ -21,65 +16,7 @@ GPU = DeviceInfo(kind="cuda", name="H100", compute_capability="9.0", total_memor
                  bf16_native=True, cpu_cores=16)
 
 
-# -- statistics ------------------------------------------------------------------------------------------
-
-def test_summary_of_eight_steps_by_hand() -> None:
-    s = summarize([8, 1, 7, 2, 6, 3, 5, 4])
-    # Sorted 1..8: median 4.5; inclusive quartiles 1 + 0.25 * 7 = 2.75 and 1 + 0.75 * 7 = 6.25.
-    assert s is not None and s.n == 8 and s.median_ns == 4.5
-    assert s.spread == pytest.approx((6.25 - 2.75) / 2 / 4.5)
-    assert s.se == pytest.approx(1.2533 * (3.5 / 1.349) / math.sqrt(8) / 4.5)
-
-
-def test_drift_is_spread_over_the_runs_between_the_two_compared() -> None:
-    from stepscope.model.tune import Trial
-    from stepscope.tune.review import _reread, pair_drift
-
-    # The H100 tune of examples/cifar_resnet.py: the baseline moved 41% over 11 trials (12 runs apart).
-    assert pair_drift(0.41, 1, 12) == pytest.approx(0.41 / 12)
-    assert pair_drift(0.41, 3, 12) == pytest.approx(0.41 * 3 / 12) and pair_drift(0.41, 20, 12) == 0.41
-
-    def trial(rung: int, on: int, gain: float) -> Trial:
-        return Trial(fixes=["x"], params={}, step_time_us=1000.0, steps_per_s=None, samples_per_s=None, speedup=None,
-                     spread=None, estimated_speedup=None, accepted=True, reason="faster", numerics=None,
-                     compile_s=None, exit_code=0, rung=rung, builds_on=on, gain=gain, tried=[f"fix{rung}"])
-
-    class Median:
-        median_ns = 2e6
-
-    trials = [trial(1, 0, 1.2), trial(2, 1, 1.25), *[trial(r, r - 1, 1.5) for r in range(3, 12)]]
-    trials[0].builds_on = 0  # 1 run from the first baseline: exposed to 0.41 / 12 = 3.4%
-    long_jump = trial(11, 1, 1.10)  # 10 runs from rung 1: exposed to 0.41 * 10 / 12 = 34%
-    trials[-1] = long_jump
-    _reread(trials, Median(), None, 0.41)
-    assert trials[0].accepted and trials[1].accepted  # 1.2x and 1.25x beat a 3.4% drift
-    assert not long_jump.accepted and "~34% over the 10 runs between this one and rung 1" in long_jump.reason
-    assert trials[0].speedup == 2.0  # against the pooled baseline: 2 ms / 1 ms
-
-
-def test_summary_ignores_non_positive_and_handles_few() -> None:
-    assert summarize([]) is None and summarize([0, -1]) is None
-    s = summarize([10, 30])
-    assert s is not None and s.median_ns == 20 and s.spread == 0 and s.se == 0
-
-
-def test_noise_band_is_twice_the_standard_error_of_the_ratio_at_least_min_band_and_drift() -> None:
-    a, b = summarize([100] * 10), summarize([50] * 10)
-    assert a is not None and b is not None
-    assert noise_band(a, b) == MIN_BAND  # no dispersion at all: the floor
-    assert noise_band(a, b, drift=0.08) == 0.08
-    wide = summarize([80, 90, 100, 110, 120] * 4)
-    assert wide is not None
-    expected = 2 * math.hypot(wide.se, wide.se)
-    assert expected > MIN_BAND and noise_band(wide, wide) == pytest.approx(expected)
-
-
-def test_drift_is_relative_to_the_mean() -> None:
-    a, b = summarize([90] * 5), summarize([110] * 5)
-    assert a is not None and b is not None and drift(a, b) == pytest.approx(0.2)
-
-
-# -- numerics ------------------------------------------------------------------------------------------
+# -- the numerics guard ---------------------------------------------------------------------------------
 
 def test_losses_agree_in_the_first_steps_and_keep_their_level_after() -> None:
     n = compare_losses([2.0, 1.0, None, 0.5], [2.0, 1.01, 0.7, 0.52], tolerance=0.05, reference_rung=3)
@@ -118,16 +55,6 @@ def test_tolerance_is_the_loosest_of_the_numerics_changing_fixes() -> None:
     assert tolerance_for(["torch_compile"]) == 0.01
     assert tolerance_for(["channels_last", "amp"]) == 0.05
 
-
-def test_decide() -> None:
-    assert decide(1.5, 0.03, None) == (True, "faster: 1.50x (noise band ±3%)")
-    assert decide(1.02, 0.03, None)[0] is False and "within noise" in decide(1.02, 0.03, None)[1]
-    assert decide(0.9, 0.03, None) == (False, "slower: 0.90x")
-    broken = Numerics(ok=False, max_rel_loss_diff=0.5, detail="the loss differs by 50.0%")
-    assert decide(2.0, 0.03, broken) == (False, "numerics changed: the loss differs by 50.0%")
-
-
-# -- the plan ------------------------------------------------------------------------------------------
 
 def report(*recs: tuple[str, float], dataloader_us: float = 0.0, step_us: float = 1000.0) -> Report:
     return Report(source=Source(paths=["t"], format="live"), device=None, steps=[],

@@ -7,7 +7,6 @@ import inspect
 import os
 import subprocess
 import sys
-import time
 
 import pytest
 
@@ -16,10 +15,7 @@ torch = pytest.importorskip("torch")
 from torch import nn  # noqa: E402
 from torch.utils.data import DataLoader, TensorDataset  # noqa: E402
 
-from stepscope.capture.session import StopProgram  # noqa: E402
-from stepscope.tune import clock as clock_module  # noqa: E402
 from stepscope.tune.child import install  # noqa: E402
-from stepscope.tune.clock import StepClock  # noqa: E402
 from stepscope.tune.fixes import CODE_CHANGES, FIXES  # noqa: E402
 from stepscope.tune.points import Points  # noqa: E402
 
@@ -204,44 +200,6 @@ def test_non_blocking_leaves_pageable_copies_alone_and_is_undone(patches) -> Non
     assert torch.ones(2).to("cpu", torch.float64).dtype == torch.float64 and not p.applied
     p.undo()
     assert torch.Tensor.to is original
-
-
-# -- the step clock ------------------------------------------------------------------------------------
-
-def test_clock_times_the_slice_after_the_warmup_then_stops_the_program() -> None:
-    clock = StepClock(warmup=2, steps=3, min_seconds=0.0)
-    marks = 0
-    with pytest.raises(StopProgram):
-        while True:
-            time.sleep(0.01)
-            marks += 1
-            clock.mark("optimizer")
-    assert marks == 5 and clock.completed == 5 and clock.stop_requested
-    steps = clock.step_ns()
-    assert len(steps) == 3 and all(s >= 0.01e9 for s in steps) and clock.timing == "host clock"
-    assert len(clock.warmup_ns()) == 1  # one step between the first two boundaries
-    assert clock.slice_ns() == pytest.approx(sum(steps), rel=0.05)
-
-
-def test_clock_follows_the_strongest_source() -> None:
-    clock = StepClock(warmup=3, steps=100, min_seconds=0.0)
-    dropped: list[str] = []
-    clock.on_leader = dropped.append
-    clock.mark("forward")
-    clock.mark("forward")
-    clock.mark("optimizer")  # stronger: it leads, its count starts over, weaker hooks are dropped
-    clock.mark("forward")
-    assert clock.arbiter.leader == "optimizer" and clock.completed == 1 and dropped == ["forward", "optimizer"]
-
-
-def test_clock_stops_a_trial_far_slower_than_its_reference(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(clock_module, "ABORT_MIN_NS", 0.0)
-    clock = StepClock(warmup=10, steps=10, min_seconds=0.0, abort_step_ns=1e6)  # 1 ms steps were expected
-    with pytest.raises(StopProgram):
-        for _ in range(10):
-            time.sleep(0.01)  # 10 ms steps
-            clock.mark("optimizer")
-    assert clock.aborted and clock.completed == 3  # the first two boundaries, then one slow step after them
 
 
 def test_torch_compile_is_set_on_the_model_found_and_undone(patches) -> None:

@@ -9,6 +9,7 @@ written as JSON to the spec's `result` path, atomically.
 
 from __future__ import annotations
 
+import math
 import os
 import random
 import sys
@@ -16,12 +17,13 @@ from pathlib import Path
 
 from stepscope.capture.program import Outcome, Program, run_program
 from stepscope.tune.clock import StepClock
+from stepscope.tune.compiling import CompileWatch
 from stepscope.tune.fixes import FIXES
 from stepscope.tune.points import Points
 from stepscope.tune.points.failure import PatchFailure, failures_since
-from stepscope.tune.wire import ChildResult, DeviceInfo, TrialSpec, decode_spec, encode
+from stepscope.tune.wire import ChildResult, DeviceInfo, TrialSpec, WindowResult, decode_spec, encode
 
-MIN_TIMED_STEPS = 5  # fewer timed steps than this is no measurement
+MIN_WINDOWS = 2  # fewer timed windows than this is no measurement
 
 
 def seed_everything(seed: int) -> None:
@@ -52,23 +54,28 @@ def measure(spec: TrialSpec, program: Program, patches: Points, clock: StepClock
         hooks.remove()
         activate(previous)
         clock.close()
-    steps = clock.step_ns()
-    status = _status(outcome, clock.stop_requested, clock.aborted, clock.arbiter.leader, len(steps))
+    timed = clock.timed()
+    status = _status(outcome, clock.stop_requested, clock.aborted, clock.arbiter.leader, len(timed))
+    watch = clock.compiles
     return ChildResult(
         status=status, exit_code=0 if clock.stop_requested else outcome.exit_code, program_status=outcome.status,
         detail=outcome.detail, step_source=clock.arbiter.leader, batch_size=clock.batch_size,
-        steps_completed=clock.completed, warmup_ns=clock.warmup_ns(), step_ns=steps, slice_ns=clock.slice_ns(),
-        timing=clock.timing, losses=patches.losses.values())
+        steps_completed=clock.completed, warmup_ns=clock.warmup_ns(), step_ns=clock.step_ns(),
+        slice_ns=sum(w.seconds for w in timed) * 1e9 if timed else None, timing=clock.timing,
+        losses=patches.losses.values(), unit=clock.unit, warmup_s=round(clock.warmup_s(), 3),
+        windows=[WindowResult(steps=w.steps, samples=w.samples, seconds=w.seconds, start_s=round(w.start_s, 4),
+                              kind=w.kind) for w in clock.windows],
+        compile_s=round(watch.total_ns / 1e9, 3) if watch.events else None, compiles=watch.events)
 
 
-def _status(outcome: Outcome, stopped: bool, aborted: bool, leader: str | None, timed: int) -> str:
+def _status(outcome: Outcome, stopped: bool, aborted: bool, leader: str | None, windows: int) -> str:
     if aborted:
         return "slower"
     if outcome.failed and not stopped:
         return "failed"
     if leader is None:
         return "no steps"
-    return "measured" if timed >= MIN_TIMED_STEPS else "too few steps"
+    return "measured" if windows >= MIN_WINDOWS else "too few steps"
 
 
 def profile(spec: TrialSpec, program: Program) -> ChildResult:
@@ -136,10 +143,20 @@ def run_trial(spec: TrialSpec) -> ChildResult:
     seed_everything(spec.seed)
     import torch
 
-    clock = StepClock(warmup=spec.warmup, steps=spec.steps, min_seconds=spec.min_seconds,
-                      abort_step_ns=spec.abort_step_ns)
+    windows = max(spec.windows, 1)
+    watch = CompileWatch()
+    if any(FIXES[f].compiles for f in spec.fixes if f in FIXES):
+        watch.ready(force=True)  # registered before the first compilation
+    clock = StepClock(warmup=spec.warmup, window_steps=math.ceil(spec.steps / windows),
+                      window_seconds=spec.min_seconds / windows, windows=windows, abort_step_ns=spec.abort_step_ns,
+                      compiles=watch)
     before = len(PatchFailure.recorded)
-    patches = install(spec.fixes, Points(lambda: clock.completed))
+    points = Points(lambda: clock.completed)
+    if spec.mode == "measure":
+        points.loader.on_batch = clock.add_samples
+        loaders = points.settings.loaders
+        clock.burst_steps = lambda: loaders[0].num_workers + 1 if loaders and loaders[0].num_workers else 0
+    patches = install(spec.fixes, points)
     try:
         result = profile(spec, program) if spec.mode == "profile" else measure(spec, program, patches, clock)
     finally:

@@ -20,7 +20,8 @@ class TrialSpec(Wire, kw_only=True):
     mode: str = "measure"  # "measure": time steps, no profiler; "profile": what `stepscope run` does
     warmup: int = 3  # steps run before the timed slice
     steps: int = 20  # at least this many timed steps ...
-    min_seconds: float = 2.0  # ... and at least this long
+    min_seconds: float = 2.0  # ... and at least this long, over ...
+    windows: int = 3  # ... this many windows, each synchronised with the device at its ends
     abort_step_ns: float | None = None  # steps this slow (median, after the first) end the trial: far slower
     batch_size: int | None = None  # the user's word on samples per step
     result: str = ""  # where the child writes its ChildResult
@@ -90,6 +91,14 @@ class Settings(Wire, kw_only=True):
     peak_memory_bytes: int | None = None
 
 
+class WindowResult(Wire, kw_only=True):
+    steps: int
+    samples: float  # or steps, when the unit is steps
+    seconds: float
+    start_s: float  # from the run's first step boundary
+    kind: str = "timed"  # "timed" | "warm-up" | "compiled" (set aside)
+
+
 class ChildResult(Wire, kw_only=True):
     status: str  # measured | slower | too few steps | no steps | failed | profiled | patch failed (stepscope's)
     exit_code: int
@@ -108,6 +117,11 @@ class ChildResult(Wire, kw_only=True):
     device: DeviceInfo | None = None
     notes: list[str] = msgspec.field(default_factory=list)
     report: str | None = None  # mode "profile": the report.json written
+    windows: list[WindowResult] = msgspec.field(default_factory=list)  # every window, set aside ones included
+    unit: str = "steps"  # what the windows count: "samples" | "steps"
+    warmup_s: float | None = None  # from the first step boundary to the first timed window
+    compile_s: float | None = None  # in torch's compile callbacks (tracing, backward compile, CUDA graph recording)
+    compiles: int = 0
     failed_fix: str = ""  # status "patch failed": the fix whose patch failed ('' when stepscope failed elsewhere)
 
 

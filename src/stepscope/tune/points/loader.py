@@ -5,9 +5,12 @@ from __future__ import annotations
 
 import inspect
 import os
+import weakref
 from collections import Counter
+from collections.abc import Callable
 from typing import Any
 
+from stepscope.capture.batch import batch_size_of
 from stepscope.tune.points.failure import owned_by
 from stepscope.tune.points.undo import Patcher, user_site
 from stepscope.tune.wire import LoaderSite, Settings
@@ -25,7 +28,9 @@ class LoaderPatch:
         self.pin_memory = False  # pin_memory
         self.persistent_workers = False  # persistent_workers
         self.batch_factor = 1  # larger_batch
+        self.on_batch: Callable[[int | None], None] | None = None  # told each batch's size (the main loader's)
         self.pid = os.getpid()
+        self._main: weakref.ref | None = None  # the dataset of the first loader to yield a batch
 
     def install(self, patcher: Patcher) -> None:
         from torch.utils.data import DataLoader
@@ -49,6 +54,28 @@ class LoaderPatch:
 
         __init__.__wrapped__ = original  # type: ignore[attr-defined]
         patcher.replace(DataLoader, "__init__", __init__)
+        if self.on_batch is not None:
+            self._count_batches(patcher)
+
+    def _count_batches(self, patcher: Patcher) -> None:
+        """Each batch the main loader yields, counted by its size (the step clock's samples)."""
+        from torch.utils.data.dataloader import _BaseDataLoaderIter
+
+        original = _BaseDataLoaderIter.__next__
+        patch = self
+
+        def __next__(iterator: Any) -> Any:
+            batch = original(iterator)
+            if os.getpid() == patch.pid and patch.on_batch is not None:
+                main = patch._main() if patch._main is not None else None
+                if main is None:
+                    patch._main, main = weakref.ref(iterator._dataset), iterator._dataset
+                if iterator._dataset is main:
+                    patch.on_batch(batch_size_of(batch))
+            return batch
+
+        __next__.__wrapped__ = original  # type: ignore[attr-defined]
+        patcher.replace(_BaseDataLoaderIter, "__next__", __next__)
 
     def _override(self, arguments: dict[str, Any]) -> None:
         if self.num_workers is not None:

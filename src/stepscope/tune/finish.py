@@ -1,0 +1,57 @@
+"""Profiled runs of a configuration (the diagnosis of the program as it is, and of the tuned configuration), and
+the kept fixes written as `suggested.patch`."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import msgspec
+
+from stepscope.atomic import write_atomic
+from stepscope.model.report import Report, from_json
+from stepscope.model.tune import Tune
+from stepscope.tune.fixes import FIXES
+from stepscope.tune.suggest import suggest
+from stepscope.tune.trial import run_child
+from stepscope.tune.wire import Settings, TrialSpec
+
+PATCH = "suggested.patch"
+
+
+def diagnose(spec: TrialSpec, folder: Path, name: str, timeout_s: float, notes: list[str]) -> Report | None:
+    """One profiled window of the configuration in `spec`, as `stepscope run` does: its report (None, with a note,
+    when it failed)."""
+    run = run_child(spec, folder / "trials", f"{name}-profile", timeout_s)
+    if run.problem or run.result is None or not run.result.report:
+        notes.append(f"the {name} diagnosis failed: {run.problem or 'no report'}")
+        return None
+    try:
+        return from_json(Path(run.result.report).read_bytes())
+    except (OSError, ValueError, msgspec.DecodeError) as exc:
+        notes.append(f"the {name} diagnosis could not be read: {exc}")
+        return None
+
+
+def write_patch(tune: Tune, settings: Settings, folder: Path) -> None:
+    """The kept fixes as a diff against the user's files, at the sites the tuned configuration's runs recorded."""
+    applied, device = tune.applied, tune.device
+    if not applied:
+        return
+    where = device.name if device else "this machine"
+    measured = (f"measured {tune.speedup:.2f}x together" if tune.speedup
+                else "not measured together (each was measured on the rung it was tried on)")
+    header = [f"stepscope tune: kept {', '.join(applied)}, {measured} on {where}"]
+    if "larger_batch" in applied:
+        k = tune.applied_params.get("larger_batch", {}).get("factor", 2)
+        header.append(f"larger_batch changes the optimisation: scale the learning rate with the batch (x{k}, with a "
+                      "warm-up) and check that the model still converges")
+    params = {f: tune.applied_params.get(f, {}) for f in applied}
+    text, unplaced, commands = suggest(params, applied, settings, device.kind if device else "cpu", header,
+                                       str(folder / PATCH))
+    if text:
+        write_atomic(folder / PATCH, text, what="patch")
+        tune.patch = PATCH
+        tune.patch_apply, tune.patch_apply_in = commands, os.getcwd()
+    for fix in unplaced:
+        tune.notes.append(f"{fix} is not in the patch (its place in the code was not found): {FIXES[fix].code}")
