@@ -42,10 +42,10 @@ def write_patch(tune: Tune, settings: Settings, folder: Path) -> None:
     measured = (f"measured {tune.speedup:.2f}x together" if tune.speedup
                 else "not measured together (each was measured on the rung it was tried on)")
     header = [f"stepscope tune: kept {', '.join(applied)}, {measured} on {where}"]
-    if "larger_batch" in applied:
-        k = tune.applied_params.get("larger_batch", {}).get("factor", 2)
-        header.append(f"larger_batch changes the optimisation: scale the learning rate with the batch (x{k}, with a "
-                      "warm-up) and check that the model still converges")
+    for fix_id in applied:
+        note = FIXES[fix_id].kept_note if fix_id in FIXES else None
+        if note is not None:
+            header.append(f"{fix_id}: {note(tune.applied_params.get(fix_id, {}))}")
     params = {f: tune.applied_params.get(f, {}) for f in applied}
     text, unplaced, commands = suggest(params, applied, settings, device.kind if device else "cpu", header,
                                        str(folder / PATCH))

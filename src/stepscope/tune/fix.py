@@ -65,6 +65,7 @@ class Fix:
     why_not: Callable[[PlanContext], str] = _nothing  # why it cannot or need not be tried here ('' if it can)
     params: Callable[[PlanContext], Params] = _no_params  # its one setting
     options: Callable[[PlanContext], tuple[Params, ...] | str] | None = None  # several settings, tried in turn
+    kept_note: Callable[[Params], str] | None = None  # what the user must know when it is kept (in the patch too)
 
     def settings_to_try(self, ctx: PlanContext) -> tuple[Params, ...] | str:
         """Each setting to try, as {fix id: params}, or why there is none."""

@@ -8,6 +8,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from stepscope.model.tune import Numerics, Trial
+from stepscope.tune.fixes import FIXES
 from stepscope.tune.measured import Run, rates
 from stepscope.tune.numerics import compare_losses, tolerance_for
 from stepscope.tune.paired import CANDIDATE, DROP, KEEP, Gain
@@ -73,6 +74,10 @@ def trial_row(outcome: Outcome, *, rung: int, tried: tuple[str, ...], fixes: dic
                    speedup=round(base.speedup * g.ratio, 4), spread=round(_relative_se(g), 4))
     row["accepted"] = outcome.decision == KEEP
     row["reason"] = reason(outcome, base, min_gain)
+    for fix_id in tried if row["accepted"] else ():
+        note = FIXES[fix_id].kept_note if fix_id in FIXES else None
+        if note is not None:
+            row["reason"] += f"; {note(fixes.get(fix_id, {}))}"
     not_applied = [f for f in tried if result is not None and not result.applied.get(f)]
     if runs and not_applied:
         if len(not_applied) == len(tried):

@@ -1,6 +1,11 @@
 """Which fixes to try, in which order, with which settings: from the baseline's diagnosis (its recommendations
 and their estimates) and from what the program was seen to use (its loaders, optimizer, model and device). Each
-fix says itself whether it applies and what to try (tune/fixes/); this module only puts them in order."""
+fix says itself whether it applies and what to try (tune/fixes/); this module only puts them in order.
+
+The order is the published walk-through's (each fix's `order`): the input, the copies, the batch, the host's
+per-step overhead, the arithmetic, compilation last (every run after a compile would pay it again). Each fix is
+measured on the rungs kept before it, so a fix whose gain only shows once an earlier bottleneck is gone (bfloat16
+after the loader keeps up) is tried after it, whatever the diagnosis of the program as it is estimated."""
 
 from __future__ import annotations
 
@@ -44,8 +49,7 @@ def make_plan(report: Report | None, settings: Settings, device: DeviceInfo, opt
     for rec_id, suggestion in changes.items():
         plan.not_tried.append(NotTried(id=rec_id, reason="needs a code change", suggestion=suggestion,
                                        estimated_speedup=estimates.get(rec_id)))
-    order = [i for i in estimates if i in FIXES] + [i for i in FIXES if i not in estimates]
-    order.sort(key=lambda i: _last(FIXES[i]))  # stable: the rest keep their order
+    order = list(FIXES)  # the walk-through's order, compilation last
     done: set[str] = set()
     for fix_id in order:
         group = tuple(f for f in (FIXES[fix_id].together or (fix_id,)) if f not in done)
@@ -66,12 +70,6 @@ def make_plan(report: Report | None, settings: Settings, device: DeviceInfo, opt
             continue
         plan.candidates.append(Candidate(tuple(wanted), options_or_reason, estimate, source))
     return plan
-
-
-def _last(fix: Fix) -> tuple[int, int]:
-    """A bigger batch changes what the rest is measured on, and a compiled model makes every trial after it pay the
-    compilation again: both go after every other fix, in their own order."""
-    return (1, fix.order) if fix.changes_batch or fix.compiles else (0, 0)
 
 
 def _estimates(report: Report | None) -> dict[str, float | None]:
