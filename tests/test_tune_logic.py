@@ -9,7 +9,15 @@ from stepscope.model.report import Recommendation, Report, Source, Summary
 from stepscope.tune.fixes.dataloader_workers import worker_counts
 from stepscope.tune.numerics import compare_losses, tolerance_for
 from stepscope.tune.plan import PlanOptions, make_plan
-from stepscope.tune.wire import CallSite, DeviceInfo, LoaderSite, ModelInfo, OptimizerSite, Settings
+from stepscope.tune.wire import (
+    CallSite,
+    DeviceInfo,
+    LoaderSite,
+    ModelInfo,
+    OptimizerSite,
+    Settings,
+    TransformSite,
+)
 
 CPU = DeviceInfo(kind="cpu", name="CPU", cpu_cores=2, bf16=True)
 GPU = DeviceInfo(kind="cuda", name="H100", compute_capability="9.0", total_memory_bytes=80 * 2**30, bf16=True,
@@ -210,7 +218,7 @@ def test_the_walkthrough_ladder_planned_from_a_real_h100_diagnosis() -> None:
                                          persistent_workers=False, batch_size=32, batches=312)],
                      peak_memory_bytes=3 * 2**30)
     walkthrough = ("dataloader_workers", "pin_memory", "non_blocking_copy", "set_to_none", "amp", "torch_compile",
-                   "larger_batch")
+                   "larger_batch", "uint8_transfer")
     plan = make_plan(diagnosis, cifar, GPU, PlanOptions(only=walkthrough, allow_batch_change=True))
     assert ids(plan) == [("dataloader_workers",), ("pin_memory", "non_blocking_copy"), ("larger_batch",),
                          ("set_to_none",), ("amp",), ("torch_compile",)]
@@ -221,4 +229,41 @@ def test_the_walkthrough_ladder_planned_from_a_real_h100_diagnosis() -> None:
     assert plan.candidates[4].options == ({"amp": {"dtype": "bfloat16"}},)  # an H100 has bfloat16
     # 3 GiB at batch 32 on 80 GiB: up to 16x, the walk-through's 512.
     assert [o["larger_batch"]["factor"] for o in plan.candidates[2].options] == [2, 4, 8, 16]
-    assert [n.id for n in plan.not_tried] == ["uint8_transfer"]  # a code change: the script's --uint8
+    # Its dataset normalises in __getitem__ (no torchvision): uint8 is a code change there (the script's --uint8).
+    assert [n.id for n in plan.not_tried] == ["uint8_transfer"]
+    assert plan.not_tried[0].reason.startswith("the dataset's transform does not end in torchvision's ToTensor")
+
+
+def test_the_published_walkthrough_loop_gets_its_seven_steps_planned() -> None:
+    """examples/walkthrough_resnet18.py as published (PIL, torchvision's ToTensor + Normalize, batch 32, no
+    workers), profiled on an H100 (tests/data/gpu_h100_r5/walk_w0): the default plan with --allow-batch-change
+    holds the steps made by hand (workers, pinned memory with non-blocking copies, batch up to 512, uint8 sent
+    and normalised on the device, set_to_none, bfloat16 autocast), in that order, before compilation."""
+    from pathlib import Path
+
+    from stepscope import analyze
+
+    trace = Path(__file__).parent / "data" / "gpu_h100_r5" / "walk_w0" / "trace_default.json.gz"
+    diagnosis = analyze(trace, batch_size=32)
+    peak = max(m.peak_allocated_bytes for m in diagnosis.memory)  # the GPU's, from the trace: 0.96 GB
+    walk = settings(model=ModelInfo(cls="ResNet", module="torchvision.models.resnet", parameters=11_689_512,
+                                    dtype="float32", device="cuda:0", conv=True, linear=True, compiled=False,
+                                    autocast=False, channels_last=False),
+                    loaders=[LoaderSite(file="walkthrough_resnet18.py", line=76, num_workers=0, pin_memory=False,
+                                        persistent_workers=False, batch_size=32, batches=313)],
+                    transforms=[TransformSite(file=None, chain=["Resize", "ToTensor", "Normalize"],
+                                              ending="ToTensor+Normalize", mean=[0.4914, 0.4822, 0.4465],
+                                              std=[0.2470, 0.2435, 0.2616])],
+                    peak_memory_bytes=peak)
+    plan = make_plan(diagnosis, walk, GPU, PlanOptions(allow_batch_change=True))
+    steps = [("dataloader_workers",), ("pin_memory", "non_blocking_copy"), ("larger_batch",), ("uint8_transfer",),
+             ("set_to_none",), ("amp",)]
+    planned = ids(plan)
+    assert all(s in planned for s in steps) and [planned.index(s) for s in steps] == sorted(
+        planned.index(s) for s in steps)
+    assert planned[-2:] == [("torch_compile",), ("cuda_graphs",)]  # compilation last (graphs: launch gaps seen)
+    by = {c.fixes: c for c in plan.candidates}
+    assert [o["larger_batch"]["factor"] for o in by[("larger_batch",)].options] == [2, 4, 8, 16]  # 32 -> 512
+    assert by[("amp",)].options == ({"amp": {"dtype": "bfloat16"}},)
+    # Both recommended by the diagnosis (input_bound, float32 batches copied): their estimates carry along.
+    assert by[("dataloader_workers",)].source == by[("uint8_transfer",)].source == "recommended"

@@ -79,6 +79,16 @@ class DeviceInfo(Wire, kw_only=True):
     torch: str = ""
 
 
+class TransformSite(Wire, kw_only=True):
+    """A loader's dataset transform, as uint8_transfer sees it."""
+
+    file: str | None  # the source file of the class holding it, when it is the user's
+    chain: list[str]  # its transforms' class names
+    ending: str = ""  # the float conversion (+ normalisation) uint8_transfer moves to the device; '' if none
+    mean: list[float] | None = None
+    std: list[float] | None = None
+
+
 class Settings(Wire, kw_only=True):
     """What the program used, seen from the patched constructors and calls."""
 
@@ -89,6 +99,8 @@ class Settings(Wire, kw_only=True):
     model: ModelInfo | None = None
     model_site: CallSite | None = None  # where the model's first forward was called
     peak_memory_bytes: int | None = None
+    transforms: list[TransformSite] = msgspec.field(default_factory=list)  # each loader's dataset transform
+    batch_copies: list[CallSite] = msgspec.field(default_factory=list)  # where a uint8 image batch was copied
 
 
 class WindowResult(Wire, kw_only=True):

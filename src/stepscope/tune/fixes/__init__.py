@@ -15,7 +15,6 @@ from stepscope.tune.fix import Fix
 CODE_CHANGES: dict[str, str] = {
     "remove_sync": "keep values on the device and read them every N steps (no .item(), .cpu() or print(tensor) "
                    "per step)",
-    "uint8_transfer": "load images as uint8, copy them to the device, then convert and normalise there",
     "offload_cpu_work": "move the host computation to the device, or vectorise it",
     "overlap_communication": "let collectives overlap the backward pass (DDP buckets, no_sync() with accumulation)",
 }

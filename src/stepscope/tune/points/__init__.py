@@ -14,6 +14,7 @@ from stepscope.tune.points.copy import CopyPatch
 from stepscope.tune.points.loader import LoaderPatch
 from stepscope.tune.points.model import ModelPatch, install_backends
 from stepscope.tune.points.optim import LossCapture, OptimizerPatch, ZeroGradPatch, install_grad_scaler
+from stepscope.tune.points.uint8 import Uint8Batches
 from stepscope.tune.points.undo import Patcher
 from stepscope.tune.wire import Settings
 
@@ -25,9 +26,10 @@ class Points:
         self.patcher = Patcher()
         self.settings = Settings()
         self.applied: Counter[str] = Counter()
-        self.loader = LoaderPatch(self.settings, self.applied)
-        self.copy = CopyPatch(self.settings, self.applied)
-        self.model = ModelPatch(self.settings, self.applied)
+        self.uint8 = Uint8Batches()
+        self.loader = LoaderPatch(self.settings, self.applied, self.uint8)
+        self.copy = CopyPatch(self.settings, self.applied, self.uint8)
+        self.model = ModelPatch(self.settings, self.applied, self.uint8)
         self.optimizer = OptimizerPatch(self.settings, self.applied)
         self.zero_grad = ZeroGradPatch(self.settings, self.applied)
         self.losses = LossCapture(step_index)

@@ -1,5 +1,6 @@
-"""The DataLoader's constructor: overrides for workers, pinned memory, persistent workers and the batch size; it
-also records every loader's settings and call site."""
+"""The DataLoader's constructor: overrides for workers, pinned memory, persistent workers and the batch size, and
+uint8_transfer's cut of the dataset's transform; it also records every loader's settings, call site and transform.
+The batches the main loader yields are counted (the step clock's samples) and, under uint8_transfer, marked."""
 
 from __future__ import annotations
 
@@ -12,8 +13,9 @@ from typing import Any
 
 from stepscope.capture.batch import batch_size_of
 from stepscope.tune.points.failure import owned_by
-from stepscope.tune.points.undo import Patcher, user_site
-from stepscope.tune.wire import LoaderSite, Settings
+from stepscope.tune.points.uint8 import Uint8Batches, Uint8Chain, find
+from stepscope.tune.points.undo import Patcher, is_library, user_site
+from stepscope.tune.wire import LoaderSite, Settings, TransformSite
 
 MAX_SITES = 16  # a loop that builds a loader every epoch records its first sites, not all
 
@@ -21,9 +23,10 @@ MAX_SITES = 16  # a loop that builds a loader every epoch records its first site
 class LoaderPatch:
     """Wraps DataLoader.__init__: applies the active fixes' overrides, then records what the loader uses."""
 
-    def __init__(self, settings: Settings, applied: Counter[str]) -> None:
+    def __init__(self, settings: Settings, applied: Counter[str], uint8: Uint8Batches | None = None) -> None:
         self.settings = settings
         self.applied = applied
+        self.uint8 = uint8 or Uint8Batches()
         self.num_workers: int | None = None  # dataloader_workers
         self.pin_memory = False  # pin_memory
         self.persistent_workers = False  # persistent_workers
@@ -31,10 +34,12 @@ class LoaderPatch:
         self.on_batch: Callable[[int | None], None] | None = None  # told each batch's size (the main loader's)
         self.pid = os.getpid()
         self._main: weakref.ref | None = None  # the dataset of the first loader to yield a batch
+        self._patcher: Patcher | None = None
 
     def install(self, patcher: Patcher) -> None:
         from torch.utils.data import DataLoader
 
+        self._patcher = patcher
         original = DataLoader.__init__
         signature = inspect.signature(original)
         patch = self
@@ -51,10 +56,11 @@ class LoaderPatch:
             patch._override(bound.arguments)
             original(*bound.args, **bound.kwargs)
             patch._record(loader)
+            patch._transform(loader)  # before any worker starts: they are given the dataset as it is then
 
         __init__.__wrapped__ = original  # type: ignore[attr-defined]
         patcher.replace(DataLoader, "__init__", __init__)
-        if self.on_batch is not None:
+        if self.on_batch is not None or self.uint8.active:
             self._count_batches(patcher)
 
     def _count_batches(self, patcher: Patcher) -> None:
@@ -72,6 +78,8 @@ class LoaderPatch:
                     patch._main, main = weakref.ref(iterator._dataset), iterator._dataset
                 if iterator._dataset is main:
                     patch.on_batch(batch_size_of(batch))
+            if os.getpid() == patch.pid and patch.uint8.active:
+                patch.uint8.mark(batch)
             return batch
 
         __next__.__wrapped__ = original  # type: ignore[attr-defined]
@@ -112,6 +120,33 @@ class LoaderPatch:
             file=file, line=line, num_workers=int(loader.num_workers), pin_memory=bool(loader.pin_memory),
             persistent_workers=bool(loader.persistent_workers), batch_size=loader.batch_size, batches=batches,
             prefetch_factor=loader.prefetch_factor))
+
+
+    def _transform(self, loader: Any) -> None:
+        """Record the dataset's transform; under uint8_transfer, cut it before its float conversion."""
+        if len(self.settings.transforms) >= MAX_SITES:
+            return
+        found = find(loader.dataset)
+        chain = getattr(found.owner, found.attr) if found is not None else getattr(loader.dataset, "transform", None)
+        names = [type(t).__name__ for t in getattr(chain, "transforms", [])] if chain is not None else []
+        self.settings.transforms.append(TransformSite(
+            file=_user_file(found.owner if found is not None else loader.dataset), chain=names,
+            ending=found.ending if found else "", mean=list(found.mean) if found and found.mean else None,
+            std=list(found.std) if found and found.std else None))
+        if self.uint8.active and found is not None and self._patcher is not None:
+            with owned_by("uint8_transfer"):
+                self._patcher.replace(found.owner, found.attr, Uint8Chain(found.prefix, found.to_uint8))
+                self.uint8.found = found
+                self.applied["uint8_transfer"] += 1
+
+
+def _user_file(obj: Any) -> str | None:
+    """The source file of the object's class, when it is the program's own (not a library's)."""
+    try:
+        path = inspect.getsourcefile(type(obj))
+    except TypeError:
+        return None
+    return path if path is not None and not is_library(path) else None
 
 
 def _cuda_available() -> bool:

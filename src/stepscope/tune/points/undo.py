@@ -57,12 +57,12 @@ def user_site(skip: int = 2) -> tuple[str | None, int | None]:
     frame = sys._getframe(skip)
     while frame is not None:
         name = frame.f_code.co_filename
-        if not _is_library(name):
+        if not is_library(name):
             return os.path.abspath(name), frame.f_lineno
         frame = frame.f_back
     return None, None
 
 
 @functools.lru_cache(maxsize=512)
-def _is_library(filename: str) -> bool:
+def is_library(filename: str) -> bool:
     return filename.startswith("<") or os.path.realpath(filename).startswith(_library_roots())
