@@ -12,6 +12,7 @@ from rich.console import Console
 from stepscope.model.tune import (
     TUNE_SCHEMA,
     Baseline,
+    FinalRecommendation,
     Measurement,
     NotTried,
     Numerics,
@@ -71,6 +72,7 @@ def sample_tune() -> Tune:
                                   patterns=[PatternShare(id="input_bound", share=0.6)], drift=0.02),
                 trials=[trial, broken], applied=["dataloader_workers"], speedup=2.5, speedup_interval=[2.3, 2.7],
                 speedup_windows=6, final_samples_per_s=1600.0, final_steps_per_s=50.0, min_gain=0.05,
+                final_recommendations=[FinalRecommendation(id="amp", title="bf16", estimated_speedup=1.31)],
                 final_patterns=[PatternShare(id="cpu_compute_bound", share=0.7)], patch="suggested.patch",
                 not_tried=[NotTried(id="remove_sync", reason="needs a code change", suggestion="no .item() per step")])
 
@@ -110,7 +112,7 @@ def test_terminal_rendering() -> None:
     text = buffer.getvalue()
     assert ("tuned: 2.50x (2.30-2.70, 6 windows) measured against the program as it is, keeping dataloader_workers"
             in text)
-    assert "throughput: 640.0 -> 1,600.0 samples/s" in text
+    assert "throughput: 640.0 -> 1,600.0 samples/s" in text and "next: amp ~1.31x" in text
     assert "now: cpu_compute_bound 70%" in text and "remove_sync" in text and "suggested.patch" in text
 
 

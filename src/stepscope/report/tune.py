@@ -106,6 +106,10 @@ def headline(tune: Tune) -> list[str]:
     if tune.final_patterns:
         now = ", ".join(f"{p.id} {share_cell(p.share)}" for p in tune.final_patterns[:3])
         lines.append(f"{'now' if tune.applied else 'diagnosis'}: {now}")
+    if tune.final_recommendations:  # the final diagnosis, less what the ladder applied or measured
+        nxt = ", ".join(f"{r.id}" + (f" ~{_x(r.estimated_speedup)}" if r.estimated_speedup else "")
+                        for r in tune.final_recommendations[:4])
+        lines.append(f"next: {nxt}")
     return lines
 
 

@@ -9,11 +9,13 @@ written as JSON to the spec's `result` path, atomically.
 
 from __future__ import annotations
 
+import dataclasses
 import math
 import os
 import random
 import sys
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from stepscope.capture.program import Outcome, Program, run_program
 from stepscope.tune.clock import StepClock
@@ -21,7 +23,18 @@ from stepscope.tune.compiling import CompileWatch
 from stepscope.tune.fixes import FIXES
 from stepscope.tune.points import Points
 from stepscope.tune.points.failure import PatchFailure, failures_since
-from stepscope.tune.wire import ChildResult, DeviceInfo, TrialSpec, WindowResult, decode_spec, encode
+from stepscope.tune.wire import (
+    ChildResult,
+    DeviceInfo,
+    ReferenceWindows,
+    TrialSpec,
+    WindowResult,
+    decode_spec,
+    encode,
+)
+
+if TYPE_CHECKING:
+    from stepscope.capture.overhead import Reference
 
 MIN_WINDOWS = 2  # fewer timed windows than this is no measurement
 
@@ -79,12 +92,16 @@ def _status(outcome: Outcome, stopped: bool, aborted: bool, leader: str | None, 
 
 
 def profile(spec: TrialSpec, program: Program) -> ChildResult:
-    """What `stepscope run` does, with the fixes in place: one profiled window, then its report.json."""
+    """What `stepscope run` does, with the fixes in place: one profiled window, then its report.json. For the
+    tuned configuration, the report is told what the tune measured and did (tune/story.py)."""
     from stepscope.capture.options import CaptureOptions
     from stepscope.capture.runner import capture_program
     from stepscope.runreport import live_report, nothing_recorded, write_report_files
+    from stepscope.tune.story import ladder_notes, with_ladder
 
     window = CaptureOptions(batch_size=spec.batch_size, telemetry=False)
+    if spec.skip is not None:
+        window = window.replace(skip=max(window.skip, spec.skip))
     folder = Path(spec.profile_folder or ".")
     folder.mkdir(parents=True, exist_ok=True)
     captured = capture_program(program, window, folder)
@@ -93,12 +110,32 @@ def profile(spec: TrialSpec, program: Program) -> ChildResult:
         return ChildResult(status="failed", exit_code=outcome.exit_code or 2, program_status=outcome.status,
                            detail=outcome.detail or nothing_recorded(result, window),
                            step_source=result.step_source)
-    report = live_report(result, window, command=program.command, exit_code=outcome.exit_code,
-                         program_status=outcome.status, folder=folder)
+    if spec.reference is not None:
+        ref = spec.reference
+        notes = ladder_notes(spec.ladder, ref.samples_per_s, sum(ref.steps) / sum(ref.seconds))
+        result = dataclasses.replace(result, reference=tune_reference(ref, result.batch_size) or result.reference,
+                                     notes=[*notes, *result.notes])
+    report = with_ladder(live_report(result, window, command=program.command, exit_code=outcome.exit_code,
+                                     program_status=outcome.status, folder=folder), spec.ladder)
     write_report_files(report, folder)
     return ChildResult(status="profiled", exit_code=0, program_status=outcome.status, detail=outcome.detail,
                        step_source=result.step_source, batch_size=result.batch_size,
                        steps_completed=result.steps_completed, report=str(folder / "report.json"))
+
+
+def tune_reference(ref: ReferenceWindows, batch: int | None) -> Reference | None:
+    """The tune's windows as the capture's unprofiled reference: the step time whose samples/s (batch / step)
+    are the tune's figure, and each window's mean step."""
+    from stepscope.capture.overhead import Reference
+
+    steps, seconds = sum(ref.steps), sum(ref.seconds)
+    if not steps or seconds <= 0:
+        return None
+    step_ns = batch / ref.samples_per_s * 1e9 if batch and ref.samples_per_s else seconds / steps * 1e9
+    values = tuple(s / n * 1e9 for n, s in zip(ref.steps, ref.seconds, strict=True) if n)
+    noise = (max(values) - min(values)) / 2 / step_ns if len(values) > 1 else 0.0
+    return Reference(method="stepscope tune: synchronised windows", step_ns=step_ns, values_ns=values, steps=steps,
+                     noise=noise)
 
 
 def device_info(patches: Points) -> DeviceInfo:

@@ -12,9 +12,10 @@ from stepscope.atomic import write_atomic
 from stepscope.model.report import Report, from_json
 from stepscope.model.tune import Tune
 from stepscope.tune.fixes import FIXES
+from stepscope.tune.measured import Run
 from stepscope.tune.suggest import suggest
 from stepscope.tune.trial import run_child
-from stepscope.tune.wire import Settings, TrialSpec
+from stepscope.tune.wire import ReferenceWindows, Settings, TrialSpec
 
 PATCH = "suggested.patch"
 
@@ -31,6 +32,28 @@ def diagnose(spec: TrialSpec, folder: Path, name: str, timeout_s: float, notes: 
     except (OSError, ValueError, msgspec.DecodeError) as exc:
         notes.append(f"the {name} diagnosis could not be read: {exc}")
         return None
+
+
+def reference_windows(runs: list[Run], tune: Tune) -> ReferenceWindows | None:
+    """The tuned configuration's timed windows in the runs that gave the tune's headline."""
+    windows = [w for run in runs if run.child.result is not None for w in run.child.result.windows
+               if w.kind == "timed"]
+    if not windows:
+        return None
+    result = runs[0].child.result
+    return ReferenceWindows(steps=[w.steps for w in windows], seconds=[w.seconds for w in windows],
+                            batch_size=result.batch_size if result else None, samples_per_s=tune.final_samples_per_s)
+
+
+def warmup_steps(runs: list[Run]) -> int:
+    """Steps before the first timed window in these runs (compilation, autotuning, set-aside windows), at most."""
+    counts = []
+    for run in runs:
+        result = run.child.result
+        if result is not None:
+            first = next((i for i, w in enumerate(result.windows) if w.kind == "timed"), len(result.windows))
+            counts.append(len(result.warmup_ns) + 1 + sum(w.steps for w in result.windows[:first]))
+    return max(counts, default=0)
 
 
 def write_patch(tune: Tune, settings: Settings, folder: Path) -> None:

@@ -11,11 +11,13 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+import msgspec
+
 from stepscope.capture.program import Program
 from stepscope.errors import StepscopeError
 from stepscope.model.report import Report
 from stepscope.model.tune import NotTried, PatternShare, Trial, Tune, TuneDevice
-from stepscope.tune import finish, review
+from stepscope.tune import finish, review, story
 from stepscope.tune.budget import PROFILE_FACTOR, Budget
 from stepscope.tune.fixes import FIXES
 from stepscope.tune.judge import Rung, numerics_for, trial_row
@@ -285,17 +287,18 @@ class Tuner:
         comparison = Comparison(measure=lambda fixes, arm: self._measure(fixes, arm, check_budget=False),
                                 history=self.history, min_gain=self.options.min_gain, max_rounds=1,
                                 seed=self.options.seed)
-        review.final_figures(self.tune, comparison.run({}, tuned.fixes), tuned.batch_size)
+        outcome = comparison.run({}, tuned.fixes)
+        review.final_figures(self.tune, outcome, tuned.batch_size)
         self._changed()
-        self._final_diagnosis(tuned)
+        self._final_diagnosis(tuned, [run for arm, run in outcome.runs if arm == CANDIDATE])
         finish.write_patch(self.tune, tuned.settings, self.folder)
 
-    def _diagnose(self, name: str, fixes: Fixes) -> Report | None:
+    def _diagnose(self, name: str, fixes: Fixes, spec: TrialSpec | None = None) -> Report | None:
         timeout = self.budget.timeout(config_key(fixes), False, trial=False) * 2
-        return finish.diagnose(self.spec(fixes, "profile", profile_folder=self.folder / name), self.folder, name,
-                               timeout, self.tune.notes)
+        spec = spec or self.spec(fixes, "profile", profile_folder=self.folder / name)
+        return finish.diagnose(spec, self.folder, name, timeout, self.tune.notes)
 
-    def _final_diagnosis(self, tuned: Rung) -> None:
+    def _final_diagnosis(self, tuned: Rung, runs: list[Run]) -> None:
         if not self.options.final_diagnosis:
             self.tune.notes.append("no final diagnosis: turned off")
             return
@@ -304,10 +307,15 @@ class Tuner:
             self.tune.notes.append("no final diagnosis: the budget ran out")
             return
         self.events.phase("final diagnosis: one profiled window with the kept fixes")
-        report = self._diagnose("final", tuned.fixes)
+        ladder = story.ladder_entries(self.tune)
+        spec = msgspec.structs.replace(self.spec(tuned.fixes, "profile", profile_folder=self.folder / "final"),
+                                       ladder=ladder, reference=finish.reference_windows(runs, self.tune),
+                                       skip=finish.warmup_steps(runs) + 2)
+        report = self._diagnose("final", tuned.fixes, spec)
         if report is not None:
             self.tune.final_patterns = patterns_of(report)
             self.tune.final_report = "final/report.json"
+            self.tune.final_recommendations = story.final_recommendations(report, ladder)
 
 
 def patterns_of(report: Report) -> list[PatternShare]:

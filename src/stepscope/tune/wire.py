@@ -26,6 +26,26 @@ class TrialSpec(Wire, kw_only=True):
     batch_size: int | None = None  # the user's word on samples per step
     result: str = ""  # where the child writes its ChildResult
     profile_folder: str | None = None  # mode "profile": the run folder
+    skip: int | None = None  # mode "profile": unprofiled steps before the window (past a compilation)
+    ladder: list[LadderEntry] = msgspec.field(default_factory=list)  # mode "profile": what the ladder did
+    reference: ReferenceWindows | None = None  # mode "profile": the tune's own measurement of this configuration
+
+
+class LadderEntry(Wire, kw_only=True):
+    """What the ladder did with a fix, for the final diagnosis."""
+
+    id: str
+    kept: bool
+    text: str  # "applied by stepscope tune (1.72x ...)" | "measured: 1.03x (...), not kept"
+
+
+class ReferenceWindows(Wire, kw_only=True):
+    """The tuned configuration as the tune measured it unprofiled: the final diagnosis' unprofiled reference."""
+
+    steps: list[int]
+    seconds: list[float]
+    batch_size: int | None = None
+    samples_per_s: float | None = None
 
 
 class LoaderSite(Wire, kw_only=True):
