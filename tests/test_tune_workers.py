@@ -25,6 +25,7 @@ from stepscope.tune.wire import TrialSpec  # noqa: E402
 
 # The settings each fix is tried with; a new fix must add its own (and so be tried here).
 PARAMS = {"dataloader_workers": {"num_workers": 2}, "larger_batch": {"factor": 2}, "amp": {"dtype": "bfloat16"},
+          "cpu_threads": {"threads": 2},
           "fused_optimizer": {"mode": "foreach"}, "cuda_graphs": {"mode": "reduce-overhead"}}
 CUDA_ENTRY_POINTS = [(torch.Tensor, "is_pinned"), (torch.Tensor, "pin_memory"), (torch.cuda, "is_available"),
                      (torch.cuda, "init"), (torch.cuda, "_lazy_init"), (torch.cuda, "current_device"),

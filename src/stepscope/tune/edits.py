@@ -140,6 +140,20 @@ def _comment_line(edits: FileEdits, call: ast.Call, name: str, comment: str) -> 
         edits.replace(end, end, f"  # {comment}")
 
 
+def argument_at(work: Patchwork, sites: list[Any], index: int, value: str, match: CallMatch) -> bool:
+    """The call's positional argument `index` replaced by `value` at each site."""
+    placed = False
+    for site in sites:
+        edits = work.file(site.file)
+        calls = calls_at(edits, site.line, match) if edits is not None and site.line else []
+        if edits is not None and calls and len(calls[0].args) > index:
+            start, end = edits.span(calls[0].args[index])
+            if edits.source[start:end] != value:
+                edits.replace(start, end, value)
+            placed = True
+    return placed
+
+
 def scaled(expr: str, k: int) -> str:
     """The expression multiplied by k, as a person would write it."""
     if expr.isdigit():

@@ -121,6 +121,7 @@ class Settings(Wire, kw_only=True):
     peak_memory_bytes: int | None = None
     transforms: list[TransformSite] = msgspec.field(default_factory=list)  # each loader's dataset transform
     batch_copies: list[CallSite] = msgspec.field(default_factory=list)  # where a uint8 image batch was copied
+    calls: dict[str, list[CallSite]] = msgspec.field(default_factory=dict)  # fix id -> call sites its patch saw
 
 
 class WindowResult(Wire, kw_only=True):
