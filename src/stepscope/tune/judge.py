@@ -11,7 +11,7 @@ from stepscope.model.tune import Numerics, Trial
 from stepscope.tune.fixes import FIXES
 from stepscope.tune.measured import Run, rates
 from stepscope.tune.numerics import compare_losses, tolerance_for
-from stepscope.tune.paired import CANDIDATE, DROP, KEEP, Gain
+from stepscope.tune.paired import DROP, KEEP, Gain
 from stepscope.tune.rounds import Outcome
 from stepscope.tune.wire import Settings
 
@@ -113,6 +113,3 @@ def reason(outcome: Outcome, base: Rung, min_gain: float) -> str:
         return f"slower: {g.text()}" if g.high < 1 else f"no gain worth a change: {g.text()}; {bar}"
     return f"undecided, not kept: {g.text()}; {bar}, {outcome.stopped}"
 
-
-def arm_runs(outcome: Outcome, arm: str = CANDIDATE) -> list[Run]:
-    return [r for a, r in outcome.runs if a == arm]

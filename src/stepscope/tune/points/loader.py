@@ -14,6 +14,7 @@ from typing import Any
 from stepscope.capture.batch import batch_size_of
 from stepscope.tune.points.failure import owned_by
 from stepscope.tune.points.uint8 import Uint8Batches, Uint8Chain, find
+from stepscope.tune.points.uint8_functional import Uint8Function
 from stepscope.tune.points.undo import Patcher, is_library, user_site
 from stepscope.tune.wire import LoaderSite, Settings, TransformSite
 
@@ -129,21 +130,24 @@ class LoaderPatch:
         found = find(loader.dataset)
         chain = getattr(found.owner, found.attr) if found is not None else getattr(loader.dataset, "transform", None)
         names = [type(t).__name__ for t in getattr(chain, "transforms", [])] if chain is not None else []
+        if found is not None and found.function is not None:
+            names = [found.function.__qualname__]
         self.settings.transforms.append(TransformSite(
-            file=_user_file(found.owner if found is not None else loader.dataset), chain=names,
+            file=_user_file(found.function or found.owner if found is not None else loader.dataset), chain=names,
             ending=found.ending if found else "", mean=list(found.mean) if found and found.mean else None,
             std=list(found.std) if found and found.std else None))
         if self.uint8.active and found is not None and self._patcher is not None:
             with owned_by("uint8_transfer"):
-                self._patcher.replace(found.owner, found.attr, Uint8Chain(found.prefix, found.to_uint8))
+                cut = Uint8Function(found.function) if found.function else Uint8Chain(found.prefix, found.to_uint8)
+                self._patcher.replace(found.owner, found.attr, cut)
                 self.uint8.found = found
                 self.applied["uint8_transfer"] += 1
 
 
 def _user_file(obj: Any) -> str | None:
-    """The source file of the object's class, when it is the program's own (not a library's)."""
+    """The source file of the object's class (of the function itself), when it is the program's own."""
     try:
-        path = inspect.getsourcefile(type(obj))
+        path = inspect.getsourcefile(obj if inspect.isfunction(obj) else type(obj))
     except TypeError:
         return None
     return path if path is not None and not is_library(path) else None

@@ -31,7 +31,8 @@ class Found:
     to_uint8: bool  # the chain's ToTensor is replaced by a uint8 conversion
     mean: tuple[float, ...] | None
     std: tuple[float, ...] | None
-    ending: str  # the cut-off classes, e.g. "ToTensor+Normalize"
+    ending: str  # the cut-off classes, e.g. "ToTensor+Normalize" ("to_tensor+normalize": functional calls)
+    function: Any = None  # a transform function of the program's (uint8_functional), in place of a Compose
 
 
 def _name(t: Any) -> str:
@@ -52,6 +53,8 @@ def find(dataset: Any) -> Found | None:
                 found = _cut(owner, attr, list(chain.transforms))
                 if found is not None:
                     return found
+            elif attr == "transform" and chain is not None and (found := _functional(dataset, chain)):
+                return found
         inner = getattr(dataset, "dataset", None)
         if inner is None:
             return None
@@ -75,6 +78,20 @@ def _cut(owner: Any, attr: str, chain: list[Any]) -> Found | None:
     if to_float:
         return Found(owner, attr, tuple(chain[:end - 1]), False, mean, std, "+".join(names[end - 1:]))
     return None
+
+
+def _functional(owner: Any, fn: Any) -> Found | None:
+    from stepscope.tune.points.uint8_functional import function_of, mean_std, shape_of
+
+    fdef = function_of(fn)
+    shape = shape_of(fdef, fn.__globals__) if fdef is not None else None
+    if shape is None:
+        return None
+    stats = mean_std(shape.normalize, fn.__globals__)
+    if shape.normalize is not None and stats is None:
+        return None
+    mean, std = stats if stats is not None else (None, None)
+    return Found(owner, "transform", (), True, mean, std, "to_tensor+normalize" if stats else "to_tensor", fn)
 
 
 def to_uint8_chw(picture: Any) -> Any:
