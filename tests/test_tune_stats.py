@@ -75,9 +75,10 @@ def test_a_bursty_loader_is_measured_by_its_windows_where_step_statistics_fail()
     def steps(wait: float, n: int) -> list[float]:
         return [(wait if i % 2 else 4.0) * math.exp(rng.normal(0, 0.03)) for i in range(n)]
 
-    ref_a, cand, ref_b = steps(76, 40), steps(60, 40), steps(76, 40)
+    ref_a, cand, ref_b, cand_b, ref_c = steps(76, 40), steps(60, 40), steps(76, 40), steps(60, 40), steps(76, 40)
     runs = [RunSeries(REFERENCE, 0, windows_of(ref_a, 10)), RunSeries(CANDIDATE, 1, windows_of(cand, 10)),
-            RunSeries(REFERENCE, 2, windows_of(ref_b, 10))]
+            RunSeries(REFERENCE, 2, windows_of(ref_b, 10)), RunSeries(CANDIDATE, 3, windows_of(cand_b, 10)),
+            RunSeries(REFERENCE, 4, windows_of(ref_c, 10))]
     g = gain(runs, run_noise=0.02)
     assert g is not None and g.ratio == pytest.approx(1.25, rel=0.02)
     assert g.low > 1.15 and g.high < 1.36 and decide(g, 0.05) == KEEP
@@ -113,12 +114,31 @@ def test_a_drifting_machine_cancels_out_of_interleaved_runs() -> None:
 
 def test_a_real_1_7x_gain_is_kept_with_an_interval_around_it() -> None:
     rng = np.random.default_rng(7)
-    runs = [run(REFERENCE, 0, 500, noise=0.05, rng=rng), run(CANDIDATE, 1, 850, noise=0.05, rng=rng),
-            run(REFERENCE, 2, 500, noise=0.05, rng=rng)]
+    runs = [run(REFERENCE if i % 2 == 0 else CANDIDATE, i, 850 if i % 2 else 500, noise=0.05, rng=rng)
+            for i in range(5)]
     g = gain(runs, run_noise=0.02)
     assert g is not None and g.low < 1.7 < g.high and g.high / g.low < 1.25
-    assert g.windows == 3 and g.runs == 1 and decide(g, 0.05) == KEEP
-    assert g.text() == f"{g.ratio:.2f}x ({g.low:.2f}-{g.high:.2f}, 3 windows)"
+    assert g.windows == 6 and g.runs == 2 and decide(g, 0.05) == KEEP
+    assert g.text() == f"{g.ratio:.2f}x ({g.low:.2f}-{g.high:.2f}, 6 windows)"
+    # One candidate run alone decides nothing, however clear: a second must agree.
+    first = gain(runs[:3], run_noise=0.02)
+    assert first is not None and first.low > 1.5 and decide(first, 0.05) == UNDECIDED
+
+
+def test_one_lucky_run_is_not_a_gain() -> None:
+    """A shared machine: the neighbours paused during the first candidate run (1,000/s against ~490 around it),
+    not during the second (520 against ~505). Both runs beat their references, but the two runs of the
+    candidate are as far apart as the gain: the interval, with what runs of one configuration differ by here,
+    does not clear the bar. And a second run that loses outright leaves nothing to keep whatever the mean."""
+    a0, b0, a1, b1, a2 = (run(REFERENCE, 0, 500), run(CANDIDATE, 1, 1000), run(REFERENCE, 2, 480),
+                          run(CANDIDATE, 3, 520), run(REFERENCE, 4, 510))
+    noise = run_noise([(a0, a1), (a1, a2), (b0, b1)])
+    assert noise == pytest.approx(math.sqrt((math.log(500 / 480) ** 2 / 2 + math.log(510 / 480) ** 2 / 2
+                                             + math.log(1000 / 520) ** 2 / 2) / 3))
+    g = gain([a0, b0, a1, b1, a2], noise)
+    assert g is not None and g.ratio > 1.4 and all(r > 1 for r in g.each) and decide(g, 0.05) == UNDECIDED
+    lost = gain([a0, b0, a1, run(CANDIDATE, 3, 450), a2], 0.02)
+    assert lost is not None and lost.low > 1.05 and lost.each[1] < 1 and decide(lost, 0.05) == UNDECIDED
 
 
 def test_a_null_change_is_never_kept_and_its_interval_holds_one() -> None:
@@ -151,10 +171,13 @@ def test_the_interval_counts_how_much_runs_differ_beyond_their_windows() -> None
 
 
 def test_decide_keeps_above_the_bar_drops_below_and_measures_again_between() -> None:
-    def g(low: float, high: float) -> Gain:
-        return Gain(ratio=(low + high) / 2, low=low, high=high, windows=6, runs=2)
+    def g(low: float, high: float, runs: int = 2) -> Gain:
+        return Gain(ratio=(low + high) / 2, low=low, high=high, windows=3 * runs, runs=runs,
+                    each=((low + high) / 2,) * runs)
 
     assert decide(g(1.06, 1.3), 0.05) == KEEP
     assert decide(g(0.8, 1.04), 0.05) == DROP
     assert decide(g(1.0, 1.2), 0.05) == UNDECIDED
     assert decide(g(1.0, 1.2), 0.0) == UNDECIDED and decide(g(1.01, 1.2), 0.0) == KEEP
+    assert decide(g(1.06, 1.3, runs=1), 0.05) == UNDECIDED and decide(g(0.8, 1.04, runs=1), 0.05) == UNDECIDED
+    assert decide(g(1.06, 1.3, runs=1), 0.05, min_runs=1) == KEEP  # --max-rounds 1 decides on one run

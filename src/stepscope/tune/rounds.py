@@ -15,7 +15,18 @@ from typing import Any
 
 from stepscope.model.tune import Numerics
 from stepscope.tune.measured import Run, config_key, same_config_pairs
-from stepscope.tune.paired import CANDIDATE, DROP, KEEP, REFERENCE, UNDECIDED, Gain, decide, gain, run_noise
+from stepscope.tune.paired import (
+    CANDIDATE,
+    DROP,
+    KEEP,
+    MIN_RUNS,
+    REFERENCE,
+    UNDECIDED,
+    Gain,
+    decide,
+    gain,
+    run_noise,
+)
 
 Fixes = dict[str, dict[str, Any]]
 
@@ -72,7 +83,7 @@ class Comparison:
             if arm == REFERENCE and outcome.candidate_runs():
                 outcome.gain = self.evaluate(outcome)
                 if outcome.gain is not None:
-                    outcome.decision = decide(outcome.gain, self.min_gain)
+                    outcome.decision = decide(outcome.gain, self.min_gain, min(MIN_RUNS, self.max_rounds))
                     if outcome.decision in (KEEP, DROP):
                         return outcome
 
