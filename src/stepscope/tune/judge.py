@@ -104,6 +104,8 @@ def reason(outcome: Outcome, base: Rung, min_gain: float) -> str:
         return child.problem or "nothing was timed"
     if outcome.decision == "numerics" and outcome.numerics is not None:
         return f"numerics changed: {outcome.numerics.detail}"
+    if outcome.decision == "not applied":
+        return "found nothing to change in this program"
     if g is None:
         return f"not measured against rung {base.index}: {outcome.stopped or 'no run of it completed'}"
     bar = f"needs > {1 + min_gain:.2f}x"

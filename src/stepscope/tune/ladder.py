@@ -251,7 +251,7 @@ class Tuner:
         rung = len(self.tune.trials) + 1
         self.events.phase(f"trial {rung}: {label}")
         comparison = Comparison(measure=self._measure, history=self.history, min_gain=self.options.min_gain,
-                                max_rounds=self.options.max_rounds, seed=self.options.seed,
+                                max_rounds=self.options.max_rounds, seed=self.options.seed, tried=candidate.fixes,
                                 check_numerics=lambda run: numerics_for(candidate.fixes, base, run))
         outcome = comparison.run(base.fixes, fixes)
         if outcome.failure is not None and outcome.failure.child.status == "stepscope failed":

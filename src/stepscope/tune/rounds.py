@@ -34,6 +34,7 @@ Fixes = dict[str, dict[str, Any]]
 @dataclass
 class Outcome:
     decision: str  # KEEP | DROP | UNDECIDED | "failed" (the candidate could not be measured) | "numerics"
+    # | "not applied" (its fixes found nothing to change)
     gain: Gain | None = None
     runs: list[tuple[str, Run]] = field(default_factory=list)  # (arm, run) in the order they ran
     failure: Run | None = None  # the candidate's run that failed
@@ -52,6 +53,7 @@ class Comparison:
     max_rounds: int
     check_numerics: Callable[[Run], Numerics | None] = lambda run: None
     seed: int = 0
+    tried: tuple[str, ...] = ()  # the fixes the candidate adds: one of them must have changed something
 
     def run(self, reference: Fixes, candidate: Fixes) -> Outcome:
         ref_key, cand_key = config_key(reference), config_key(candidate)
@@ -76,6 +78,10 @@ class Comparison:
                 return outcome
             outcome.runs.append((arm, run))
             if arm == CANDIDATE and len(outcome.candidate_runs()) == 1:
+                applied = run.child.result.applied if run.child.result is not None else {}
+                if self.tried and not any(applied.get(f) for f in self.tried):
+                    outcome.decision = "not applied"  # nothing was changed: no more runs of the same program
+                    return outcome
                 outcome.numerics = self.check_numerics(run)
                 if outcome.numerics is not None and not outcome.numerics.ok:
                     outcome.decision = "numerics"
