@@ -49,6 +49,8 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
 def add_cost_options(p: argparse.ArgumentParser) -> None:
     p.add_argument("--price", action="append", default=[], metavar="GPU=USD",
                    help="your price per GPU-hour, e.g. --price h100=2.49,l4=0.8 (overrides the dated table)")
+    p.add_argument("--target-host", metavar="RUN_FOLDER", help="a `stepscope run` folder (or its calibration.json) "
+                   "from the target machine: its host's measured speed replaces the origin's (docs/predict.md)")
 
 
 def add_predict_option(p: argparse.ArgumentParser) -> None:
@@ -70,6 +72,7 @@ def request_from_args(args: argparse.Namespace, gpus: str | None) -> PredictRequ
     from stepscope.predict import PredictRequest, parse_gpus
     from stepscope.predict.cost import parse_prices
     from stepscope.predict.gpus import resolve
+    from stepscope.predict.host import read_host
 
     table = load_table()
     names = parse_gpus(gpus)
@@ -82,6 +85,7 @@ def request_from_args(args: argparse.Namespace, gpus: str | None) -> PredictRequ
         samples_per_epoch=getattr(args, "samples_per_epoch", None), steps_per_epoch=getattr(args, "steps_per_epoch",
                                                                                           None),
         host_speed=getattr(args, "host_speed", 1.0), origin=getattr(args, "origin", None),
+        target_host=read_host(args.target_host) if getattr(args, "target_host", None) else None,
     )
 
 
