@@ -134,16 +134,14 @@ def test_run_with_predict_on_a_cpu_keeps_its_files_and_says_why_there_is_no_pred
 
 def test_a_live_runs_power_comes_from_its_telemetry_window() -> None:
     """What `run --predict` hands the prediction: the window's mean power of the first GPU."""
-    import msgspec
-
-    from stepscope.capture.telemetry import GpuWindow, WindowSummary
+    from stepscope.model.telemetry import GpuWindow, WindowSummary
     from stepscope.predict.energy import window_power
 
     window = WindowSummary(start_s=1.0, end_s=1.2, samples=2, cpu_util_mean=None, cpu_util_per_core=None,
                            gpu=[GpuWindow(index=0, name="NVIDIA H100 80GB HBM3", util_mean=90.0, mem_util_mean=None,
                                           mem_used_max_bytes=None, power_mean_w=412.5, sm_clock_mean_mhz=None,
                                           energy_j=3.0)])
-    assert window_power(msgspec.to_builtins(window)) == 412.5
+    assert window_power(window) == 412.5
 
 
 def test_the_fastest_target_is_compared_with_the_origin(capsys) -> None:

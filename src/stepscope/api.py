@@ -23,13 +23,17 @@ from pathlib import Path
 from types import TracebackType
 from typing import Any
 
+from stepscope.atomic import write_atomic
 from stepscope.capture.options import DEFAULTS, CaptureOptions
+from stepscope.capture.runfolder import new_run_folder
 from stepscope.capture.session import CaptureResult, CaptureSession, activate, active
 from stepscope.capture.signals import EXIT_CODE as SIGTERM_EXIT_CODE
 from stepscope.capture.signals import SigtermHandler
-from stepscope.capture.telemetry import Telemetry, TelemetryReport
+from stepscope.capture.telemetry import Telemetry
 from stepscope.errors import StepscopeError
 from stepscope.model import report as s
+from stepscope.model import runfolder
+from stepscope.model.telemetry import TelemetryReport, telemetry_to_json
 
 _D = DEFAULTS  # every default below is the one capture option's default
 
@@ -49,15 +53,13 @@ def program_name() -> str:
 
 def prepare_folder(out: str | Path | None, force: bool, name: str) -> Path:
     """A new run folder (no `out`), or `out` when it is new, empty, or `force` lets its files be replaced."""
-    from stepscope.capture import runfolder
-
     if out is not None and force:
         folder = Path(out)
         if folder.exists() and not folder.is_dir():
             raise StepscopeError(f"{folder}: exists and is not a folder")
         folder.mkdir(parents=True, exist_ok=True)
         return folder
-    return runfolder.new_run_folder(name, out)
+    return new_run_folder(name, out)
 
 
 class Profile:
@@ -99,7 +101,7 @@ class Profile:
 
         self.folder = prepare_folder(self._out, self._force, self._name or program_name())
         if self._force:
-            (self.folder / "trace.json.gz").unlink(missing_ok=True)
+            (self.folder / runfolder.TRACE).unlink(missing_ok=True)
         if self.spec.telemetry:
             self._telemetry = Telemetry(self.spec.telemetry_interval).start()
         watch = SettingsWatch(lambda: (self._objects.get("model"), self._objects.get("loader"),
@@ -169,24 +171,17 @@ class Profile:
 
     def write_files(self) -> list[str]:
         """The run folder's report files beside the trace (report.json, report.txt, report.html, telemetry.json)."""
-        import msgspec
-
-        from stepscope.atomic import write_atomic
-        from stepscope.capture.telemetry import to_json
         from stepscope.runreport import WRITE_HINT, write_report_files
 
         assert self.folder is not None
         written = []
-        telemetry = None
         if self.telemetry is not None:
-            write_atomic(self.folder / "telemetry.json", to_json(self.telemetry), what="telemetry", hint=WRITE_HINT)
-            telemetry = msgspec.json.decode(to_json(self.telemetry))
-            written.append("telemetry.json")
-        from stepscope.trace.census import CENSUS_FILE
-
-        if (self.folder / CENSUS_FILE).exists():
-            written.append(CENSUS_FILE)
-        return sorted([*written, *write_report_files(self.report, self.folder, telemetry=telemetry)])
+            write_atomic(self.folder / runfolder.TELEMETRY, telemetry_to_json(self.telemetry), what="telemetry",
+                         hint=WRITE_HINT)
+            written.append(runfolder.TELEMETRY)
+        if (self.folder / runfolder.CENSUS).exists():
+            written.append(runfolder.CENSUS)
+        return sorted([*written, *write_report_files(self.report, self.folder, telemetry=self.telemetry)])
 
 
 def profile(

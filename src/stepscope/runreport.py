@@ -8,15 +8,16 @@ import dataclasses
 import io
 import sys
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 import msgspec
 
 from stepscope.capture.options import CaptureOptions
 from stepscope.capture.session import CaptureResult
-from stepscope.capture.telemetry import TelemetryReport
 from stepscope.errors import StepscopeError
 from stepscope.model import report as s
+from stepscope.model import runfolder
+from stepscope.model.telemetry import TelemetryReport
 from stepscope.units import report_us
 
 if TYPE_CHECKING:
@@ -63,7 +64,7 @@ def live_report(
     if predict is not None and telemetry is not None and telemetry.window is not None:
         from stepscope.predict.energy import window_power
 
-        power = window_power(msgspec.to_builtins(telemetry.window))
+        power = window_power(telemetry.window)
     options = AnalyzeOptions(batch_size=result.samples_per_step, run=run, capture_notes=tuple(result.notes),
                              predict=predict, power_w=power)
     return analyze(read_kineto(result.trace_path), options)
@@ -91,7 +92,7 @@ def run_section(result: CaptureResult, spec: CaptureOptions, *, command: list[st
         profiler_overhead=None,
         unprofiled_step_us=report_us(ref.step_ns) if ref else None,
         recorded_step_us=None,
-        telemetry=msgspec.to_builtins(window) if window is not None else None,
+        telemetry=window,
         folder=str(folder) if folder is not None else None,
         files=list(files or []),
         step_on=result.step_on,
@@ -133,14 +134,15 @@ def text_report(report: s.Report, extra_lines: list[str] | None = None, width: i
 
 
 def write_report_files(report: s.Report, folder: Path, extra_lines: list[str] | None = None,
-                       telemetry: dict[str, Any] | None = None) -> list[str]:
+                       telemetry: TelemetryReport | None = None) -> list[str]:
     """report.json, report.txt and report.html beside the trace, each written whole or not at all; returns the
     names written. A file that cannot be written is said on stderr and the others are still tried."""
     from stepscope.atomic import write_atomic
     from stepscope.report import render
 
-    pages = {"report.json": lambda: render("json", report), "report.txt": lambda: text_report(report, extra_lines),
-             "report.html": lambda: render("html", report, telemetry=telemetry)}
+    pages = {runfolder.REPORT_JSON: lambda: render("json", report),
+             runfolder.REPORT_TEXT: lambda: text_report(report, extra_lines),
+             runfolder.REPORT_HTML: lambda: render("html", report, telemetry=telemetry)}
     written = []
     for name, make in pages.items():
         try:

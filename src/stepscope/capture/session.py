@@ -27,8 +27,8 @@ from stepscope.capture.cycle import DONE, REFERENCE, SKIP, WINDOW, Cycle
 from stepscope.capture.options import CaptureOptions
 from stepscope.capture.overhead import Reference
 from stepscope.capture.window import ProfilerWindow
+from stepscope.model.runfolder import TRACE
 
-TRACE_NAME = "trace.json.gz"
 # Where a batch size came from, strongest first: the user's word, what the loader yields, the model's input.
 BATCH_SIZE_SOURCES = ("user", "trainer", "dataloader", "model input")
 
@@ -92,7 +92,7 @@ class CaptureSession:
         stop_when_done: bool = False,
         listeners: Sequence[WindowListener] = (),
         on_leader: Callable[[str], None] | None = None,
-        trace_name: str = TRACE_NAME,
+        trace_name: str = TRACE,
         sees_backward: bool = False,
     ) -> None:
         self.spec = spec

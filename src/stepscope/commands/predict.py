@@ -11,11 +11,12 @@ from typing import TYPE_CHECKING, Any
 from stepscope.commands.argtypes import positive_float, positive_int
 from stepscope.commands.output import write_output
 from stepscope.errors import StepscopeError
+from stepscope.model.runfolder import REPORT_JSON, TRACE
+from stepscope.model.telemetry import TelemetryReport, WindowSummary
 
 if TYPE_CHECKING:
     from stepscope.predict import PredictRequest
 
-TRACE_NAME = "trace.json.gz"  # what `stepscope run` writes into its run folder
 
 
 def add_parser(sub: argparse._SubParsersAction) -> None:
@@ -85,15 +86,15 @@ def request_from_args(args: argparse.Namespace, gpus: str | None) -> PredictRequ
     )
 
 
-def _inputs(path: Path) -> tuple[Path, dict[str, Any] | None, int | None]:
+def _inputs(path: Path) -> tuple[Path, WindowSummary | None, int | None]:
     """The trace to read, the run's telemetry window (for power) and its batch size, from what the user gave."""
-    from stepscope.commands.inputs import REPORT_JSON, is_report_file, load_report, load_telemetry
+    from stepscope.commands.inputs import is_report_file, load_report, load_telemetry
 
     if not path.exists():
         raise StepscopeError(f"{path}: no such file or folder")
-    if path.is_dir() and (path / TRACE_NAME).is_file():
+    if path.is_dir() and (path / TRACE).is_file():
         report = load_report(path / REPORT_JSON, traces_allowed=False) if (path / REPORT_JSON).is_file() else None
-        return path / TRACE_NAME, _window(load_telemetry(path), report), _batch(report)
+        return path / TRACE, _window(load_telemetry(path), report), _batch(report)
     if is_report_file(path):
         report = load_report(path, traces_allowed=False)
         return _trace_of(report, path), _window(load_telemetry(path), report), _batch(report)
@@ -110,7 +111,7 @@ def origin_power(path: str | Path) -> float | None:
 
 def _trace_of(report: Any, path: Path) -> Path:
     """The trace a saved report was made from: beside it in its run folder, else its recorded path."""
-    candidates = [path.parent / TRACE_NAME, *(Path(p) for p in report.source.paths),
+    candidates = [path.parent / TRACE, *(Path(p) for p in report.source.paths),
                   *(path.parent / Path(p).name for p in report.source.paths)]
     found = next((c for c in candidates if c.is_file()), None)
     if found is None:
@@ -120,9 +121,9 @@ def _trace_of(report: Any, path: Path) -> Path:
     return found
 
 
-def _window(telemetry: dict[str, Any] | None, report: Any) -> dict[str, Any] | None:
-    if telemetry and telemetry.get("window"):
-        return telemetry["window"]
+def _window(telemetry: TelemetryReport | None, report: Any) -> WindowSummary | None:
+    if telemetry is not None and telemetry.window is not None:
+        return telemetry.window
     run = getattr(report, "run", None)
     return run.telemetry if run is not None else None
 

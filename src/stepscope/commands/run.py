@@ -8,8 +8,6 @@ import sys
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-import msgspec
-
 from stepscope.commands.argtypes import count, positive_int
 from stepscope.commands.predict import add_predict_option, request_from_args
 from stepscope.errors import StepscopeError
@@ -131,11 +129,9 @@ def main(args: argparse.Namespace) -> int:
 
 def _clear_run_files(folder: Path) -> None:
     """--force: the files a run writes are replaced, not mixed with a previous run's (others are left alone)."""
-    from stepscope.capture import runfolder
-    from stepscope.trace.census import CENSUS_FILE
+    from stepscope.model.runfolder import RUN_FILES
 
-    for name in (runfolder.TRACE, runfolder.REPORT_JSON, runfolder.REPORT_TEXT, runfolder.REPORT_HTML,
-                 runfolder.TELEMETRY, CENSUS_FILE):
+    for name in RUN_FILES:
         (folder / name).unlink(missing_ok=True)
 
 
@@ -148,23 +144,23 @@ def _run_name(name: str) -> str:
 def _finish(program: Program, spec: CaptureOptions, folder: Path, captured: Captured, *, width: int | None,
             predict: PredictRequest | None = None) -> int:
     from stepscope.atomic import write_atomic
-    from stepscope.capture import runfolder
-    from stepscope.capture.telemetry import to_json as telemetry_json
+    from stepscope.model import runfolder
+    from stepscope.model.telemetry import telemetry_to_json
     from stepscope.report import render
     from stepscope.report.terminal import make_console
     from stepscope.runreport import WRITE_HINT, live_report, nothing_recorded, write_report_files
-    from stepscope.trace.census import CENSUS_FILE
 
     outcome, result, telemetry = captured.outcome, captured.result, captured.telemetry
     files = [p for p in (result.trace_path and runfolder.TRACE,) if p]
     if telemetry is not None:
         try:
-            write_atomic(folder / runfolder.TELEMETRY, telemetry_json(telemetry), what="telemetry", hint=WRITE_HINT)
+            write_atomic(folder / runfolder.TELEMETRY, telemetry_to_json(telemetry), what="telemetry",
+                         hint=WRITE_HINT)
             files.append(runfolder.TELEMETRY)
         except StepscopeError as exc:
             print(f"stepscope: {exc.message}\n  hint: {exc.hint}", file=sys.stderr)
-    if (folder / CENSUS_FILE).exists():
-        files.append(CENSUS_FILE)
+    if (folder / runfolder.CENSUS).exists():
+        files.append(runfolder.CENSUS)
     report, problem = None, None
     if result.trace_path is not None:
         planned = [*files, runfolder.REPORT_JSON, runfolder.REPORT_TEXT, runfolder.REPORT_HTML]
@@ -181,9 +177,8 @@ def _finish(program: Program, spec: CaptureOptions, folder: Path, captured: Capt
         problem = nothing_recorded(result, spec)
     console = make_console(width=width)
     if report is not None:
-        telemetry_doc = msgspec.json.decode(telemetry_json(telemetry)) if telemetry is not None else None
-        files += write_report_files(report, folder, telemetry=telemetry_doc)
-        console.print(render("terminal", report, telemetry=telemetry_doc))
+        files += write_report_files(report, folder, telemetry=telemetry)
+        console.print(render("terminal", report, telemetry=telemetry))
     if outcome.failed:
         print(f"stepscope: the program {outcome.detail or 'failed'}; kept what was captured before it ended",
               file=sys.stderr)

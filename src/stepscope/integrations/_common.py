@@ -12,6 +12,7 @@ from stepscope.api import Profile
 from stepscope.capture.options import DEFAULTS, CaptureOptions
 from stepscope.errors import StepscopeError
 from stepscope.model import report as s
+from stepscope.model import runfolder
 
 
 @dataclass(frozen=True)
@@ -74,6 +75,6 @@ def finish(profile: Profile, options: CallbackOptions, *, show: bool) -> s.Repor
         console = make_console()
         console.print()  # start on a line of its own, not after a trainer's progress bar
         console.print(render("terminal", report))
-        files = ", ".join(["trace.json.gz", *written])
+        files = ", ".join([runfolder.TRACE, *written])
         console.print(f"stepscope: wrote {profile.folder}/: {files}", highlight=False, markup=False)
     return report

@@ -4,7 +4,6 @@ renderables (the HTML page draws the same sections); only the CLI prints them.""
 from __future__ import annotations
 
 import re
-from typing import Any
 
 from rich import box
 from rich.console import Console, ConsoleOptions, Group, RenderableType, RenderResult
@@ -14,6 +13,7 @@ from rich.table import Table
 from rich.text import Text
 
 from stepscope.model.report import Report
+from stepscope.model.telemetry import TelemetryReport
 from stepscope.report import sections as sec
 from stepscope.report.tables import Table as CellTable
 from stepscope.units import share_cell
@@ -83,7 +83,7 @@ def summary(report: Report) -> RenderableType:
     return t
 
 
-def sections(report: Report, telemetry: dict[str, Any] | None = None) -> RenderableType | None:
+def sections(report: Report, telemetry: TelemetryReport | None = None) -> RenderableType | None:
     """Every section of the report that has something to print, in the spec's order."""
     parts = [render_section(x) for x in sec.build(report, telemetry) if not x.figure_only]
     return Group(*parts) if parts else None
@@ -250,8 +250,8 @@ def _cut(text: str, column: str, width: int | None) -> str:
 
 
 class TerminalRenderer:
-    def __init__(self, telemetry: dict[str, Any] | None = None) -> None:
-        self.telemetry = telemetry  # a run's telemetry.json, decoded: the run section mentions it
+    def __init__(self, telemetry: TelemetryReport | None = None) -> None:
+        self.telemetry = telemetry  # a run's telemetry.json: the run section mentions it
 
     def render(self, report: Report) -> RenderableType:
         parts = [verdict(report), header(report), summary(report), sections(report, self.telemetry)]
