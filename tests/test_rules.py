@@ -11,10 +11,14 @@ import pytest
 import builder as sc
 from builder import V100, Timeline, TraceBuilder
 from stepscope import analyze
-from stepscope.advice import rules_comm, rules_copy, rules_gpu, rules_host, rules_input
 from stepscope.advice.context import Context
 from stepscope.advice.culprits import what_it_is
 from stepscope.advice.patterns import classify
+from stepscope.advice.rules import collectives as rules_comm
+from stepscope.advice.rules import copies as rules_copy
+from stepscope.advice.rules import dataloader as rules_input
+from stepscope.advice.rules import gpu as rules_gpu
+from stepscope.advice.rules import host as rules_host
 from stepscope.advice.whatif import AMP_FACTOR, bigger_batch, mixed_saving, step_without
 from stepscope.analysis.facts import compute_facts
 from stepscope.analysis.precision import is_matmul_kernel, precision
