@@ -181,7 +181,7 @@ def test_a_broken_verb_is_listed_and_says_why(monkeypatch: pytest.MonkeyPatch,
         return real(name)
 
     monkeypatch.setattr(cli, "_verb_module", broken_diff)
-    assert "diff" in cli.build_parser().format_help() and "cannot load" in cli.build_parser().format_help()
+    assert "diff" in cli.build_parser().format_help() and "cannot load" in cli.build_parser("diff").format_help()
     assert cli.main(["diff", "a.json", "b.json"]) == 1
     err = capsys.readouterr().err
     assert err.startswith("stepscope: error: the diff command cannot load (ImportError: cannot import name")

@@ -20,13 +20,16 @@ import contextlib
 import os
 import sys
 from pathlib import Path
-from types import TracebackType
+from types import ModuleType, TracebackType
 from typing import Any
 
 from stepscope.atomic import write_atomic
+from stepscope.capture.attribution import AttributionWindow
+from stepscope.capture.census import MemoryCensus
 from stepscope.capture.options import DEFAULTS, CaptureOptions
 from stepscope.capture.runfolder import new_run_folder
 from stepscope.capture.session import CaptureResult, CaptureSession, activate, active
+from stepscope.capture.settings import SettingsWatch
 from stepscope.capture.signals import EXIT_CODE as SIGTERM_EXIT_CODE
 from stepscope.capture.signals import SigtermHandler
 from stepscope.capture.telemetry import Telemetry
@@ -60,6 +63,14 @@ def prepare_folder(out: str | Path | None, force: bool, name: str) -> Path:
         folder.mkdir(parents=True, exist_ok=True)
         return folder
     return new_run_folder(name, out)
+
+
+def _runreport() -> ModuleType:
+    """The live report and the run folder's files, loaded only when asked for: the program being profiled holds
+    none of the analysis until then."""
+    from stepscope import runreport
+
+    return runreport
 
 
 class Profile:
@@ -96,9 +107,6 @@ class Profile:
                               if v is not None})
 
     def start(self) -> None:
-        from stepscope.capture.attribution import AttributionWindow
-        from stepscope.capture.settings import SettingsWatch
-
         self.folder = prepare_folder(self._out, self._force, self._name or program_name())
         if self._force:
             (self.folder / runfolder.TRACE).unlink(missing_ok=True)
@@ -106,8 +114,6 @@ class Profile:
             self._telemetry = Telemetry(self.spec.telemetry_interval).start()
         watch = SettingsWatch(lambda: (self._objects.get("model"), self._objects.get("loader"),
                                        self._objects.get("optimizer")))
-        from stepscope.capture.census import MemoryCensus
-
         attribution = AttributionWindow() if self.spec.attribution else None
         # MemoryCensus: what the model and optimizer hold, for the memory categories.
         listeners = [x for x in (self._telemetry, watch, attribution, MemoryCensus(self.folder)) if x is not None]
@@ -162,26 +168,23 @@ class Profile:
     def report(self) -> s.Report:
         """The diagnosis of the recorded window (analysed on first use)."""
         if self._report is None:
-            from stepscope.runreport import live_report
-
             result = self.stop()
-            self._report = live_report(result, self.spec, command=[], exit_code=None, telemetry=self.telemetry,
-                                       folder=self.folder)
+            self._report = _runreport().live_report(result, self.spec, command=[], exit_code=None,
+                                                    telemetry=self.telemetry, folder=self.folder)
         return self._report
 
     def write_files(self) -> list[str]:
         """The run folder's report files beside the trace (report.json, report.txt, report.html, telemetry.json)."""
-        from stepscope.runreport import WRITE_HINT, write_report_files
-
+        runreport = _runreport()
         assert self.folder is not None
         written = []
         if self.telemetry is not None:
             write_atomic(self.folder / runfolder.TELEMETRY, telemetry_to_json(self.telemetry), what="telemetry",
-                         hint=WRITE_HINT)
+                         hint=runreport.WRITE_HINT)
             written.append(runfolder.TELEMETRY)
         if (self.folder / runfolder.CENSUS).exists():
             written.append(runfolder.CENSUS)
-        return sorted([*written, *write_report_files(self.report, self.folder, telemetry=self.telemetry)])
+        return sorted([*written, *runreport.write_report_files(self.report, self.folder, telemetry=self.telemetry)])
 
 
 def profile(

@@ -4,6 +4,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from stepscope.advice.context import Context
+from stepscope.advice.patterns import classify
+from stepscope.advice.rules import recommend
 from stepscope.analysis.facts import Facts
 from stepscope.model import report as s
 
@@ -19,10 +22,6 @@ class Advice:
 def advise(facts: Facts, run: s.Run | None = None) -> Advice:
     """Patterns and recommendations; a live capture's `run` section lets them correct for the profiler's
     overhead and know what the program has already set."""
-    from stepscope.advice.context import Context
-    from stepscope.advice.patterns import classify
-    from stepscope.advice.rules import recommend
-
     ctx = Context(facts, run)
     patterns = classify(facts, ctx)
     correction = ctx.correction.record() if ctx.correction is not None else None

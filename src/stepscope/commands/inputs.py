@@ -63,6 +63,7 @@ def load_report(path: str | Path, *, traces_allowed: bool = True, step_range: st
     if not traces_allowed:
         raise StepscopeError(f"{path}: neither a stepscope report (.json) nor a run folder holding {REPORT_JSON}",
                              hint="give report.json, its run folder, or use `stepscope analyze` on traces")
+    # Only traces need the pipeline: `stepscope report` and `diff` on saved reports load none of the analyses.
     from stepscope.pipeline import analyze
 
     return analyze(path, step_range=step_range, batch_size=batch_size)

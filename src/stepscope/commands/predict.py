@@ -6,23 +6,25 @@ from __future__ import annotations
 import argparse
 import sys
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from stepscope.commands.argtypes import positive_float, positive_int
+from stepscope.commands.inputs import is_report_file, load_report, load_telemetry
 from stepscope.commands.output import write_output
+from stepscope.commands.predict_options import add_cost_options, request_from_args
 from stepscope.errors import StepscopeError
 from stepscope.model.runfolder import REPORT_JSON, TRACE
 from stepscope.model.telemetry import TelemetryReport, WindowSummary
-
-if TYPE_CHECKING:
-    from stepscope.predict import PredictRequest
-
+from stepscope.pipeline import analyze
+from stepscope.predict.energy import window_power
+from stepscope.report import render
+from stepscope.report.sections import prediction
+from stepscope.report.terminal import make_console, render_section
 
 
 def add_parser(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser(
         "predict",
-        help="predict this job's step time, cost and energy on other GPUs",
         description="Predict the step time of a traced job on other GPUs from its trace: each GPU kernel scaled by "
                     "the roof that bounds it, the step replayed with the host as measured. See docs/predict.md.",
     )
@@ -47,49 +49,8 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     p.set_defaults(handler=run)
 
 
-def add_cost_options(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--price", action="append", default=[], metavar="GPU=USD",
-                   help="your price per GPU-hour, e.g. --price h100=2.49,l4=0.8 (overrides the dated table)")
-
-
-def add_predict_option(p: argparse.ArgumentParser) -> None:
-    """`--predict GPUS` (and `--price`) for `analyze` and `run`: add the prediction section to the report."""
-    p.add_argument("--predict", metavar="GPUS",
-                   help="also predict the step time, cost and energy on these GPUs (comma-separated, e.g. h200,l4)")
-    add_cost_options(p)
-
-
-
-
-def request_from_args(args: argparse.Namespace, gpus: str | None) -> PredictRequest | None:
-    """The prediction the options ask for, with every GPU name checked now (before any analysis)."""
-    if gpus is None:
-        if getattr(args, "price", None):
-            raise StepscopeError("--price needs --predict GPUS")
-        return None
-    from stepscope.hardware import load_table
-    from stepscope.predict import PredictRequest, parse_gpus
-    from stepscope.predict.cost import parse_prices
-    from stepscope.predict.gpus import resolve
-
-    table = load_table()
-    names = parse_gpus(gpus)
-    for name in names:
-        resolve(table, name, "target GPU")
-    if getattr(args, "origin", None):
-        resolve(table, args.origin, "origin GPU")
-    return PredictRequest(
-        gpus=names, prices=parse_prices(args.price, table),
-        samples_per_epoch=getattr(args, "samples_per_epoch", None), steps_per_epoch=getattr(args, "steps_per_epoch",
-                                                                                          None),
-        host_speed=getattr(args, "host_speed", 1.0), origin=getattr(args, "origin", None),
-    )
-
-
 def _inputs(path: Path) -> tuple[Path, WindowSummary | None, int | None]:
     """The trace to read, the run's telemetry window (for power) and its batch size, from what the user gave."""
-    from stepscope.commands.inputs import is_report_file, load_report, load_telemetry
-
     if not path.exists():
         raise StepscopeError(f"{path}: no such file or folder")
     if path.is_dir() and (path / TRACE).is_file():
@@ -103,9 +64,6 @@ def _inputs(path: Path) -> tuple[Path, WindowSummary | None, int | None]:
 
 def origin_power(path: str | Path) -> float | None:
     """Mean GPU power over the telemetry window of the run a trace comes from (telemetry.json beside it)."""
-    from stepscope.commands.inputs import load_telemetry
-    from stepscope.predict.energy import window_power
-
     return window_power(_window(load_telemetry(path), None))
 
 
@@ -134,12 +92,6 @@ def _batch(report: Any) -> int | None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from stepscope.pipeline import analyze
-    from stepscope.predict.energy import window_power
-    from stepscope.report import render
-    from stepscope.report.sections import prediction
-    from stepscope.report.terminal import make_console, render_section
-
     request = request_from_args(args, args.gpu)
     trace_path, window, batch = _inputs(Path(args.path))
     report = analyze(trace_path, step_range=args.step_range, batch_size=args.batch_size or batch, predict=request,
