@@ -129,6 +129,12 @@ class Timeline:
     b: TraceBuilder
     t: float = 0.0
     free: dict[int, float] = field(default_factory=dict)  # stream -> when its last work ends
+    # A profiler's host cost in µs per event, paid just after each recorded timestamp (half at an event's start,
+    # half at its end), as torch.profiler's callbacks pay it: keys "op", "launch", "range".
+    cost: dict[str, float] = field(default_factory=dict)
+
+    def _pay(self, kind: str) -> None:
+        self.t += self.cost.get(kind, 0.0) / 2
 
     def gpu_end(self) -> float:
         return max(self.free.values(), default=self.t)
@@ -140,23 +146,40 @@ class Timeline:
 
     def cpu(self, name: str, us: float, tid: int = MAIN_TID) -> None:
         """A host op that launches nothing."""
-        self.b.op(name, self.t, self.t + us, tid=tid)
+        start = self.t
+        self._pay("op")
         self.t += us
+        self.b.op(name, start, self.t, tid=tid)
+        self._pay("op")
 
     @contextmanager
     def op(self, name: str, overhead: float = 2.0, cat: str = "cpu_op") -> Iterator[None]:
         """A host range around whatever the body does, with a little dispatch time at each end."""
+        kind = "range" if cat == "user_annotation" else "op"
         start = self.t
+        self._pay(kind)
         self.t += overhead
         yield
         self.t += overhead
         self.b.span(cat, name, start, self.t)
+        self._pay(kind)
 
     @contextmanager
     def step(self, step_id: int) -> Iterator[None]:
         start = self.t
+        self._pay("range")
         yield
         self.b.step(step_id, start, self.t)
+        self._pay("range")
+
+    def worker_batch(self, ready_at: float, own: float = 20.0) -> None:
+        """A batch from DataLoader workers: the call returns `own` µs after the batch is ready (the workers run
+        on their own clock, so `ready_at` is a time, not a duration)."""
+        start = self.t
+        self._pay("op")
+        self.t = max(self.t, ready_at) + own
+        self.b.op("enumerate(DataLoader)#_MultiProcessingDataLoaderIter.__next__", start, self.t)
+        self._pay("op")
 
     def dataloader(self, us: float, workers: bool = False) -> None:
         kind = "_MultiProcessingDataLoaderIter" if workers else "_SingleProcessDataLoaderIter"
@@ -169,11 +192,14 @@ class Timeline:
 
     def kernel(self, name: str, gpu_us: float, host_us: float = 5.0, stream: int = 7, after: tuple[int, ...] = (),
                api: str = "cudaLaunchKernel") -> None:
-        call = (self.t, self.t + host_us)
+        call_start = self.t
+        self._pay("launch")
         self.t += host_us
+        call = (call_start, self.t)
         start = self._start(stream, after)
         self.b.launch(name, call, (start, start + gpu_us), stream=stream, api=api)
         self.free[stream] = start + gpu_us
+        self._pay("launch")
 
     def memset(self, gpu_us: float = 1.0, host_us: float = 4.0, nbytes: int = 4096) -> None:
         correlation = self.b.runtime("cudaMemsetAsync", self.t, self.t + host_us)
@@ -195,8 +221,10 @@ class Timeline:
     def sync(self, api: str = "cudaStreamSynchronize") -> None:
         """The host blocks until every stream is done."""
         start = self.t
+        self._pay("launch")
         self.t = max(self.t, self.gpu_end()) + 2.0
         self.b.runtime(api, start, self.t)
+        self._pay("launch")
 
 
 # -- scenarios: synthetic traces that each embody one pattern exactly (times in µs) ---------------------

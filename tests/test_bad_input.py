@@ -28,6 +28,9 @@ CASES = {
     "nested.json": b'{"traceEvents": [{"ph": "X", "args": ' + b"[" * 100_000 + b"]" * 100_000 + b"}]}",
     "random.sqlite": bytes(range(256)) * 8,
     "gzip_trace_named.txt": gzip.compress(b'{"traceEvents": []}'),  # a .txt is a list of traces, unless binary
+    "json_trace_named.txt": b'{"traceEvents": 3}',  # ... or JSON: read as a trace, and refused as one
+    "long_line_list.txt": b"x" * 5000 + b"\n",  # a line no file system takes as a name
+    "missing_entry_list.txt": b"# one trace\nnot_there.json.gz\n",
 }
 
 
@@ -41,6 +44,18 @@ def test_cli_bad_file(name: str, tmp_path: Path) -> None:
     assert lines[0].startswith(f"stepscope: error: {path}: ")
     assert "Traceback" not in done.stderr and len(lines) <= 2
     assert done.stderr.isprintable() or all(c.isprintable() or c == "\n" for c in done.stderr)
+
+
+def test_a_json_trace_named_txt_is_read_as_the_trace(tmp_path: Path) -> None:
+    """.txt names a list of traces; a file whose content is a JSON trace is that trace, whatever its name."""
+    events = _base_events()
+    (tmp_path / "t.json").write_text(json.dumps({"traceEvents": events}))
+    (tmp_path / "t.txt").write_text(json.dumps({"traceEvents": events}))
+    as_json, as_txt = (json.loads(subprocess.run(
+        [sys.executable, "-m", "stepscope", "analyze", "--json", "-", str(tmp_path / name)],
+        capture_output=True, text=True, check=True).stdout) for name in ("t.json", "t.txt"))
+    assert [s["id"] for s in as_txt["steps"]] == ["0", "1", "2"]
+    assert as_txt["steps"] == as_json["steps"]
 
 
 def test_perfetto_of_a_bare_event_list(tmp_path: Path) -> None:

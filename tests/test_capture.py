@@ -293,10 +293,12 @@ def test_on_a_gpu_the_reference_is_two_synchronized_slices_never_a_sync_per_step
                                  synchronize=lambda: syncs.append(1))
     monkeypatch.setitem(sys.modules, "torch", types.SimpleNamespace(cuda=cuda))
 
-    class Window:  # the profiler window, without a profiler
-        def __init__(self, spec: CaptureOptions, first_step: int, path: Path) -> None:
+    class Window:  # the profiler window (one pass), without a profiler
+        def __init__(self, spec: CaptureOptions, first_step: int, path: Path, timing_path: Path | None) -> None:
             self.spec, self.first_step, self.path = spec, first_step, path
             self.boundaries, self.gpu, self.exported, self.running = 0, True, None, False
+            self.timing = self.timing_exported = None
+            self.recorded_pass_starting = False
 
         length = property(lambda self: self.spec.warmup + self.spec.steps)
         recording = property(lambda self: self.running and self.boundaries >= self.spec.warmup)
@@ -313,12 +315,13 @@ def test_on_a_gpu_the_reference_is_two_synchronized_slices_never_a_sync_per_step
             return False
 
     monkeypatch.setattr(session_mod, "ProfilerWindow", Window)
-    session = CaptureSession(CaptureOptions(skip=5, warmup=2, steps=5, reference_steps=5), tmp_path)
+    session = CaptureSession(CaptureOptions(skip=5, warmup=2, steps=5, reference_steps=5, calibrate=False), tmp_path)
     for _ in range(40):
         session.mark("optimizer")
     result = session.close()
     assert len(syncs) == 4
     assert result.reference is not None and result.reference.method == "synchronized slices"
+    # Steps 2-5 before the window; after it, one settling step (the export's cost) and then 5.
     assert result.reference.steps == 4 + 5 and len(result.reference.values_ns) == 2
 
 
@@ -332,7 +335,7 @@ def test_a_profiler_that_cannot_start_is_the_reason_given_even_after_later_notes
     from stepscope.runreport import nothing_recorded
 
     class Window:
-        def __init__(self, spec: CaptureOptions, first_step: int, path: Path) -> None:
+        def __init__(self, spec: CaptureOptions, first_step: int, path: Path, timing_path: Path | None) -> None:
             self.running, self.exported = False, None
 
         def start(self) -> None:

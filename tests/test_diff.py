@@ -80,11 +80,58 @@ def test_renderings(tmp_path: Path) -> None:
     with console.capture() as cap:
         console.print(DiffTerminalRenderer().render(d))
     text = cap.get()
-    assert "1.25x faster" in text and "input_bound went away" in text and "fused_new" in text
+    assert "1.25x faster (steps/s)" in text and "input bound went away" in text and "fused_new" in text
     assert json.loads(diff_to_json(d))["schema"] == "stepscope.diff/1"
     html = DiffHtmlRenderer().render(d)
     assert html == DiffHtmlRenderer().render(d) and b"&lt;script&gt;alert(1)&lt;/script&gt;" in html
     assert b"<script>alert(1)" not in html
+
+
+def _run(batch: int, workers: int, autocast: str) -> s.Run:
+    """The run section of a capture: its batch and the settings a diff names."""
+    return s.Run(command=["train.py"], status="window recorded", exit_code=0, step_source="optimizer", skip=5,
+                 warmup=2, steps_requested=5, steps_recorded=5, first_recorded_step=7, batch_size=batch,
+                 batch_size_source="dataloader", profiled_device="cuda", profiler_overhead=None,
+                 unprofiled_step_us=None, recorded_step_us=None,
+                 settings=s.Settings(dataloader=s.LoaderSettings(num_workers=workers, pin_memory=False,
+                                                                 persistent_workers=False), autocast=autocast))
+
+
+TEMPLATE = "void at::native::elementwise_kernel<128, {}, {}>(int, {})"
+
+
+def test_a_bigger_batch_is_compared_per_sample(tmp_path: Path) -> None:
+    """Batch 32 -> 64, steps 40 -> 50 ms: each step is 1.25x longer, each sample 1.6x faster (800 -> 1,280
+    samples/s). The diff leads with 1.60x, says the batch, workers and dtype changed, compares per sample, and sums
+    the template instances of one kernel: 10 + 6 ms per step before (500 µs per sample) and 20 + 12 ms after (also
+    500 µs per sample): +16 ms per step, no change per sample (the old view: '+100%' on every kernel)."""
+    base, _ = _pair(tmp_path)
+    assert base.kernels is not None
+
+    def side(step_us: float, batch: int, workers: int, dtype: str, first: float, second: float) -> s.Report:
+        kernels = [_kernel(TEMPLATE.format(2, "A", "A"), first * 5), _kernel(TEMPLATE.format(4, "B", "B"), second * 5)]
+        return replace(base, run=_run(batch, workers, dtype),
+                       summary=replace(base.summary, step_time_us=step_us, step_count=5, steps_per_s=1e6 / step_us,
+                                       samples_per_s=batch * 1e6 / step_us),
+                       kernels=replace(base.kernels, top=kernels, distinct=2))
+
+    d = compare(side(40_000.0, 32, 0, "off", 10_000.0, 6_000.0), side(50_000.0, 64, 8, "bfloat16", 20_000.0, 12_000.0))
+    assert d.per_sample and d.throughput_unit == "samples/s"
+    assert d.headline_speedup == pytest.approx(1.6) and d.headline_basis == "samples/s"
+    assert d.step_time_ratio == pytest.approx(1.25)
+    assert slower_by(d) == pytest.approx((1 / 1.6 - 1) * 100)  # faster per sample: the gate passes
+    changes = {c.name: (c.before, c.after) for c in d.config_changes}
+    assert changes == {"batch (samples per step)": ("32", "64"), "DataLoader workers": ("0", "8"),
+                       "autocast dtype": ("off", "bfloat16")}
+    [group] = d.kernel_groups
+    assert group.name == "at::native::elementwise_kernel<…>(…)" and group.kernels == 2
+    assert group.delta_us_per_step == pytest.approx(16_000.0) and group.delta_us_per_sample == pytest.approx(0.0)
+    console = make_console(width=100)
+    with console.capture() as cap:
+        console.print(DiffTerminalRenderer().render(d))
+    text = cap.get()
+    assert "1.60x faster per sample (samples/s)" in text and "batch (samples per step): 32 -> 64" in text
+    assert "Kernels whose time changed most (per sample)" in text and "elementwise_kernel<128" not in text
 
 
 def _diff(*args: str) -> subprocess.CompletedProcess[str]:
@@ -113,7 +160,7 @@ def test_report_json_and_run_folder_inputs(tmp_path: Path) -> None:
     saved.write_bytes(s.to_json(report_of(trace)))
     done = _diff(str(saved.parent), str(trace), "--fail-if-slower", "0")
     assert done.returncode == 0, done.stderr
-    assert "(no change)" in done.stdout
+    assert "No change (steps/s)" in done.stdout
 
 
 TRAIN = '''

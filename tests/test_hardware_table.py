@@ -131,6 +131,16 @@ def test_other_parts_are_not_mistaken_for_a_row(table) -> None:
         assert table.lookup(device) is None, device
 
 
+def test_a_part_of_a_known_family_is_matched_by_its_sm_count_with_a_note(table) -> None:
+    """The TensorBoard plugin's sample traces ran on 'Tesla V100-DGXS-32GB' (a DGX Station's V100: SXM2-class,
+    80 SMs); no row spells that name, the V100 family's SXM2 row has its SM count."""
+    match = table.lookup("Tesla V100-DGXS-32GB", sm_count=80)
+    assert match is not None and match.spec.id == "v100-sxm2" and match.matched_by == "family"
+    assert "Tesla V100-DGXS-32GB" in match.note and "80 SMs" in match.note
+    assert table.lookup("Tesla V100-DGXS-32GB") is None  # without the SM count nothing is assumed
+    assert table.lookup("Tesla V100-DGXS-32GB", sm_count=84) is None  # no V100 row has 84
+
+
 def test_a_shared_mi250_name_is_settled_by_the_cu_count(table) -> None:
     name = "AMD Instinct MI250X/MI250"
     assert table.lookup(name, sm_count=110).spec.id == "mi250x"

@@ -144,7 +144,7 @@ def test_tune_page_in_chromium(browser, tmp_path: Path) -> None:  # type: ignore
     page_path.write_bytes(TuneHtmlRenderer(patch_text=f"--- a/train.py\n+{EVIL}\n").render(sample_tune()))
     assert_clean(open_page(browser, page_path))
     bars = browser.execute_script("return document.querySelectorAll('#fig-ladder .barlayer .trace').length")
-    assert bars == 2  # measured, and the estimate beside it
+    assert bars == 4  # measured (baseline, kept, failed: one colour each), and the estimate beside them
     text = browser.execute_script("return document.body.innerText")
     assert "2.50x faster, measured" in text and EVIL in text and "<script>alert(1)</script>" in text
     screenshot(browser, tmp_path / "tune.png")

@@ -141,7 +141,7 @@ def test_rows_of_sections_added_later_become_tables() -> None:
 
     table = struct_table([LineRow(file=EVIL, line=7, time_us=1500.0, share=0.25)], id="lines")
     assert table is not None
-    assert [c for c, _ in table.columns] == ["file", "line", "time us", "share"]
+    assert [c for c, _ in table.columns] == ["file", "line", "time", "share"]  # the cells carry the unit
     assert [c.text for c in table.rows[0]] == [EVIL, "7", "1.5 ms", "25.0%"]
 
 

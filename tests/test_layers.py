@@ -20,12 +20,14 @@ ALLOWED: dict[str, set[str]] = {
     "trace": {"errors", "model.runfolder"},
     "analysis": {"trace", "errors", "hardware", "units"},  # the hardware table: peaks for MFU and the roofline
     "attribution": {"trace"},
-    "advice": {"analysis", "trace", "model", "errors", "units"},
+    # The step's graph and its replay: below advice and predict, above analysis (steps, launch links, syncs).
+    "replay": {"analysis", "trace", "errors"},
+    "advice": {"analysis", "replay", "trace", "model", "errors", "units"},
     # Renderers format what they are handed; the Perfetto renderer is handed the trace and its annotations.
     "report": {"model", "trace.model", "analysis.annotations", "errors", "version", "units"},
     "capture": {"attribution", "trace", "errors", "version", "atomic", "model.runfolder", "model.telemetry"},
     # Predict reads the facts (and the pattern classifier, to name a replayed step's bottleneck) and the hardware.
-    "predict": {"analysis", "advice", "trace", "hardware", "model", "errors", "units"},
+    "predict": {"analysis", "advice", "replay", "trace", "hardware", "model", "errors", "units"},
     # Tune runs programs through capture in child processes and reads the reports they write; the profiled child
     # writes them through runreport, as `stepscope run` does.
     "tune": {"capture", "model", "errors", "version", "runreport", "atomic"},
@@ -55,6 +57,8 @@ NOT_LOADED_BY: dict[str, tuple[str, ...]] = {
     "stepscope.ranks.summarize": ("stepscope.report", "stepscope.pipeline", "stepscope.capture"),
 }
 NOBODY_IMPORTS = {"cli"}
+# The trace readers: one sub-package each, used from outside only through the names its __init__ exports.
+READERS = ("kineto", "nsys")
 
 
 def imports_of(path: Path) -> set[str]:
@@ -104,3 +108,23 @@ def test_the_model_leaves_capture_imports_load_nothing_else(leaf: str) -> None:
     code = f"import sys, {leaf}\nprint('\\n'.join(m for m in sys.modules if m.startswith('stepscope')))"
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout.split()
     assert set(out) == {"stepscope", "stepscope.errors", "stepscope.version", "stepscope.model", leaf}
+
+
+@pytest.mark.parametrize("reader", READERS)
+def test_each_reader_is_a_sub_package_used_through_its_exports(reader: str) -> None:
+    trace = PACKAGE / "trace"
+    assert (trace / reader / "__init__.py").is_file()
+    assert not sorted(trace.glob(f"{reader}*.py")), "reader modules belong inside the sub-package"
+    exported = set(__import__(f"stepscope.trace.{reader}", fromlist=["__all__"]).__all__)
+    bad = []
+    for path in sorted(PACKAGE.rglob("*.py")):
+        inside = path.is_relative_to(trace / reader)
+        for target in imports_of(path):
+            parts = target.split(".")
+            if parts[:2] != ["trace", reader] or inside:
+                if inside and parts[:1] == ["trace"] and parts[1:2] != [reader] and parts[1] in READERS:
+                    bad.append(f"{path.relative_to(PACKAGE)} imports the other reader: stepscope.{target}")
+                continue
+            if len(parts) < 3 or parts[2] not in exported:
+                bad.append(f"{path.relative_to(PACKAGE)} imports stepscope.{target}, not an export of trace.{reader}")
+    assert not bad, "\n".join(bad)

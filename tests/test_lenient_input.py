@@ -19,7 +19,7 @@ from stepscope.errors import StepscopeError
 from stepscope.pipeline import analyze
 from stepscope.trace.files import MAX_GZIP_RATIO, read_bytes
 from stepscope.trace.kineto import read_kineto
-from stepscope.trace.kineto_repair import non_finite_to_null, replace_lone_surrogates
+from stepscope.trace.kineto.repair import non_finite_to_null, replace_lone_surrogates
 from stepscope.trace.load import read_trace
 from stepscope.trace.names import MAX_NAME_CHARS
 from stepscope.trace.nsys import read_nsys

@@ -18,6 +18,7 @@ from stepscope.model import ranks, report, run, telemetry, usage
 from stepscope.model.report import Reference, Report, Run, to_json
 from stepscope.model.telemetry import GpuWindow, WindowSummary
 from stepscope.pipeline import AnalyzeOptions, analyze, assemble, flow
+from stepscope.pipeline.timeline import Timeline
 from stepscope.predict import PredictRequest
 from stepscope.ranks.engines import InProcess
 from stepscope.trace.model import Trace
@@ -147,13 +148,13 @@ def test_report_microseconds_have_three_decimals() -> None:
 
 def _seen_by_the_replay(monkeypatch: pytest.MonkeyPatch) -> list[AnalyzeOptions]:
     seen: list[AnalyzeOptions] = []
-    original = flow._timeline
+    original = flow.timeline_facts
 
-    def spy(trace: Trace, options: AnalyzeOptions) -> Trace:
+    def spy(trace: Trace, options: AnalyzeOptions) -> Timeline:
         seen.append(options)
         return original(trace, options)
 
-    monkeypatch.setattr(flow, "_timeline", spy)
+    monkeypatch.setattr(flow, "timeline_facts", spy)
     return seen
 
 

@@ -34,7 +34,7 @@ def test_predict_a_run_folder_to_json(tmp_path: Path, capsys) -> None:
     assert main(["predict", str(folder), "--gpu", "h200,l4", "--price", "l4=0.8", "--batch-size", "32",
                  "--json", str(out), "--width", "200"]) == 0
     printed = capsys.readouterr().out
-    assert "This job on other GPUs" in printed and "NVIDIA L4" in printed and "input_bound" in printed
+    assert "This job on other GPUs" in printed and "NVIDIA L4" in printed and "input bound" in printed
     doc = json.loads(out.read_text())
     p = doc["prediction"]
     assert set(p) == {"origin", "targets", "model", "sources", "warnings"}

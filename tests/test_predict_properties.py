@@ -18,10 +18,10 @@ from stepscope.analysis.facts import compute_facts
 from stepscope.hardware import load_table
 from stepscope.predict import PredictRequest, predict
 from stepscope.predict.gpus import roofs
-from stepscope.predict.replay import blocking_calls, replay
 from stepscope.predict.scaling import scale
 from stepscope.predict.target import run_target
 from stepscope.predict.work import gpu_work
+from stepscope.replay import blocking_calls, replay
 from stepscope.trace import intervals as iv
 from stepscope.trace.kineto import read_kineto
 from stepscope.trace.model import Kind, Trace
@@ -150,7 +150,7 @@ def test_an_untouched_replay_is_the_trace_itself_on_the_largest_shared_trace() -
     trace = _read(kineto_trace("v100_ddp_train_rank1.json.gz"))
     device = primary_device(trace)
     rows = np.flatnonzero(trace.is_gpu_activity & (trace.events.device == device))
-    again = replay(trace, device, rows, trace.events.dur[rows])
+    again = replay(trace, device=device, rows=rows, new_dur=trace.events.dur[rows])
     kept = ~trace.events.of_kind(Kind.GPU_ANNOTATION, Kind.GPU_SYNC)
     np.testing.assert_array_equal(np.sort(again.events.start), np.sort(trace.events.start[kept]))
     np.testing.assert_array_equal(np.sort(again.events.end), np.sort(trace.events.end[kept]))

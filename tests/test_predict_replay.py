@@ -12,7 +12,7 @@ import pytest
 
 from builder import REDUCE, SGEMM, Timeline, TraceBuilder
 from stepscope.analysis.facts import compute_facts
-from stepscope.predict.replay import blocking_calls, replay
+from stepscope.replay import blocking_calls, replay
 from stepscope.trace.kineto import read_kineto
 from stepscope.trace.model import Kind, Trace
 
@@ -95,7 +95,7 @@ def _times(trace: Trace) -> list[np.ndarray]:
 def test_measured_durations_give_the_measured_timeline_back(tmp_path: Path, name: str) -> None:
     trace = _trace(tmp_path, PROGRAMS[name], 1.0)
     rows = _device_rows(trace)
-    again = replay(trace, 0, rows, trace.events.dur[rows])
+    again = replay(trace, device=0, rows=rows, new_dur=trace.events.dur[rows])
     for a, b in zip(_times(trace), _times(again), strict=True):
         np.testing.assert_array_equal(a, b)
 
@@ -105,7 +105,7 @@ def test_measured_durations_give_the_measured_timeline_back(tmp_path: Path, name
 def test_new_durations_give_the_timeline_the_program_would_have(tmp_path: Path, name: str, k: float) -> None:
     measured, truth = _trace(tmp_path, PROGRAMS[name], 1.0), _trace(tmp_path, PROGRAMS[name], k)
     rows, truth_rows = _device_rows(measured), _device_rows(truth)
-    predicted = replay(measured, 0, rows, truth.events.dur[truth_rows])
+    predicted = replay(measured, device=0, rows=rows, new_dur=truth.events.dur[truth_rows])
     # Every event, host and GPU, where the program built with k-times GPU work has it (builder times are µs
     # floats; the reader rounds to ns, so allow a ns per event).
     for a, b in zip(_times(truth), _times(predicted), strict=True):
@@ -122,7 +122,7 @@ def test_host_speed_scales_the_host_timeline(tmp_path: Path, name: str) -> None:
     measured = _trace(tmp_path, PROGRAMS[name], 1.0, 1.0)
     truth = _trace(tmp_path, PROGRAMS[name], 1.0, 0.5, tag="fast")
     rows = _device_rows(measured)
-    predicted = replay(measured, 0, rows, measured.events.dur[rows], host_speed=2.0)
+    predicted = replay(measured, device=0, rows=rows, new_dur=measured.events.dur[rows], host_speed=2.0)
     want = compute_facts(truth).steps.duration.mean()
     got = compute_facts(predicted).steps.duration.mean()
     assert got == pytest.approx(want, rel=0.01)
@@ -142,7 +142,7 @@ def test_hand_computed_sync_step(tmp_path: Path) -> None:
     trace = read_kineto(b.write(tmp_path / "t.json"))
     assert compute_facts(trace).steps.duration[0] == 317_000
     rows = _device_rows(trace)
-    predicted = replay(trace, 0, rows, np.full(len(rows), 40_000))
+    predicted = replay(trace, device=0, rows=rows, new_dur=np.full(len(rows), 40_000))
     ev = predicted.events
     kernels = ev.kind == Kind.KERNEL
     np.testing.assert_array_equal(ev.start[kernels], [5_000, 45_000, 85_000])
@@ -162,7 +162,7 @@ def test_a_sync_that_did_not_wait_waits_when_the_gpu_is_slower(tmp_path: Path) -
         tl.sync()
     trace = read_kineto(b.write(tmp_path / "t.json"))
     rows = _device_rows(trace)
-    predicted = replay(trace, 0, rows, np.array([1_000_000]))
+    predicted = replay(trace, device=0, rows=rows, new_dur=np.array([1_000_000]))
     sync = blocking_calls(predicted)
     assert predicted.events.start[sync].tolist() == [400_000]
     assert predicted.events.end[sync].tolist() == [1_005_000]

@@ -72,16 +72,20 @@ def test_run_writes_the_run_folder(tmp_path: Path, capfd: pytest.CaptureFixture[
     out_dir = tmp_path / "out"
     code, out, err = run(capfd, "--out", out_dir, "--width", "120", script)
     assert code == 0, err
-    assert sorted(p.name for p in out_dir.iterdir()) == ["census.json", "report.html", "report.json", "report.txt",
-                                                         "telemetry.json", "trace.json.gz"]
+    assert sorted(p.name for p in out_dir.iterdir()) == ["calibration.json", "census.json", "report.html",
+                                                         "report.json", "report.txt", "telemetry.json",
+                                                         "timing.json.gz", "trace.json.gz"]
     assert "program finished" not in out  # stopped once the window was recorded
     assert out.strip().splitlines()[-1] == (
-        f"stepscope: wrote {out_dir}/: census.json, report.html, report.json, report.txt, telemetry.json, "
-        "trace.json.gz")
-    # Skip 5, warm up 2, record 5: the program's steps 7 to 11, named by its own step numbers.
-    assert profiler_steps(out_dir) == [f"ProfilerStep#{i}" for i in range(7, 12)]
+        f"stepscope: wrote {out_dir}/: calibration.json, census.json, report.html, report.json, report.txt, "
+        "telemetry.json, timing.json.gz, trace.json.gz")
+    # Skip 5; the timing pass warms up 2 and records the program's steps 7 to 11 (named by its own step numbers),
+    # the recorded pass then warms up 2 and records 14 to 18. The report's steps are the timing pass's.
+    assert profiler_steps(out_dir) == [f"ProfilerStep#{i}" for i in range(14, 19)]
     report = from_json((out_dir / "report.json").read_bytes())
     assert [s.id for s in report.steps] == ["7", "8", "9", "10", "11"]
+    assert report.replay is not None and report.replay.replayed and report.replay.unprofiled_step_us
+    assert report.summary.step_time_us == report.run.reference.step_us  # the headline is the unprofiled step
     run_info = report.run
     assert run_info is not None
     assert (run_info.step_source, run_info.status, run_info.exit_code) == ("optimizer", "window recorded", 0)
@@ -107,7 +111,8 @@ def test_trace_reads_back_with_the_analyzer(tmp_path: Path, capfd: pytest.Captur
     code, _, err = run(capfd, "--out", tmp_path / "out", "--skip", "2", "--warmup", "1", "--steps", "3", script)
     assert code == 0, err
     report = analyze(tmp_path / "out" / "trace.json.gz", batch_size=16)
-    assert report.summary.step_source == "ProfilerStep" and [s.id for s in report.steps] == ["3", "4", "5"]
+    # Skip 2, the timing pass (warm-up 3, records 3-5), the recorded pass (warm-up 6, records 7-9): this file.
+    assert report.summary.step_source == "ProfilerStep" and [s.id for s in report.steps] == ["7", "8", "9"]
     b = report.summary.breakdown_us
     assert b["dataloader"] > 0 and b["cpu_exec"] > 0
     assert sum(b.values()) == pytest.approx(report.summary.step_time_us, rel=1e-3)
@@ -176,6 +181,46 @@ def test_program_failure_keeps_results_and_exit_code(tmp_path: Path, capfd: pyte
     assert report.run.status == ("interrupted" if how == "interrupt" else "failed")
     assert any("step 10 was cut short" in n for n in report.notes)
     assert out.strip().splitlines()[-1].startswith(f"stepscope: wrote {out_dir}/")
+
+
+# Fails inside the recorded window: in a DataLoader worker (the error comes back through the DataLoader's
+# __next__, which attribution wraps) or in a torch call (which attribution's mode sees first).
+FAIL_IN_WINDOW = """
+import sys
+import torch
+from torch.utils.data import DataLoader, Dataset
+
+class Data(Dataset):
+    def __len__(self):
+        return 16 * 40
+    def __getitem__(self, i):
+        if i == 16 * 9 and sys.argv[1] == "worker":
+            raise ValueError("bad sample 144")
+        return torch.randn(32), 1
+
+model = torch.nn.Linear(32, 4)
+opt = torch.optim.SGD(model.parameters(), lr=0.1)
+if __name__ == "__main__":
+    for i, (x, y) in enumerate(DataLoader(Data(), batch_size=16, num_workers=1)):
+        loss = model(x if i != 9 or sys.argv[1] == "worker" else x[:, :3]).sum()
+        opt.zero_grad()
+        loss.backward()
+        opt.step()
+"""
+
+
+@pytest.mark.parametrize(("where", "frames_of_the_program"), [
+    ("worker", ((17, "<module>"), (11, "__getitem__"))), ("op", ((18, "<module>"),))])
+def test_the_programs_traceback_holds_no_stepscope_frame(tmp_path: Path, capfd: pytest.CaptureFixture[str],
+                                                          where: str, frames_of_the_program: tuple) -> None:
+    script = write(tmp_path / "train.py", FAIL_IN_WINDOW)
+    code, _, err = run(capfd, "--out", tmp_path / "out", script, where)
+    assert code == 1 and "Traceback" in err
+    frames = [line.strip() for line in err.splitlines() if line.strip().startswith('File "')]
+    assert [f for f in frames if "train.py" in f] == [f'File "{script}", line {n}, in {fn}'
+                                                       for n, fn in frames_of_the_program]
+    assert not [f for f in frames if "stepscope" in f], frames
+    assert "runpy" not in err
 
 
 def test_failure_before_the_window_writes_what_there_is(tmp_path: Path,
@@ -295,7 +340,9 @@ def test_with_stack_export_failure_falls_back(tmp_path: Path, capfd: pytest.Capt
     report = from_json((tmp_path / "out" / "report.json").read_bytes())
     assert any("could not be written (UnicodeDecodeError" in n and "recorded again without" in n
                for n in report.notes)
-    assert [s.id for s in report.steps] == ["7", "8", "9"]  # the second window: warm-up 6, record 7-9
+    # The first window: a timing pass (warm-up 2, records 3-5) and the recorded pass with stacks (warm-up 6, records
+    # 7-9), whose export fails; the window again without stacks: its timing pass warms up on 10, records 11-13.
+    assert [s.id for s in report.steps] == ["11", "12", "13"]
 
 
 def test_refuses_what_python_would_refuse(tmp_path: Path, capfd: pytest.CaptureFixture[str]) -> None:

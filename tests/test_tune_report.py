@@ -114,9 +114,11 @@ def test_html_page_escapes_what_came_from_the_program() -> None:
     assert "<script>alert(1)</script>" not in page and "<b>boom</b>" not in page and "<img src=x>" not in page
     assert "&lt;b&gt;boom&lt;/b&gt;" in page and "2.50x faster, measured" in page
     figures = json.loads(page.split('id="stepscope-figures">')[1].split("</script>")[0])
-    bars = figures["fig-ladder"]["data"]
-    assert [b["name"] for b in bars] == ["measured", "estimated"]
-    assert bars[0]["y"][:2] == [640.0, 1600.0] and bars[1]["y"][:2] == [None, 1363.2]
+    bars = {b["name"]: b for b in figures["fig-ladder"]["data"]}
+    # One bar trace per outcome, so that the legend names each colour: rung 1 kept, rung 2 crashed.
+    assert list(bars) == ["measured: baseline", "measured: kept", "measured: failed", "estimated before the rung ran"]
+    assert bars["measured: baseline"]["y"] == [640.0] and bars["measured: kept"]["y"] == [1600.0]
+    assert bars["estimated before the rung ran"]["y"][:2] == [None, 1363.2]
 
 
 def test_the_live_view_shows_the_table_the_current_trial_and_the_budget(tmp_path) -> None:

@@ -184,6 +184,7 @@ class Profile:
             written.append(runfolder.TELEMETRY)
         if (self.folder / runfolder.CENSUS).exists():
             written.append(runfolder.CENSUS)
+        written += [name for name in (runfolder.TIMING, runfolder.CALIBRATION) if (self.folder / name).is_file()]
         return sorted([*written, *runreport.write_report_files(self.report, self.folder, telemetry=self.telemetry)])
 
 

@@ -4,42 +4,52 @@ from __future__ import annotations
 
 from stepscope.model.diff import (
     CategoryDelta,
+    ConfigChange,
     Diff,
     DiffSide,
     KernelChange,
+    KernelGroup,
     LineChange,
     PatternChange,
 )
 from stepscope.model.report import Report
+from stepscope.report.names import short_kernel
 from stepscope.version import __version__
 
 TOP_CHANGES = 10
+TOP_GROUPS = 12
 
 
 def compare(before: Report, after: Report) -> Diff:
-    """Step time and throughput ratios, the breakdown side by side, and what changed in patterns,
-    kernels and source lines."""
+    """Step time and throughput ratios, the breakdown side by side, and what changed in the configuration,
+    patterns, kernels and source lines; per sample when the batch size changed."""
     b, a = before.summary, after.summary
     ratio = a.step_time_us / b.step_time_us if a.step_time_us and b.step_time_us else None
-    unit = "samples/s" if a.samples_per_s and b.samples_per_s else "steps/s"
-    tp_b, tp_a = (b.samples_per_s, a.samples_per_s) if unit == "samples/s" else (b.steps_per_s, a.steps_per_s)
+    side_b, side_a = _side(before), _side(after)
+    unit = "samples/s" if side_a.samples_per_s and side_b.samples_per_s else "steps/s"
+    tp_b, tp_a = ((side_b.samples_per_s, side_a.samples_per_s) if unit == "samples/s"
+                  else (side_b.steps_per_s, side_a.steps_per_s))
+    batches = (side_b.batch_size, side_a.batch_size)
+    per_sample = None not in batches and batches[0] != batches[1]
+    throughput = _round(tp_a / tp_b) if tp_a and tp_b else None
     cats = list(dict.fromkeys([*b.breakdown_us, *a.breakdown_us]))
     appeared, gone, kept = _patterns(before, after)
     k_appeared, k_gone, k_changed, complete = _kernels(before, after)
     notes = []
     if before.device and after.device and before.device.name != after.device.name:
         notes.append(f"the runs are on different devices: {before.device.name} and {after.device.name}")
+    if per_sample:
+        notes.append(f"the batch changed ({batches[0]} -> {batches[1]} samples per step): the speed-up, the breakdown, "
+                     "kernels and lines are compared per sample, and so is --fail-if-slower")
     return Diff(
         generator=f"stepscope {__version__}",
-        before=_side(before),
-        after=_side(after),
+        before=side_b,
+        after=side_a,
         step_time_ratio=_round(ratio),
         speedup=_round(1 / ratio) if ratio else None,
-        throughput_ratio=_round(tp_a / tp_b) if tp_a and tp_b else None,
+        throughput_ratio=throughput,
         throughput_unit=unit,
-        breakdown=[CategoryDelta(category=c, before_us=b.breakdown_us.get(c, 0.0), after_us=a.breakdown_us.get(c, 0.0),
-                                 delta_us=round(a.breakdown_us.get(c, 0.0) - b.breakdown_us.get(c, 0.0), 3))
-                   for c in cats],
+        breakdown=[_category(c, b.breakdown_us.get(c, 0.0), a.breakdown_us.get(c, 0.0), batches) for c in cats],
         patterns_appeared=appeared,
         patterns_gone=gone,
         patterns_kept=kept,
@@ -47,22 +57,83 @@ def compare(before: Report, after: Report) -> Diff:
         kernels_disappeared=k_gone,
         kernels_changed=k_changed,
         kernel_lists_complete=complete,
-        lines_changed=_lines(before, after),
+        lines_changed=_lines(before, after, batches),
         notes=notes,
+        config_changes=[ConfigChange(name=k, before=side_b.config.get(k), after=side_a.config.get(k))
+                        for k in dict.fromkeys([*side_b.config, *side_a.config])
+                        if side_b.config.get(k) != side_a.config.get(k)],
+        per_sample=per_sample,
+        headline_speedup=throughput if throughput else _round(1 / ratio) if ratio else None,
+        headline_basis=unit if throughput else "step time" if ratio else "",
+        kernel_groups=_kernel_groups(before, after, batches, per_sample),
     )
 
 
+def _per(us: float | None, batch: int | None) -> float | None:
+    return None if us is None or not batch else round(us / batch, 3)
+
+
+def _category(name: str, before: float, after: float, batches: tuple[int | None, int | None]) -> CategoryDelta:
+    per_b, per_a = _per(before, batches[0]), _per(after, batches[1])
+    return CategoryDelta(category=name, before_us=before, after_us=after, delta_us=round(after - before, 3),
+                         before_us_per_sample=per_b, after_us_per_sample=per_a,
+                         delta_us_per_sample=round(per_a - per_b, 3) if per_a is not None and per_b is not None
+                         else None)
+
+
 def slower_by(diff: Diff) -> float | None:
-    """How much slower AFTER's step is, in percent (negative when faster); None without step times."""
+    """How much slower AFTER is, in percent (negative when faster): per step, or per sample when the batch changed
+    (a bigger batch makes each step longer and the job faster); None without step times."""
+    if diff.per_sample and diff.throughput_ratio and diff.throughput_unit == "samples/s":
+        return (1 / diff.throughput_ratio - 1) * 100
     return None if diff.step_time_ratio is None else (diff.step_time_ratio - 1) * 100
 
 
 def _side(r: Report) -> DiffSide:
-    s = r.summary
+    """One run's figures; its samples/s from its steps/s and the run's batch when the report has none."""
+    s, batch = r.summary, _batch(r)
+    samples = s.samples_per_s or (round(s.steps_per_s * batch, 3) if s.steps_per_s and batch else None)
     return DiffSide(paths=list(r.source.paths), format=r.source.format, device=r.device.name if r.device else None,
                     step_count=s.step_count, step_time_us=s.step_time_us, steps_per_s=s.steps_per_s,
-                    samples_per_s=s.samples_per_s, gpu_utilization=s.gpu_utilization,
-                    primary_pattern=r.patterns[0].id if r.patterns else None, **_usage(r))
+                    samples_per_s=samples, gpu_utilization=s.gpu_utilization,
+                    primary_pattern=r.patterns[0].id if r.patterns else None, batch_size=batch, config=_config(r),
+                    **_usage(r))
+
+
+def _batch(r: Report) -> int | None:
+    """Samples per step: the run's (micro-batch x accumulation), else what samples/s over steps/s says (a trace
+    analysed with --batch-size)."""
+    run = r.run
+    if run is not None and (run.samples_per_step or run.batch_size):
+        return run.samples_per_step or run.batch_size
+    s = r.summary
+    return round(s.samples_per_s / s.steps_per_s) if s.samples_per_s and s.steps_per_s else None
+
+
+def _yes(x: bool | None) -> str | None:
+    return None if x is None else "yes" if x else "no"
+
+
+def _config(r: Report) -> dict[str, str]:
+    """The settings a reader compares, in words, from the run and its settings sections when the report has them."""
+    found: dict[str, str | None] = {"device": r.device.name if r.device else None,
+                                    "batch (samples per step)": str(b) if (b := _batch(r)) else None}
+    run = r.run
+    st = run.settings if run is not None else None
+    if run is not None and run.grad_accumulation:
+        found["gradient accumulation"] = str(run.grad_accumulation)
+    if st is not None:
+        if st.dataloader is not None:
+            found["DataLoader workers"] = str(st.dataloader.num_workers)
+            found["pin memory"] = _yes(st.dataloader.pin_memory)
+        found["autocast dtype"] = st.autocast
+        found["torch.compile"] = _yes(st.compiled)
+        found["channels_last"] = _yes(st.channels_last)
+        found["TF32 matmuls"] = _yes(st.tf32_matmul)
+        if st.optimizer is not None:
+            found["optimizer"] = st.optimizer.name + (" (fused)" if st.optimizer.fused else " (foreach)"
+                                                      if st.optimizer.foreach else "")
+    return {k: v for k, v in found.items() if v is not None}
 
 
 def _usage(r: Report) -> dict[str, float | int | None]:
@@ -108,6 +179,28 @@ def _kernels(before: Report, after: Report) -> tuple[list[KernelChange], list[Ke
     return appeared[:TOP_CHANGES], gone[:TOP_CHANGES], [k for k in both if k.delta_us_per_step][:TOP_CHANGES], complete
 
 
+def _kernel_groups(before: Report, after: Report, batches: tuple[int | None, int | None],
+                   per_sample: bool) -> list[KernelGroup]:
+    """Kernels summed by their name with template arguments and parameters elided (sixty template instances of
+    `elementwise_kernel` are one line), the largest change first: per sample when the batch changed."""
+    groups: dict[str, list[dict[str, float]]] = {}
+    for side, report in enumerate((before, after)):
+        for name, us in _per_step(report).items():
+            entry = groups.setdefault(short_kernel(name), [{}, {}])
+            entry[side][name] = us
+    rows = []
+    for name, (b, a) in groups.items():
+        tb, ta = (round(sum(x.values()), 3) if x else None for x in (b, a))
+        pb, pa = _per(tb, batches[0]), _per(ta, batches[1])
+        rows.append(KernelGroup(name=name, kernels=len(set(b) | set(a)), before_us_per_step=tb,
+                                after_us_per_step=ta, delta_us_per_step=round((ta or 0.0) - (tb or 0.0), 3),
+                                before_us_per_sample=pb, after_us_per_sample=pa,
+                                delta_us_per_sample=round((pa or 0.0) - (pb or 0.0), 3)
+                                if None not in batches else None))
+    key = (lambda g: -abs(g.delta_us_per_sample or 0.0)) if per_sample else (lambda g: -abs(g.delta_us_per_step))
+    return sorted(rows, key=key)[:TOP_GROUPS]
+
+
 def _line_times(report: Report) -> dict[tuple[str, int], tuple[str, str, float]]:
     """(file, line) -> (function, code, µs per step) from the report's lines section; a line's time is the
     larger of its CPU and GPU time, as the section's `share` is."""
@@ -121,15 +214,20 @@ def _line_times(report: Report) -> dict[tuple[str, int], tuple[str, str, float]]
     return result
 
 
-def _lines(before: Report, after: Report) -> list[LineChange]:
+def _lines(before: Report, after: Report,
+           batches: tuple[int | None, int | None] = (None, None)) -> list[LineChange]:
     b, a = _line_times(before), _line_times(after)
     if not b and not a:
         return []
-    changes = [
-        LineChange(file=key[0], line=key[1], function=(a.get(key) or b[key])[0], code=(a.get(key) or b[key])[1],
-                   before_us=b[key][2] if key in b else None, after_us=a[key][2] if key in a else None,
-                   delta_us=round((a[key][2] if key in a else 0.0) - (b[key][2] if key in b else 0.0), 3))
-        for key in sorted(set(b) | set(a))
-    ]
-    changes.sort(key=lambda c: -abs(c.delta_us))
-    return [c for c in changes if c.delta_us][:TOP_CHANGES]
+    changes = []
+    for key in sorted(set(b) | set(a)):
+        tb, ta = (b[key][2] if key in b else None), (a[key][2] if key in a else None)
+        pb, pa = _per(tb or 0.0, batches[0]), _per(ta or 0.0, batches[1])
+        changes.append(LineChange(
+            file=key[0], line=key[1], function=(a.get(key) or b[key])[0], code=(a.get(key) or b[key])[1],
+            before_us=tb, after_us=ta, delta_us=round((ta or 0.0) - (tb or 0.0), 3),
+            before_us_per_sample=pb if tb is not None else None, after_us_per_sample=pa if ta is not None else None,
+            delta_us_per_sample=round(pa - pb, 3) if pa is not None and pb is not None else None))
+    per_sample = None not in batches and batches[0] != batches[1]
+    changes.sort(key=lambda c: -abs((c.delta_us_per_sample or 0.0) if per_sample else c.delta_us))
+    return [c for c in changes if c.delta_us or (per_sample and c.delta_us_per_sample)][:TOP_CHANGES]

@@ -19,10 +19,11 @@ class Advice:
     notes: list[str] = field(default_factory=list)  # how the verdict was taken (correction, one-off steps)
 
 
-def advise(facts: Facts, run: s.Run | None = None) -> Advice:
-    """Patterns and recommendations; a live capture's `run` section lets them correct for the profiler's
-    overhead and know what the program has already set."""
-    ctx = Context(facts, run)
+def advise(facts: Facts, run: s.Run | None = None, *, correct: bool = True) -> Advice:
+    """Patterns and recommendations; a live capture's `run` section lets them know what the program has already
+    set and, unless the timeline was replayed without the profiler's cost (`correct=False`), correct for the
+    profiler's overhead."""
+    ctx = Context(facts, run, correct)
     patterns = classify(facts, ctx)
     correction = ctx.correction.record() if ctx.correction is not None else None
     return Advice(patterns, recommend(facts, patterns, ctx), correction, ctx.notes() if len(facts.steps) else [])

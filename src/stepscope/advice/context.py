@@ -27,6 +27,9 @@ from stepscope.trace.model import DeviceInfo
 class Context:
     facts: Facts
     run: s.Run | None = None  # a live capture's run section
+    # Correct for the profiler's overhead by one fraction of host work (advice/correction.py): only when the
+    # timeline could not be replayed without it (stepscope.replay), which is the better correction.
+    correct: bool = True
 
     @property
     def settings(self) -> s.Settings | None:
@@ -90,7 +93,7 @@ class Context:
     @cached_property
     def correction(self) -> corr.Correction | None:
         """The profiler's overhead against the unprofiled reference of a live capture (None without one)."""
-        if not self.host_work or self.run is None:
+        if not self.host_work or self.run is None or not self.correct:
             return None
         total = np.sum([np.asarray(v, dtype=np.float64) for v in self.host_work.values()], axis=0)
         return corr.measure(self.facts.steps.duration.astype(np.float64), total, self.run, self.accelerator == "gpu")

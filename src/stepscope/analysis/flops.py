@@ -138,8 +138,10 @@ def _kernel_ops(trace: Trace, counted: np.ndarray, priced: np.ndarray,
     ops = np.flatnonzero(trace.events.kind == Kind.CPU_OP)
     if len(ops) and uncovered.any() and len(priced):  # nothing priced (no shapes): nothing to say per op
         ops = ops[np.isin(ops, _around(trace, ops, calls[uncovered]))]
-        inner = _innermost_of(trace, ops, calls[uncovered])
-        found[2][linked[uncovered]] = np.where(inner >= 0, ops[np.maximum(inner, 0)], NONE)
+        # Launches made outside every op (a raw cudaLaunchKernel, a Triton launch from Python) have none around.
+        if len(ops):
+            inner = _innermost_of(trace, ops, calls[uncovered])
+            found[2][linked[uncovered]] = np.where(inner >= 0, ops[np.maximum(inner, 0)], NONE)
     return found[0], found[1], found[2]
 
 

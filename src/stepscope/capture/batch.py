@@ -29,3 +29,16 @@ def batch_size_of(batch: Any, depth: int = 0) -> int | None:
         if size is not None:
             return size
     return None
+
+
+# Where a batch size came from, strongest first: the user's word, what the loader yields, the model's input.
+BATCH_SIZE_SOURCES = ("user", "trainer", "dataloader", "model input")
+
+
+def stronger_batch_size(current: tuple[int | None, str | None], size: int | None,
+                        source: str) -> tuple[int | None, str | None]:
+    """(batch size, its source) after `size` from `source` is seen: it replaces one from a weaker source."""
+    rank = BATCH_SIZE_SOURCES.index
+    if not size or (current[1] is not None and rank(source) >= rank(current[1])):
+        return current
+    return int(size), source

@@ -19,12 +19,14 @@ class Cycle:
     spec: CaptureOptions
     leader: str | None
     trace_path: Path
+    timing_path: Path | None = None  # where the timing pass's trace goes, when there is one
     times: StepTimes = field(default_factory=StepTimes)
     phase: str = SKIP
     window: ProfilerWindow | None = None
     skip_target: int = 0
     window_end: int | None = None  # the leader's step count when the window ended
     failure: str | None = None  # why the profiler recorded nothing, when it failed
+    calibration: dict | None = None  # the profiler's cost per event for the timing trace's settings
     notes: list[str] = field(default_factory=list)
     backward_runs: list[int] = field(default_factory=list)  # backward passes per optimizer step, while recording
     training_seen: bool = False  # a backward pass or optimizer step ran in the recorded steps
@@ -39,6 +41,8 @@ class Cycle:
         w = self.window
         if self.phase != WINDOW or w is None or not w.running:
             return "unprofiled"
+        if not w.recording and w.recorded == 0 and w.timing is not None and w.timing.recording:
+            return "timing"
         return "recorded" if w.recording else "warmup"
 
     @property
@@ -49,6 +53,12 @@ class Cycle:
     def exported(self) -> Path | None:
         w = self.window
         return w.exported.path if w is not None and w.exported is not None else None
+
+    @property
+    def timing_exported(self) -> Path | None:
+        w = self.window
+        exported = w.timing_exported if w is not None else None
+        return exported.path if exported is not None else None
 
     def observe(self, source: str, recording: bool) -> None:
         """Count backward passes per optimizer step (gradient accumulation) while the steps are recorded."""

@@ -29,6 +29,10 @@ class CaptureOptions:
     telemetry: bool = True  # CPU (and GPU) readings on a background thread (~0.1% of one core)
     telemetry_interval: float = 0.2  # seconds between readings
     reference_steps: int = 5  # unprofiled steps timed after the window, besides those before it
+    # A timing pass with minimal settings before the recorded pass, when that one records shapes, memory, stacks
+    # or line ranges: the replay's timeline comes from it (capture/window.py says why).
+    timing_pass: bool = True
+    calibrate: bool = True  # measure the profiler's cost per event after the window (capture/calibrate.py)
 
     def __post_init__(self) -> None:
         if self.skip < 0 or self.warmup < 0 or self.steps < 1 or self.reference_steps < 0:

@@ -159,13 +159,28 @@ def _first_line(exc: BaseException) -> str:
     return text.splitlines()[0] if text else ""
 
 
+_PACKAGE = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))  # the stepscope package's folder
+_RUNPY = {os.path.abspath(runpy.__file__), "<frozen runpy>"}
+
+
+def _ours(filename: str) -> bool:
+    """A frame of stepscope (this runner, and the wrappers attribution puts between a user's line and torch:
+    the DataLoader's __next__, the line-range mode) or of runpy."""
+    return filename in _RUNPY or os.path.abspath(filename).startswith(_PACKAGE + os.sep)
+
+
 def _print_user_traceback(exc: BaseException) -> None:
-    """The traceback python would print: from the program's first frame, without stepscope's or runpy's."""
-    own = {os.path.abspath(__file__), os.path.abspath(runpy.__file__), "<frozen runpy>"}
-    tb = exc.__traceback__
-    while tb is not None and (tb.tb_frame.f_code.co_filename in own
-                              or os.path.abspath(tb.tb_frame.f_code.co_filename) in own):
-        tb = tb.tb_next
+    """The traceback python would print for the program alone: every frame of stepscope's and runpy's left
+    out, wherever it sits in the stack and in every chained exception."""
+    report = traceback.TracebackException.from_exception(exc)
+    todo, seen = [report], set()
+    while todo:
+        part = todo.pop()
+        if id(part) in seen:
+            continue
+        seen.add(id(part))
+        part.stack = traceback.StackSummary.from_list([f for f in part.stack if not _ours(f.filename)])
+        todo += [p for p in (part.__cause__, part.__context__, *(getattr(part, "exceptions", None) or ())) if p]
     sys.stdout.flush()
-    traceback.print_exception(type(exc), exc, tb)
+    print("".join(report.format()), end="", file=sys.stderr)
     sys.stderr.flush()

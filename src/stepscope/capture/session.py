@@ -14,7 +14,6 @@ never trains keeps the provisional window, said to be inference or evaluation on
 from __future__ import annotations
 
 import _thread
-import os
 import threading
 import time
 from collections.abc import Callable, Sequence
@@ -23,23 +22,16 @@ from pathlib import Path
 from typing import Any, Protocol
 
 from stepscope.capture.arbiter import Mark, StepArbiter
+from stepscope.capture.batch import stronger_batch_size
 from stepscope.capture.cycle import DONE, REFERENCE, SKIP, WINDOW, Cycle
 from stepscope.capture.options import CaptureOptions
 from stepscope.capture.overhead import Reference
+from stepscope.capture.settle import calibrate_window, settle_timing, settle_traces
 from stepscope.capture.window import ProfilerWindow
 from stepscope.model.runfolder import TRACE
 
-# Where a batch size came from, strongest first: the user's word, what the loader yields, the model's input.
-BATCH_SIZE_SOURCES = ("user", "trainer", "dataloader", "model input")
-
-
-def stronger_batch_size(current: tuple[int | None, str | None], size: int | None,
-                        source: str) -> tuple[int | None, str | None]:
-    """(batch size, its source) after `size` from `source` is seen: it replaces one from a weaker source."""
-    rank = BATCH_SIZE_SOURCES.index
-    if not size or (current[1] is not None and rank(source) >= rank(current[1])):
-        return current
-    return int(size), source
+# Steps after the window before the reference slice: the first pays for the export (memory freed, caches cold).
+SETTLE_STEPS = 1
 # After a provisional window of backward passes, how many more to wait for an optimizer step (gradient
 # accumulation) before taking backward passes as the steps (a loop that updates weights by hand).
 WAIT_FOR_OPTIMIZER = 256
@@ -74,6 +66,8 @@ class CaptureResult:
     settings: Any = None  # capture.settings.Settings, when read
     failure: str | None = None  # why the profiler recorded nothing, when it failed (also among the notes)
     notes: list[str] = field(default_factory=list)
+    timing_path: Path | None = None  # the timing pass's trace, when there was one
+    calibration: dict[str, Any] | None = None  # capture.calibrate.ProfilerCost of the timing trace's settings
 
     @property
     def samples_per_step(self) -> int | None:
@@ -123,8 +117,9 @@ class CaptureSession:
         return self.cycle.window
 
     def _cycle(self, leader: str | None, index: int) -> Cycle:
-        name = self.trace_name if index == 0 else f"trace-{index}.json.gz"  # the reported one is renamed at the end
-        return Cycle(self.spec, leader, self.out_dir / name)
+        suffix = "" if index == 0 else f"-{index}"  # the reported cycle's files are renamed at the end
+        name = self.trace_name if index == 0 else f"trace{suffix}.json.gz"
+        return Cycle(self.spec, leader, self.out_dir / name, timing_path=self.out_dir / f"timing{suffix}.json.gz")
 
     # -- the boundary ----------------------------------------------------------------------------------
 
@@ -191,9 +186,13 @@ class CaptureSession:
                 t_next = time.perf_counter_ns()
         elif c.phase == WINDOW:
             t_next = self._window_step(c, completed)
-        elif c.phase == REFERENCE and completed - (c.window_end or 0) >= self.spec.reference_steps:
-            c.times.end_slice(completed)
-            c.phase = DONE
+        elif c.phase == REFERENCE:
+            after = completed - (c.window_end or 0)
+            if after == SETTLE_STEPS:
+                t_next = c.times.begin_slice(completed)
+            elif after >= SETTLE_STEPS + self.spec.reference_steps:
+                c.times.end_slice(completed)
+                c.phase = DONE
         c.times.begin_step(t_next)
         return self._cycle_done() if c.phase == DONE else False
 
@@ -206,15 +205,17 @@ class CaptureSession:
         if not w.step():
             if w.recording and not was_recording:
                 self._tell_started()
+            elif w.recorded_pass_starting:
+                self._tell_warmup_or_started()
             return time.perf_counter_ns()
         self._window_ended(c, completed)
-        if c.phase == REFERENCE:
+        if c.phase == REFERENCE and SETTLE_STEPS == 0:
             return c.times.begin_slice(completed)
         return time.perf_counter_ns()
 
     def _start_window(self, first_step: int) -> None:
         c = self.cycle
-        c.window = ProfilerWindow(self.spec, first_step, c.trace_path)
+        c.window = ProfilerWindow(self.spec, first_step, c.trace_path, c.timing_path)
         c.phase = WINDOW
         try:
             c.window.start()
@@ -225,6 +226,11 @@ class CaptureSession:
             c.phase = DONE
             self._finish()
             return
+        if c.window.timing is None:
+            self._tell_warmup_or_started()
+        # else the timing pass runs with no listener (no attribution survey): they hear when the recorded pass starts
+
+    def _tell_warmup_or_started(self) -> None:
         if self.spec.warmup == 0:
             self._tell_started()
         else:
@@ -257,8 +263,16 @@ class CaptureSession:
         if exported is None or exported.path is None:
             c.failure = f"the profiler wrote no trace ({exported.error if exported else 'no export'})"
             c.notes.append(c.failure)
+        elif self.spec.calibrate:
+            self._calibrate(c)
         c.window_end = completed
         c.phase = REFERENCE if self.spec.reference_steps > 0 else DONE
+
+    def _calibrate(self, c: Cycle) -> None:
+        assert c.window is not None
+        c.calibration, note = calibrate_window(c.window)
+        if note:
+            c.notes.append(note)
 
     def _cycle_done(self) -> bool:
         """The cycle's window and reference are done: finish, or wait for a stronger source."""
@@ -304,11 +318,21 @@ class CaptureSession:
                     w.stop()
                     if w.exported is not None:
                         self.cycle.notes.extend(w.exported.notes)
+                        if w.exported.path is not None and self.spec.calibrate:
+                            self._calibrate(self.cycle)  # the steps recorded are the timeline: replay them too
                     self._finish()
                 self.finished = True
                 for listener in self.listeners:  # global hooks a listener holds go with the session
                     getattr(listener, "session_closed", lambda: None)()
             return self._result()
+
+    def _settle_timing(self, c: Cycle) -> Path | None:
+        path, notes = settle_timing(self.cycles, c, self.out_dir)
+        self.notes.extend(notes)
+        return path
+
+    def _settle_traces(self, c: Cycle) -> Path | None:
+        return settle_traces(self.cycles, c, self.out_dir / self.trace_name)
 
     def _reported(self) -> Cycle:
         """The cycle whose window is the answer: the last one that recorded steps, else the last."""
@@ -337,6 +361,8 @@ class CaptureSession:
             settings=next((getattr(x, "settings", None) for x in self.listeners if getattr(x, "settings", None)),
                           None),
             failure=c.failure,
+            timing_path=self._settle_timing(c),
+            calibration=c.calibration,
             notes=[*self._replaced_notes(c), *c.notes, *self.notes,
                    *(n for listener in self.listeners for n in getattr(listener, "notes", ()))],
         )
@@ -353,21 +379,6 @@ class CaptureSession:
         return [f"an earlier window recorded {x.recorded} {x.leader} steps with no "
                 f"{'optimizer step' if x.leader == 'backward' else 'backward pass'} (evaluation or a warm-up before "
                 f"training?); the window of {c.leader} steps replaces it" for x in earlier if c.recorded]
-
-    def _settle_traces(self, c: Cycle) -> Path | None:
-        """The reported cycle's trace becomes the trace; the others' files are removed."""
-        keep = c.exported
-        for other in self.cycles:
-            path = other.exported
-            if other is not c and path is not None and path != keep and path.exists():
-                path.unlink()
-        if keep is None:
-            return None
-        final = self.out_dir / self.trace_name
-        if keep != final:
-            os.replace(keep, final)
-        return final
-
 
 # -- the session `stepscope.step()` reports to ------------------------------------------------------------
 

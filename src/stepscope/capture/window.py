@@ -1,8 +1,18 @@
-"""One torch.profiler window: warm-up then recorded steps, named by the program's own step numbers."""
+"""The profiled window: a timing pass, then the recorded pass, each warm-up then recorded steps, named by the
+program's own step numbers.
+
+The profiler slows the host per recorded event, and input shapes, memory events, stacks and stepscope's line
+ranges multiply that cost (docs/capture.md has the measurements). So when the recorded pass asks for any of
+them, a timing pass records the steps first with the cheapest settings that still link each launch to its kernel
+(CPU and CUDA activities, nothing else): the replay takes the step's timeline from it, whose profiler cost the
+calibration measures (capture/calibrate.py). The recorded pass that follows, with everything asked for, gives the
+attribution: lines, modules, FLOPs, memory.
+"""
 
 from __future__ import annotations
 
 import warnings
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -19,31 +29,55 @@ def cuda_available() -> bool:
     return bool(torch.cuda.is_available())
 
 
-class ProfilerWindow:
-    """Started at step `first_step`; `step()` at each boundary; the trace is written when it completes."""
+@dataclass(frozen=True)
+class PassOptions:
+    """What one profiler pass records."""
 
-    def __init__(self, spec: CaptureOptions, first_step: int, trace_path: Path) -> None:
-        self.spec = spec
-        self.first_step = first_step
-        self.trace_path = trace_path
-        self.gpu = cuda_available()
-        self.boundaries = 0  # prof.step() calls so far
+    record_shapes: bool
+    profile_memory: bool
+    with_stack: bool
+
+    @property
+    def minimal(self) -> bool:
+        return not (self.record_shapes or self.profile_memory or self.with_stack)
+
+
+TIMING = PassOptions(record_shapes=False, profile_memory=False, with_stack=False)
+
+
+def recorded_pass_options(spec: CaptureOptions, gpu: bool) -> PassOptions:
+    memory = spec.profile_memory if spec.profile_memory is not None else gpu
+    return PassOptions(spec.record_shapes, bool(memory), spec.with_stack)
+
+
+def needs_timing_pass(spec: CaptureOptions, gpu: bool) -> bool:
+    """A separate timing pass, when the recorded pass costs more per event than the minimal one."""
+    return spec.timing_pass and not (recorded_pass_options(spec, gpu).minimal and not spec.attribution)
+
+
+class _Pass:
+    """One torch.profiler run over `warmup + steps` boundaries from `first_step`."""
+
+    def __init__(self, options: PassOptions, warmup: int, steps: int, first_step: int, path: Path,
+                 gpu: bool) -> None:
+        self.options, self.warmup, self.steps, self.first_step = options, warmup, steps, first_step
+        self.path, self.gpu = path, gpu
+        self.boundaries = 0
         self.exported: Exported | None = None
         self._prof: Any = None
         self._cut_step: int | None = None
 
     @property
     def length(self) -> int:
-        return self.spec.warmup + self.spec.steps
+        return self.warmup + self.steps
 
     @property
     def recording(self) -> bool:
-        return self._prof is not None and self.boundaries >= self.spec.warmup
+        return self._prof is not None and self.boundaries >= self.warmup
 
     @property
     def recorded(self) -> int:
-        """Recorded steps completed so far."""
-        return max(0, min(self.boundaries - self.spec.warmup, self.spec.steps))
+        return max(0, min(self.boundaries - self.warmup, self.steps))
 
     @property
     def running(self) -> bool:
@@ -55,26 +89,25 @@ class ProfilerWindow:
         activities = [ProfilerActivity.CPU]
         if self.gpu:
             activities.append(ProfilerActivity.CUDA)
-        memory = self.spec.profile_memory if self.spec.profile_memory is not None else self.gpu
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")  # warmup=0 warns; the user chose it
-            phases = schedule(wait=0, warmup=self.spec.warmup, active=self.spec.steps, repeat=1)
+            phases = schedule(wait=0, warmup=self.warmup, active=self.steps, repeat=1)
         first = self.first_step
         self._prof = profile(
             activities=activities,
             # The schedule counts from the program's step number so ProfilerStep#N matches the program's.
             schedule=lambda n: phases(max(n - first, 0)),
             on_trace_ready=self._on_trace_ready,
-            record_shapes=self.spec.record_shapes,
-            profile_memory=memory,
-            with_stack=self.spec.with_stack,
+            record_shapes=self.options.record_shapes,
+            profile_memory=self.options.profile_memory,
+            with_stack=self.options.with_stack,
         )
         self._prof.step_num = first
         with profiler_stderr():
             self._prof.start()
 
     def step(self) -> bool:
-        """One step boundary; True when this one completed the window (the trace is then exported)."""
+        """One step boundary; True when this one completed the pass (its trace is then exported)."""
         if self._prof is None:
             return False
         self.boundaries += 1
@@ -102,7 +135,103 @@ class ProfilerWindow:
                 self.exported = Exported(None, error=f"the profiler failed to stop: {type(exc).__name__}: {exc}")
 
     def _on_trace_ready(self, prof: Any) -> None:
-        self.exported = export_trace(prof, self.trace_path, cut_step=self._cut_step)
+        self.exported = export_trace(prof, self.path, cut_step=self._cut_step)
         if self._cut_step is not None and self.exported.path is not None:
             note = f"step {self._cut_step} was cut short when the program ended: left out of the steps"
             self.exported = Exported(self.exported.path, (*self.exported.notes, note))
+
+
+class ProfilerWindow:
+    """Started at step `first_step`; `step()` at each boundary. With a `timing_path`, a timing pass records the
+    steps first with minimal settings; the recorded pass (the spec's settings) follows at once."""
+
+    def __init__(self, spec: CaptureOptions, first_step: int, trace_path: Path,
+                 timing_path: Path | None = None) -> None:
+        self.spec = spec
+        self.first_step = first_step
+        self.trace_path = trace_path
+        self.gpu = cuda_available()
+        recorded = recorded_pass_options(spec, self.gpu)
+        self.timing: _Pass | None = None
+        start = first_step
+        if timing_path is not None and needs_timing_pass(spec, self.gpu):
+            self.timing = _Pass(TIMING, spec.warmup, spec.steps, start, timing_path, self.gpu)
+            start += self.timing.length
+        self.main = _Pass(recorded, spec.warmup, spec.steps, start, trace_path, self.gpu)
+        self._current: _Pass = self.timing or self.main
+
+    @property
+    def timing_options(self) -> PassOptions:
+        """The settings of the trace the step's timeline comes from."""
+        return self.timing.options if self.timing is not None else self.main.options
+
+    @property
+    def boundaries(self) -> int:
+        return (self.timing.boundaries if self.timing else 0) + self.main.boundaries
+
+    @property
+    def length(self) -> int:
+        return (self.timing.length if self.timing else 0) + self.main.length
+
+    @property
+    def recording(self) -> bool:
+        """The recorded pass is in its recorded steps (attribution and telemetry listen to this one)."""
+        return self._current is self.main and self.main.recording
+
+    @property
+    def profiling(self) -> bool:
+        """Any pass is recording steps (they are not unprofiled steps)."""
+        return self._current.running
+
+    @property
+    def _answer(self) -> _Pass:
+        """The pass whose trace is the capture's: the recorded pass, unless the program ended before it recorded a
+        step and the timing pass has its steps (then that trace is the only one, with no attribution)."""
+        t = self.timing
+        if t is not None and self.main.recorded == 0 and t.exported is not None and t.exported.path is not None:
+            return t
+        return self.main
+
+    @property
+    def recorded_pass_starting(self) -> bool:
+        """The timing pass has just ended and the recorded pass begun (no step of it run yet)."""
+        return self.timing is not None and self._current is self.main and self.main.running \
+            and self.main.boundaries == 0
+
+    @property
+    def recorded(self) -> int:
+        return self._answer.recorded
+
+    @property
+    def running(self) -> bool:
+        return self._current.running
+
+    @property
+    def exported(self) -> Exported | None:
+        return self._answer.exported
+
+    @property
+    def timing_exported(self) -> Exported | None:
+        """The timing pass's trace, beside the recorded pass's (None when it is the capture's only trace)."""
+        t = self.timing
+        return t.exported if t is not None and self._answer is not t else None
+
+    def start(self) -> None:
+        self._current.start()
+
+    def step(self) -> bool:
+        """One step boundary; True when this one completed the window (the traces are then exported)."""
+        done = self._current.step()
+        if done and self._current is self.timing:
+            self._current = self.main
+            try:
+                self.main.start()
+            except Exception as exc:  # the timing trace is kept; the session says what is missing
+                self.main.exported = Exported(None, error=f"could not start the recorded pass ({exc})")
+                return True
+            return False
+        return done
+
+    def stop(self) -> None:
+        """End early: the pass running is exported; a recorded pass never started leaves the timing trace."""
+        self._current.stop()

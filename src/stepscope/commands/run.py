@@ -54,6 +54,9 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--telemetry-interval", type=float, default=D.telemetry_interval if D.telemetry else 0,
                    metavar="S", help=f"seconds between CPU/GPU telemetry readings ({D.telemetry_interval}; "
                                      "0 turns telemetry off)")
+    p.add_argument("--no-timing-pass", dest="timing_pass", action="store_false", default=D.timing_pass,
+                   help="record one window with every setting instead of a minimal timing pass before it (the "
+                        "replay then takes the step's timeline from the costlier trace: docs/capture.md)")
     p.add_argument("--reference-steps", type=count, default=D.reference_steps, metavar="N",
                    help=f"unprofiled steps timed after the window, for the profiler's overhead ({D.reference_steps})")
     p.add_argument("--width", type=positive_int, default=None, help="terminal width for the report")
@@ -73,7 +76,7 @@ def options_from_args(args: argparse.Namespace) -> CaptureOptions:
                           profile_memory=args.profile_memory, with_stack=args.with_stack,
                           attribution=args.attribution, telemetry=interval > 0,
                           telemetry_interval=interval if interval > 0 else 0.2,
-                          reference_steps=args.reference_steps)
+                          reference_steps=args.reference_steps, timing_pass=args.timing_pass)
 
 
 
@@ -108,8 +111,9 @@ def main(args: argparse.Namespace) -> int:
     if args.force:
         _clear_run_files(folder)
     steps_on = f"{spec.step_on} " if spec.step_on else ""
-    print(f"stepscope: running {' '.join(program.command)}: skip {spec.skip}, warm up {spec.warmup}, "
-          f"record {spec.steps} {steps_on}steps{'' if args.full else ', then stop'}", file=sys.stderr, flush=True)
+    passes = "twice (a timing pass, then the recorded pass)" if spec.timing_pass else "once"
+    print(f"stepscope: running {' '.join(program.command)}: skip {spec.skip}, then {passes} warm up {spec.warmup} "
+          f"and record {spec.steps} {steps_on}steps{'' if args.full else ', then stop'}", file=sys.stderr, flush=True)
     # SIGTERM (timeout, SLURM, Kubernetes) as SIGINT: raised in the program, then only remembered while the
     # capture is exported and the reports written; the run then ends with 143.
     with SigtermHandler(raising=False) as sigterm:

@@ -25,6 +25,7 @@ def finish(program: Program, spec: CaptureOptions, folder: Path, captured: Captu
     report and the exit code (the program's own when it failed; 2 when nothing could be analysed)."""
     outcome, result, telemetry = captured.outcome, captured.result, captured.telemetry
     files = [p for p in (result.trace_path and runfolder.TRACE,) if p]
+    files += [name for name in (runfolder.TIMING, runfolder.CALIBRATION) if (folder / name).is_file()]
     if telemetry is not None:
         try:
             write_atomic(folder / runfolder.TELEMETRY, telemetry_to_json(telemetry), what="telemetry",

@@ -116,7 +116,7 @@ class GpuMatch:
     """A device name resolved to a row, with how it was matched and anything the match had to assume."""
 
     spec: GpuSpec
-    matched_by: str  # "id" | "alias" | "device name"
+    matched_by: str  # "id" | "alias" | "device name" | "family"
     note: str | None = None
 
 

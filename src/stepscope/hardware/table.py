@@ -60,10 +60,32 @@ class HardwareTable:
                 return GpuMatch(spec, "alias")
         found = [spec for spec in self.gpus if any(re.search(p, key) for p in spec.match)]
         if not found:
-            return None
+            return self._family(name, key, sm_count)
         if len(found) == 1:
             return GpuMatch(found[0], "device name")
         return _settle(found, name, sm_count)
+
+
+    def _family(self, name: str, key: str, sm_count: int | None) -> GpuMatch | None:
+        """A device name no row spells, of a family the table has ('Tesla V100-DGXS-32GB', the DGX Station's V100):
+        the family's first row with the same SM count, with a note saying so. Without the SM count nothing is
+        assumed: a part of the family with other clocks or memory (an NVL board) must not pass for a row."""
+        family = _FAMILY.search(key)
+        if family is None or sm_count is None:
+            return None
+        token = family.group(1).replace(" ", "-")
+        rows = [spec for spec in self.gpus if (spec.id == token or spec.id.startswith(f"{token}-"))
+                and _per_device_sms(spec) == sm_count]
+        if not rows:
+            return None
+        spec = rows[0]
+        return GpuMatch(spec, "family", f"'{name}' is not in the hardware table: taken as the {spec.name}, of its "
+                                        f"family with the same {sm_count} SMs; say which row it is with --origin, "
+                                        "or add it in your hardware file")
+
+
+# GPU families whose rows share a name prefix; a device name of one of them finds the family's row.
+_FAMILY = re.compile(r"\b(v100|a100|h100|h200|b200|a10g|l40s|l4|t4|mi250x|mi250|mi300x|rtx 4090)\b")
 
 
 def _per_device_sms(spec: GpuSpec) -> float | None:

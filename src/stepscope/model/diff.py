@@ -24,6 +24,8 @@ class DiffSide(Struct, kw_only=True):
     model_flops_per_step: float | None = None
     peak_allocated_bytes: int | None = None  # the largest over the devices
     peak_reserved_bytes: int | None = None
+    batch_size: int | None = None  # samples per step: the run's, else samples/s over steps/s (--batch-size)
+    config: dict[str, str] = msgspec.field(default_factory=dict)  # what the run had set, in words (Diff.config_changes)
 
 
 class CategoryDelta(Struct, kw_only=True):
@@ -31,6 +33,10 @@ class CategoryDelta(Struct, kw_only=True):
     before_us: float
     after_us: float
     delta_us: float
+    # Per sample, when both runs know their batch size (the figures to compare when it changed).
+    before_us_per_sample: float | None = None
+    after_us_per_sample: float | None = None
+    delta_us_per_sample: float | None = None
 
 
 class PatternChange(Struct, kw_only=True):
@@ -54,6 +60,30 @@ class LineChange(Struct, kw_only=True):
     before_us: float | None  # per step
     after_us: float | None
     delta_us: float
+    before_us_per_sample: float | None = None
+    after_us_per_sample: float | None = None
+    delta_us_per_sample: float | None = None
+
+
+class ConfigChange(Struct, kw_only=True):
+    """A setting that differs between the runs, in words: batch size, DataLoader workers, dtype, compile, device."""
+
+    name: str
+    before: str | None  # None: not known for that run
+    after: str | None
+
+
+class KernelGroup(Struct, kw_only=True):
+    """Kernels that differ only in their C++ template arguments or parameters, summed: time per step and per sample."""
+
+    name: str  # the shared name, template arguments and parameters elided ('at::native::elementwise_kernel<…>(…)')
+    kernels: int  # distinct kernel names in the group, over both runs
+    before_us_per_step: float | None  # None: none of the group in that run's kernel list
+    after_us_per_step: float | None
+    delta_us_per_step: float
+    before_us_per_sample: float | None = None
+    after_us_per_sample: float | None = None
+    delta_us_per_sample: float | None = None
 
 
 class Diff(Struct, kw_only=True):
@@ -75,6 +105,13 @@ class Diff(Struct, kw_only=True):
     kernel_lists_complete: bool  # False: a run lists only its top kernels, so appeared/gone means in that list
     lines_changed: list[LineChange] = msgspec.field(default_factory=list)
     notes: list[str] = msgspec.field(default_factory=list)
+    config_changes: list[ConfigChange] = msgspec.field(default_factory=list)
+    per_sample: bool = False  # the batch size changed: compare time per sample (breakdown, kernels, lines, the gate)
+    # The one speed-up the diff leads with: the throughput ratio when both runs have one (samples/s when both know
+    # their batch), else the step-time speed-up; its basis in words.
+    headline_speedup: float | None = None
+    headline_basis: str = ""  # "samples/s" | "steps/s" | "step time"
+    kernel_groups: list[KernelGroup] = msgspec.field(default_factory=list)  # largest change first (per sample if so)
 
 
 def diff_to_json(diff: Diff) -> bytes:

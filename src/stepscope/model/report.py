@@ -19,6 +19,7 @@ from stepscope.model.run import (  # noqa: F401 - part of the Report's namespace
     OptimizerSettings,
     OverheadCorrection,
     Reference,
+    Replay,
     Run,
     Settings,
     StepEnergy,
@@ -67,6 +68,9 @@ class Summary(Struct, kw_only=True):
     step_count: int = 0
     step_source: str = ""
     dropped_steps: list[str] = msgspec.field(default_factory=list)
+    # A live capture's headline (step_time_us, steps_per_s, samples_per_s) is its unprofiled step; the steps table's
+    # mean (the replayed, or recorded, timeline) is then this:
+    timeline_step_time_us: float | None = None
 
 
 class DeviceIdle(Struct, kw_only=True):
@@ -265,6 +269,7 @@ class Report(Struct, kw_only=True):
     prediction: Prediction | None = None  # this job on other GPUs (`--predict GPUS`, `stepscope predict`)
     utilization: Utilization | None = None  # FLOPs, MFU, roofline (model/usage.py)
     memory_usage: MemoryUsage | None = None  # the peak by category, memory over time, batch headroom
+    replay: Replay | None = None  # live captures: how the timeline was made and how far it is from the job
 
 
 class LineCost(Struct, kw_only=True):

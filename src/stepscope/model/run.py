@@ -113,3 +113,19 @@ class Settings(Struct, kw_only=True):
     intra_op_threads: int | None = None  # torch.get_num_threads()
     cpu_capability: str | None = None  # the CPU kernels torch uses: "AVX512", "AVX2", ...
     cpu_bf16: str | None = None  # the CPU flag for native bf16 ("amx_bf16", "avx512_bf16"), None without
+
+
+class Replay(Struct, kw_only=True):
+    """How a live capture's timeline was made: its steps replayed without the profiler's calibrated cost per event
+    (stepscope.replay), checked against the unprofiled steps; or why the recorded trace is used as it is."""
+
+    replayed: bool
+    why_not: str | None = None  # why the timeline is the recorded trace as it is
+    timeline_trace: str | None = None  # the trace the steps' timeline comes from (the timing pass's)
+    recorded_step_us: float | None = None  # median step of that trace, as recorded
+    replayed_step_us: float | None = None  # median step of the replay
+    unprofiled_step_us: float | None = None  # the run's reference (the report's headline step)
+    error: float | None = None  # replayed / unprofiled - 1
+    trusted: bool = False  # |error| within 5%: the replay stands for the job
+    removed_us_per_step: float | None = None  # the profiler's cost taken out of the host's path, per step
+    profiler_cost_ns: dict[str, float] = msgspec.field(default_factory=dict)  # per event: op, launch, alloc, range

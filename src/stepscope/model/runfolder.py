@@ -9,6 +9,7 @@ REPORT_HTML = "report.html"
 TELEMETRY = "telemetry.json"  # stepscope.telemetry/1: CPU and GPU readings over the run
 CENSUS = "census.json"  # what the model and optimizer hold, for the memory categories
 CALIBRATION = "calibration.json"  # the profiler's cost per event on the capturing machine (capture/calibrate.py)
+TIMING = "timing.json.gz"  # the timing pass: the steps recorded with minimal settings (capture/window.py)
 
 # What a run writes, for `--force` to replace them all and nothing else.
-RUN_FILES = (TRACE, REPORT_JSON, REPORT_TEXT, REPORT_HTML, TELEMETRY, CENSUS, CALIBRATION)
+RUN_FILES = (TRACE, REPORT_JSON, REPORT_TEXT, REPORT_HTML, TELEMETRY, CENSUS, CALIBRATION, TIMING)

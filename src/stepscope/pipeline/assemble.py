@@ -11,19 +11,23 @@ from stepscope.analysis.facts import Facts
 from stepscope.model import report as s
 from stepscope.pipeline import sections
 from stepscope.pipeline.options import AnalyzeOptions
+from stepscope.pipeline.timeline import Timeline
 from stepscope.pipeline.usage import memory_section, utilization_section
 from stepscope.predict.energy import origin_energy
 from stepscope.ranks.to_report import JobParts
+from stepscope.units import ns_text
 from stepscope.version import __version__
 
 GENERATOR = f"stepscope {__version__}"
 
 
 def report(facts: Facts, advice: Advice, options: AnalyzeOptions, prediction: s.Prediction | None = None,
-           prediction_notes: tuple[str, ...] = ()) -> s.Report:
-    """One trace's Report. Notes: the capture's, the trace's, how the verdict was taken, then the prediction's."""
+           prediction_notes: tuple[str, ...] = (), timeline: Timeline | None = None) -> s.Report:
+    """One trace's Report. Notes: the capture's, the trace's, how the timeline was made, how the verdict was taken,
+    then the prediction's."""
     trace = facts.trace
-    summary = sections.summary(facts, options.batch_size)
+    replay = replay_section(timeline) if timeline is not None and timeline.deperturbed is not None else None
+    summary = headline(sections.summary(facts, options.batch_size), options, options.batch_size)
     devices = sections.devices(trace)
     return s.Report(
         generator=GENERATOR,
@@ -42,22 +46,76 @@ def report(facts: Facts, advice: Advice, options: AnalyzeOptions, prediction: s.
         memory=sections.memory(facts),
         patterns=advice.patterns,
         recommendations=advice.recommendations,
-        notes=[*options.capture_notes, *trace.meta.notes, *advice.notes, *prediction_notes],
+        notes=[*options.capture_notes, *trace.meta.notes, *replay_notes(replay), *advice.notes, *prediction_notes],
         lines=sections.lines(facts),
         modules=sections.modules(facts),
         timeline=sections.timeline(facts),
         utilization=utilization_section(facts),
         memory_usage=memory_section(facts, options.batch_size),
-        run=run_section(options.run, advice.correction, summary.step_time_us) if options.run is not None else None,
+        run=run_section(options.run, advice.correction, summary.step_time_us, replay) if options.run is not None
+        else None,
         prediction=prediction,
+        replay=replay,
     )
 
 
-def run_section(run: s.Run, correction: s.OverheadCorrection | None, step_time_us: float | None) -> s.Run:
+def headline(summary: s.Summary, options: AnalyzeOptions, batch_size: int | None) -> s.Summary:
+    """A live capture's headline step is its unprofiled step (the job as it runs, not as the profiler saw it); the
+    steps table's mean stays beside it."""
+    ref = options.reference
+    if ref is None or not ref.step_us:
+        return summary
+    steps_per_s = 1e6 / ref.step_us
+    return msgspec.structs.replace(
+        summary, step_time_us=ref.step_us, timeline_step_time_us=summary.step_time_us,
+        steps_per_s=round(steps_per_s, 3), samples_per_s=round(steps_per_s * batch_size, 2) if batch_size else None)
+
+
+def replay_section(timeline: Timeline) -> s.Replay:
+    dep = timeline.deperturbed
+    assert dep is not None
+
+    def us(ns: float | None) -> float | None:
+        return round(ns / 1e3, 3) if ns is not None else None
+
+    cost = {}
+    if dep.replayed and dep.cost is not None:
+        cost = {k: round(v, 1) for k, v in (("op", dep.cost.op_ns), ("launch", dep.cost.launch_ns),
+                                             ("alloc", dep.cost.alloc_ns), ("range", dep.cost.range_ns))}
+    return s.Replay(replayed=dep.replayed, why_not=dep.why_not, timeline_trace=timeline.timeline_path,
+                    recorded_step_us=us(dep.recorded_step_ns), replayed_step_us=us(dep.replayed_step_ns),
+                    unprofiled_step_us=us(dep.unprofiled_step_ns),
+                    error=round(dep.error, 4) if dep.error is not None else None, trusted=dep.trusted,
+                    removed_us_per_step=us(dep.removed_ns_per_step) if dep.replayed else None,
+                    profiler_cost_ns=cost)
+
+
+def replay_notes(replay: s.Replay | None) -> list[str]:
+    """What the report says of its timeline: the replay's error against the unprofiled step, or why there is none."""
+    if replay is None:
+        return []
+    if not replay.replayed:
+        return [f"timeline as recorded, with the profiler's cost in it: {replay.why_not}"]
+    text = (f"replay: {ns_text((replay.replayed_step_us or 0) * 1e3)} per step against "
+            f"{ns_text((replay.unprofiled_step_us or 0) * 1e3)} measured unprofiled "
+            f"({(replay.error or 0):+.1%}); as recorded {ns_text((replay.recorded_step_us or 0) * 1e3)}: the "
+            f"profiler's cost ({ns_text((replay.removed_us_per_step or 0) * 1e3)} per step) is taken out of the "
+            "steps, the breakdown, the GPU's use, the verdict and the estimates")
+    if not replay.trusted:
+        text += (f"; the replay is {abs(replay.error or 0):.0%} from the unprofiled step, beyond 5%: its shares are "
+                 "approximate")
+    return [text]
+
+
+def run_section(run: s.Run, correction: s.OverheadCorrection | None, step_time_us: float | None,
+                replay: s.Replay | None = None) -> s.Run:
     """The capture's run section with what the analysis measured: the profiler's overhead, like with like (the
     trace's median step over the reference), and each GPU's energy per step."""
     measured = {"recorded_step_us": correction.profiled_step_us, "profiler_overhead": correction.overhead} \
         if correction is not None else {}
+    if correction is None and replay is not None and replay.recorded_step_us and replay.unprofiled_step_us:
+        measured = {"recorded_step_us": replay.recorded_step_us,
+                    "profiler_overhead": round(replay.recorded_step_us / replay.unprofiled_step_us - 1, 4)}
     return msgspec.structs.replace(run, overhead_correction=correction, energy_per_step=_energy(run, step_time_us),
                                    **measured)
 

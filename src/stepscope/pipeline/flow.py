@@ -7,13 +7,12 @@ from pathlib import Path
 from typing import Any
 
 from stepscope.advice import advise
-from stepscope.analysis.facts import compute_facts
 from stepscope.errors import StepscopeError
 from stepscope.model import report as s
 from stepscope.pipeline import assemble, ranks, sources
 from stepscope.pipeline.options import AnalyzeOptions
+from stepscope.pipeline.timeline import timeline_facts
 from stepscope.predict import predict
-from stepscope.trace.census import read_census
 from stepscope.trace.load import read_trace
 from stepscope.trace.model import Trace
 
@@ -36,10 +35,12 @@ def analyze(source: sources.Source, options: AnalyzeOptions | None = None, **cha
 def one_report(trace: str | Path | Trace, options: AnalyzeOptions) -> s.Report:
     """One trace's full Report (a path is read first)."""
     trace = trace if isinstance(trace, Trace) else read_trace(trace)
-    facts = compute_facts(_timeline(trace, options), options.step_range, census=read_census(trace.meta.path))
+    timeline = timeline_facts(trace, options)
+    facts = timeline.facts
     if options.on_facts is not None:
         options.on_facts(facts)
-    advice = advise(facts, options.run)
+    replayed = timeline.deperturbed is not None and timeline.deperturbed.replayed
+    advice = advise(facts, options.run, correct=not replayed)
     prediction, notes = None, ()
     if options.predict is not None:
         try:
@@ -47,13 +48,4 @@ def one_report(trace: str | Path | Trace, options: AnalyzeOptions) -> s.Report:
                                  step_range=options.step_range)
         except StepscopeError as exc:  # the analysis stands without it; say why there is none
             notes = (f"no prediction: {exc.message}" + (f" ({exc.hint})" if exc.hint else ""),)
-    return assemble.report(facts, advice, options, prediction, notes)
-
-
-def _timeline(trace: Trace, options: AnalyzeOptions) -> Trace:
-    """The trace the analyses read: the seam where a live capture's recorded window is swapped for its replayed
-    version, with the profiler's calibrated cost per event taken out (options.calibration) and checked against the
-    unprofiled steps (options.reference).
-
-    TODO(replay): the lead's stepscope.replay fills this in; until then the trace is analysed as recorded."""
-    return trace
+    return assemble.report(facts, advice, options, prediction, notes, timeline)

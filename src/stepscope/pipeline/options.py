@@ -6,6 +6,7 @@ from __future__ import annotations
 import dataclasses
 from collections.abc import Callable
 from dataclasses import dataclass
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
@@ -15,6 +16,7 @@ if TYPE_CHECKING:
     from stepscope.predict import PredictRequest
     from stepscope.ranks.driver import Progress
     from stepscope.ranks.engines import Engine
+    from stepscope.trace.model import Trace
 
 
 @dataclass(frozen=True)
@@ -29,10 +31,12 @@ class AnalyzeOptions:
     # run section, whose settings and reference the advice reads) and what the capture said (first notes).
     run: Run | None = None
     capture_notes: tuple[str, ...] = ()
-    # What the replay takes (stepscope.replay): the unprofiled step timings of the run, and the profiler's cost
-    # per event on the capturing machine (the run folder's calibration.json). Unused until the replay lands.
+    # What the replay takes (stepscope.replay): the unprofiled step timings of the run, the profiler's cost per
+    # event on the capturing machine (the run folder's calibration.json) and the timing pass's trace (timing.json.gz,
+    # recorded with minimal settings before the recorded pass: the steps' timeline comes from it).
     reference: Reference | None = None
     calibration: ProfilerCost | None = None
+    timing: str | Path | Trace | None = None
     # Handed the Facts of a one-trace analysis: for outputs that read the trace again (the annotated trace).
     on_facts: Callable[[Facts], None] | None = None
 
@@ -44,4 +48,5 @@ class AnalyzeOptions:
         """What a per-rank task on an engine is given: nothing that cannot travel to another process (the engine,
         the progress bar, the facts hook), and a prediction and run section for the main rank only."""
         return self.replace(engine=None, progress=None, on_facts=None, predict=self.predict if main else None,
-                        run=self.run if main else None, capture_notes=self.capture_notes if main else ())
+                        run=self.run if main else None, capture_notes=self.capture_notes if main else (),
+                        timing=self.timing if main else None)

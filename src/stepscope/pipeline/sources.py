@@ -55,6 +55,7 @@ def with_run_folder(paths: list[str | Path], options: AnalyzeOptions) -> Analyze
         batch_size=batch,
         reference=options.reference or (run.reference if run is not None else None),
         calibration=options.calibration or calibration_in(folder),
+        timing=options.timing or timing_in(folder),
     )
 
 
@@ -64,8 +65,16 @@ def with_live_run(options: AnalyzeOptions) -> AnalyzeOptions:
     run = options.run
     if run is None:
         return options
+    folder = Path(run.folder) if run.folder else None
     return options.replace(reference=options.reference or run.reference,
-                           calibration=options.calibration or calibration_in(Path(run.folder) if run.folder else None))
+                           calibration=options.calibration or calibration_in(folder),
+                           timing=options.timing or timing_in(folder))
+
+
+def timing_in(folder: Path | None) -> Path | None:
+    """The timing pass's trace in a run folder, when the capture made one."""
+    path = folder / runfolder.TIMING if folder is not None else None
+    return path if path is not None and path.is_file() else None
 
 
 def _run_section(folder: Path) -> Run | None:

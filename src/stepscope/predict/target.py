@@ -11,9 +11,9 @@ from stepscope.advice.context import Context
 from stepscope.advice.patterns import classify
 from stepscope.analysis.facts import Facts, compute_facts
 from stepscope.predict.gpus import Roofs
-from stepscope.predict.replay import replay
 from stepscope.predict.scaling import scale
 from stepscope.predict.work import GpuWork
+from stepscope.replay import replay
 from stepscope.trace import intervals as iv
 from stepscope.trace.model import DeviceInfo, Trace
 
@@ -70,7 +70,8 @@ def run_target(facts: Facts, device: int, work: GpuWork, origin: Roofs, target: 
     memory = spec.memory_bytes()
     info = DeviceInfo(id=device, name=spec.name, kind="cuda" if spec.vendor == "nvidia" else "rocm",
                       total_memory_bytes=memory, sm_count=int(spec.sm_count.value) if spec.sm_count.value else None)
-    replayed = replay(trace, device, work.rows, scaled.dur, host_speed=host_speed, device_info=info)
+    replayed = replay(trace, device=device, rows=work.rows, new_dur=scaled.dur, host_speed=host_speed,
+                      device_info=info)
     new_facts = compute_facts(replayed, step_range)
     notes = list(scaled.assumptions)
     if host_speed != 1.0:

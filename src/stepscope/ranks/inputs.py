@@ -19,7 +19,10 @@ def rank_files(paths: Iterable[str | Path]) -> list[Path]:
     """Every file to analyse, in the order given (folders and globs sorted by name), duplicates dropped."""
     files: list[Path] = []
     for raw in paths:
-        files.extend(_one(str(raw), None, allow_list=True))
+        try:
+            files.extend(_one(str(raw), None, allow_list=True))
+        except OSError as exc:  # a name the system refuses (too long, ...): say so, not a traceback
+            raise StepscopeError(f"{_shown(str(raw))}: not a usable path ({exc.strerror or exc})") from None
     if not files:
         raise StepscopeError("no trace given")
     return list(dict.fromkeys(files))
@@ -57,11 +60,29 @@ def _list_file(path: Path) -> list[Path]:
     except ValueError:
         raise StepscopeError(f"{path}: not a list of traces (binary content); a trace file is named .json, .json.gz, "
                              ".sqlite or .nsys-rep") from None
+    if _is_json(text):  # a JSON trace under a list's name: the reader goes by content, so read it as a trace
+        return [path]
     lines = [line.strip() for line in text.splitlines()]
-    entries = [line for line in lines if line and not line.startswith("#")]
+    entries = [(n, line) for n, line in enumerate(lines, 1) if line and not line.startswith("#")]
     if not entries:
         raise StepscopeError(f"{path}: the list of traces is empty")
     files: list[Path] = []
-    for entry in entries:
-        files.extend(_one(entry, path.parent, allow_list=False))
+    for n, entry in entries:
+        try:
+            files.extend(_one(entry, path.parent, allow_list=False))
+        except OSError as exc:
+            raise StepscopeError(f"{path}: line {n} is not a usable path ({exc.strerror or exc}): "
+                                 f"{_shown(entry)}") from None
+        except StepscopeError as exc:
+            raise StepscopeError(f"{path}: line {n}: {exc.message}", hint=exc.hint) from None
     return files
+
+
+def _is_json(text: str) -> bool:
+    """A JSON object, or an array of objects: no list of paths starts so (a glob starts `[0-9]`, not `[{`)."""
+    head = text.lstrip()[:64]
+    return head.startswith("{") or (head.startswith("[") and head[1:].lstrip()[:1] in ("{", "]", ""))
+
+
+def _shown(text: str) -> str:
+    return text if len(text) <= 80 else f"{text[:60]}... ({len(text):,} characters)"

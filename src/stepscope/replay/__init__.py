@@ -5,6 +5,11 @@ run's unprofiled steps: the replay error is part of the report), what-if (a fix 
 another GPU (kernels scaled by roofs, host by its measured speed).
 
 It sits below advice and predict, so the verdict, the estimates and predict share one model of the step. The
-pipeline hands it the trace, the run's reference and its calibration in one place: pipeline/flow.py's
-`_timeline`.
+pipeline hands it the trace, the run's reference and its calibration in one place (pipeline/timeline.py).
 """
+
+from stepscope.replay.blocking import blocking_calls
+from stepscope.replay.engine import replay
+from stepscope.replay.host_clock import HostCost
+
+__all__ = ["HostCost", "blocking_calls", "replay"]

@@ -1,99 +1,136 @@
 """The diff of two runs (`stepscope.diff/1`) rendered: terminal and HTML. The figures in a Diff are computed
-by `stepscope.compare.compare`; this module only formats them."""
+by `stepscope.compare.compare`; this module only selects and formats them: the speed-up it leads with (the throughput
+ratio), what changed in the configuration, then the breakdown, kernels and lines, per sample when the batch changed."""
 
 from __future__ import annotations
 
 from typing import Any
 
-from rich import box
 from rich.console import Group, RenderableType
-from rich.table import Table
 from rich.text import Text
 
 from stepscope.model.diff import Diff
 from stepscope.report.palette import BREAKDOWN_LABELS
+from stepscope.report.tables import Cell, Table, kernel_cell
 from stepscope.units import bytes_cell, share_cell, us_cell
 
+ORDER = {c: i for i, c in enumerate(BREAKDOWN_LABELS)}  # the breakdown's priority order, as the report draws it
 
-def _signed_ms(us: float | None) -> str:
+
+def _signed(us: float | None) -> str:
     if us is None:
         return "-"
     return f"+{us_cell(us)}" if us > 0 else (us_cell(us) if us else "0")
 
 
+def _delta(us: float | None) -> Cell:
+    """A change of time: red when it grew, green when it shrank."""
+    return Cell(_signed(us), us, "up" if us and us > 0 else "down" if us and us < 0 else "")
+
+
 def _change(ratio: float | None) -> str:
-    if ratio is None:
-        return ""
-    return f"{(ratio - 1) * 100:+.1f}%"
+    return "" if ratio is None else f"{(ratio - 1) * 100:+.1f}%"
 
 
-def headline(diff: Diff) -> Text:
-    """Step time before -> after, the speed-up, throughput and GPU utilisation."""
+def verdict(diff: Diff) -> str:
+    """The one figure the diff leads with: the throughput ratio (samples/s when both runs know their batch), the
+    step-time speed-up without one."""
+    x = diff.headline_speedup
+    if not x:
+        return "No step time to compare"
+    basis = f" ({diff.headline_basis})" if diff.headline_basis else ""
+    per = " per sample" if diff.per_sample else ""
+    if abs(x - 1) < 0.005:
+        return f"No change{per}{basis}"
+    return f"{x if x >= 1 else 1 / x:.2f}x {'faster' if x >= 1 else 'slower'}{per}{basis}"
+
+
+def headline(diff: Diff) -> list[str]:
+    """The figures under the verdict: throughput, step time (and what a step holds when the batch changed), GPU
+    utilisation, MFU, peak memory."""
     b, a = diff.before, diff.after
-    t = Text()
-    t.append("step time ", style="bold")
-    t.append(f"{us_cell(b.step_time_us)} -> {us_cell(a.step_time_us)}", style="bold cyan")
-    if diff.speedup and abs(diff.speedup - 1) < 0.005:
-        t.append("  (no change)")
-    elif diff.speedup:
-        faster = diff.speedup >= 1
-        t.append(f"  ({_change(diff.step_time_ratio)}, {diff.speedup if faster else 1 / diff.speedup:.2f}x "
-                 f"{'faster' if faster else 'slower'})", style="green" if faster else "red")
+    lines = []
     if diff.throughput_ratio:
         unit = diff.throughput_unit
-        before = b.samples_per_s if unit == "samples/s" else b.steps_per_s
-        after = a.samples_per_s if unit == "samples/s" else a.steps_per_s
-        t.append(f"\n{unit} {before:,.2f} -> {after:,.2f} ({diff.throughput_ratio:.2f}x)")
+        tb = b.samples_per_s if unit == "samples/s" else b.steps_per_s
+        ta = a.samples_per_s if unit == "samples/s" else a.steps_per_s
+        lines.append(f"{unit} {tb:,.1f} -> {ta:,.1f} ({diff.throughput_ratio:.2f}x)")
+    step = f"step time {us_cell(b.step_time_us)} -> {us_cell(a.step_time_us)} ({_change(diff.step_time_ratio)})"
+    if diff.per_sample:
+        step += f": a step holds {b.batch_size} -> {a.batch_size} samples, so the time per sample is what compares"
+    lines.append(step)
     if b.gpu_utilization is not None or a.gpu_utilization is not None:
-        t.append(f"\nGPU utilisation {share_cell(b.gpu_utilization)} -> {share_cell(a.gpu_utilization)}")
+        lines.append(f"GPU utilisation {share_cell(b.gpu_utilization)} -> {share_cell(a.gpu_utilization)}")
     if b.mfu is not None or a.mfu is not None:
-        t.append(f"\nMFU {share_cell(b.mfu, 1)} -> {share_cell(a.mfu, 1)}")
+        lines.append(f"MFU {share_cell(b.mfu, 1)} -> {share_cell(a.mfu, 1)}")
     if b.peak_allocated_bytes is not None or a.peak_allocated_bytes is not None:
-        t.append(f"\npeak memory allocated {bytes_cell(b.peak_allocated_bytes)} -> {bytes_cell(a.peak_allocated_bytes)}"
-                 f" (reserved {bytes_cell(b.peak_reserved_bytes)} -> {bytes_cell(a.peak_reserved_bytes)})")
-    return t
+        lines.append(f"peak memory allocated {bytes_cell(b.peak_allocated_bytes)} -> "
+                     f"{bytes_cell(a.peak_allocated_bytes)} (reserved {bytes_cell(b.peak_reserved_bytes)} -> "
+                     f"{bytes_cell(a.peak_reserved_bytes)})")
+    return lines
 
 
-def _pattern_lines(diff: Diff) -> Text | None:
-    if not (diff.patterns_appeared or diff.patterns_gone or diff.patterns_kept):
-        return None
-    t = Text("Patterns\n", style="bold")
-    for p in diff.patterns_gone:
-        t.append(f"  - {p.id} went away (was {share_cell(p.before_share)})\n", style="green")
-    for p in diff.patterns_appeared:
-        t.append(f"  + {p.id} appeared ({share_cell(p.after_share)})\n", style="red")
-    for p in diff.patterns_kept:
-        t.append(f"  = {p.id} {share_cell(p.before_share)} -> {share_cell(p.after_share)}\n")
-    return t
+def config_lines(diff: Diff) -> list[str]:
+    """What changed in the configuration, as the reports record it (a value not recorded reads 'not known')."""
+    if diff.config_changes:
+        return [f"{c.name}: {c.before or 'not known'} -> {c.after or 'not known'}" for c in diff.config_changes]
+    recorded = sorted(set(diff.before.config) & set(diff.after.config))
+    if not recorded:
+        return []
+    if set(recorded) <= {"device", "batch (samples per step)"}:
+        return [f"neither {' nor '.join(recorded)} changed; the reports record no more (DataLoader workers, dtype "
+                "and compile are recorded by `stepscope run`)"]
+    return [f"none of the recorded settings changed ({', '.join(recorded)}): the difference is elsewhere (code, "
+            "data, machine load)"]
 
 
-def diff_tables(diff: Diff) -> list[dict[str, Any]]:
-    """The diff's tables as plain rows (title, columns, rows of (text, raw value)); terminal and HTML draw them."""
-    tables = [{
-        "title": "Step-time breakdown (per step)", "id": "breakdown",
-        "columns": ["category", "before", "after", "delta"],
-        "rows": [[(BREAKDOWN_LABELS.get(c.category, c.category), None), (us_cell(c.before_us), c.before_us),
-                  (us_cell(c.after_us), c.after_us), (_signed_ms(c.delta_us), c.delta_us)]
-                 for c in diff.breakdown if c.before_us or c.after_us],
-    }]
-    scope = "" if diff.kernel_lists_complete else " (among each run's top kernels)"
-    for title, rows in ((f"Kernels that appeared{scope}", diff.kernels_appeared),
-                        (f"Kernels that disappeared{scope}", diff.kernels_disappeared),
-                        ("Kernels that changed most", diff.kernels_changed)):
-        if rows:
-            tables.append({
-                "title": title, "id": title.split()[2], "columns": ["kernel", "before/step", "after/step", "delta"],
-                "rows": [[(k.name, None), (us_cell(k.before_us_per_step), k.before_us_per_step),
-                          (us_cell(k.after_us_per_step), k.after_us_per_step),
-                          (_signed_ms(k.delta_us_per_step), k.delta_us_per_step)] for k in rows],
-            })
+def pattern_lines(diff: Diff) -> list[tuple[str, str]]:
+    """(text, how it moved: 'down' went away, 'up' appeared, '' stayed)."""
+    return ([(f"{p.id.replace('_', ' ')} went away (was {share_cell(p.before_share)})", "down")
+             for p in diff.patterns_gone]
+            + [(f"{p.id.replace('_', ' ')} appeared ({share_cell(p.after_share)})", "up")
+               for p in diff.patterns_appeared]
+            + [(f"{p.id.replace('_', ' ')}: {share_cell(p.before_share)} -> {share_cell(p.after_share)}", "")
+               for p in diff.patterns_kept])
+
+
+def diff_tables(diff: Diff) -> list[Table]:
+    """The breakdown, the kernels by name and the lines, before and after: per sample when the batch changed."""
+    per = "per sample" if diff.per_sample else "per step"
+    sample = diff.per_sample
+
+    def pair(step: tuple[float | None, ...], per_sample: tuple[float | None, ...]) -> list[Cell]:
+        before, after, delta = per_sample if sample else step
+        return [Cell(us_cell(before), before), Cell(us_cell(after), after), _delta(delta)]
+
+    tables = [Table(
+        [("category", "text"), ("before", ""), ("after", ""), ("delta", "")],
+        [[Cell(BREAKDOWN_LABELS.get(c.category, c.category), None, "text"),
+          *pair((c.before_us, c.after_us, c.delta_us),
+                (c.before_us_per_sample, c.after_us_per_sample, c.delta_us_per_sample))]
+         for c in sorted(diff.breakdown, key=lambda c: ORDER.get(c.category, len(ORDER)))
+         if c.before_us or c.after_us],
+        title=f"Step-time breakdown ({per})", id="diff-breakdown")]
+    if diff.kernel_groups:
+        scope = ("" if diff.kernel_lists_complete
+                 else " Each run lists only its top kernels: new and gone mean in that list.")
+        tables.append(Table(
+            [("kernel", "text name"), ("kernels", ""), ("before", ""), ("after", ""), ("delta", ""), ("", "text")],
+            [[kernel_cell(g.name), Cell(str(g.kernels), g.kernels),
+              *pair((g.before_us_per_step, g.after_us_per_step, g.delta_us_per_step),
+                    (g.before_us_per_sample, g.after_us_per_sample, g.delta_us_per_sample)),
+              Cell("new" if g.before_us_per_step is None else "gone" if g.after_us_per_step is None else "", None,
+                   "text")] for g in diff.kernel_groups],
+            title=f"Kernels whose time changed most ({per})", id="diff-kernels",
+            note="Kernels that differ only in their C++ template arguments are one row (`kernels`: how many)." + scope))
     if diff.lines_changed:
-        tables.append({
-            "title": "Lines whose time changed most", "id": "lines", "columns": ["line", "before", "after", "delta"],
-            "rows": [[(f"{r.file}:{r.line} {r.code or r.function}".strip(), None), (us_cell(r.before_us), r.before_us),
-                      (us_cell(r.after_us), r.after_us), (_signed_ms(r.delta_us), r.delta_us)]
-                     for r in diff.lines_changed],
-        })
+        tables.append(Table(
+            [("line", "text mono"), ("code", "text mono"), ("before", ""), ("after", ""), ("delta", "")],
+            [[Cell(f"{r.file}:{r.line}", None, "text mono"), Cell(r.code or r.function, None, "text mono"),
+              *pair((r.before_us, r.after_us, r.delta_us),
+                    (r.before_us_per_sample, r.after_us_per_sample, r.delta_us_per_sample))]
+             for r in diff.lines_changed],
+            title=f"Lines whose time changed most ({per})", id="diff-lines"))
     return tables
 
 
@@ -101,35 +138,46 @@ class DiffTerminalRenderer:
     """Diff -> a rich renderable."""
 
     def render(self, diff: Diff) -> RenderableType:
+        from stepscope.report.fit import table
+
+        good = bool(diff.headline_speedup and diff.headline_speedup >= 1)
         parts: list[RenderableType] = [
             Text(f"before: {', '.join(diff.before.paths[:3])}\nafter:  {', '.join(diff.after.paths[:3])}",
                  style="dim"),
-            headline(diff),
+            Text(verdict(diff), style="bold green" if good else "bold red" if diff.headline_speedup else "bold"),
+            Text("\n".join(headline(diff))),
         ]
-        if (patterns := _pattern_lines(diff)) is not None:
-            parts.append(patterns)
-        for spec in diff_tables(diff):
-            table = Table(title=spec["title"], title_justify="left", title_style="bold", box=box.SIMPLE_HEAD,
-                          pad_edge=False)
-            for i, col in enumerate(spec["columns"]):
-                table.add_column(col, justify="left" if i == 0 else "right", overflow="fold",
-                                 max_width=70 if i == 0 else None)
-            for row in spec["rows"]:
-                table.add_row(*(Text(text) for text, _ in row))
-            parts.append(table)
+        if changes := config_lines(diff):
+            parts.append(Text("What changed\n", style="bold") + Text("\n".join(f"  {c}" for c in changes)))
+        if patterns := pattern_lines(diff):
+            text = Text("Patterns\n", style="bold")
+            for line, how in patterns:
+                text.append(f"  {line}\n", style={"down": "green", "up": "red"}.get(how, ""))
+            parts.append(text)
+        parts += [table(t) for t in diff_tables(diff)]
         parts += [Text(f"note: {n}", style="dim") for n in diff.notes]
         return Group(*parts)
+
+
+def diff_figure(diff: Diff) -> dict[str, Any]:
+    """The mean breakdown before and after, side by side."""
+    from stepscope.report import figures
+
+    if diff.per_sample:
+        return figures.breakdown_diff_figure({c.category: c.before_us_per_sample or 0.0 for c in diff.breakdown},
+                                             {c.category: c.after_us_per_sample or 0.0 for c in diff.breakdown},
+                                             "ms per sample")
+    return figures.breakdown_diff_figure({c.category: c.before_us for c in diff.breakdown},
+                                         {c.category: c.after_us for c in diff.breakdown})
 
 
 class DiffHtmlRenderer:
     """Diff -> one self-contained HTML page (bytes)."""
 
     def render(self, diff: Diff) -> bytes:
-        from stepscope.report import figures
         from stepscope.report.html import page
 
-        before = {c.category: c.before_us for c in diff.breakdown}
-        after = {c.category: c.after_us for c in diff.breakdown}
         return page("diff.html.j2", title="stepscope diff", generator=diff.generator or "stepscope",
-                    figures={"fig-diff-breakdown": figures.breakdown_diff_figure(before, after)},
-                    diff=diff, headline=headline(diff).plain.splitlines(), tables=diff_tables(diff))
+                    figures={"fig-diff-breakdown": diff_figure(diff)}, diff=diff, verdict=verdict(diff),
+                    headline=headline(diff), config=config_lines(diff), patterns=pattern_lines(diff),
+                    tables=diff_tables(diff))

@@ -21,8 +21,12 @@ from stepscope.report.palette import (
 Figure = dict[str, Any]
 
 ROW_HEIGHT = 26
-LAYOUT = {"template": "plotly_white", "margin": {"l": 10, "r": 10, "t": 30, "b": 40},
-          "legend": {"orientation": "h", "y": -0.2}, "font": {"family": "system-ui, sans-serif", "size": 12}}
+# The legend sits above the plot, where no tick label or axis title can run into it (below, rotated labels did).
+LEGEND = {"orientation": "h", "x": 0, "xanchor": "left", "y": 1.02, "yanchor": "bottom"}
+LAYOUT = {"template": "plotly_white", "margin": {"l": 10, "r": 10, "t": 30, "b": 40}, "legend": LEGEND,
+          "font": {"family": "system-ui, sans-serif", "size": 12}}
+# A second y axis keeps ticks of its own: plotly's default ('sync', on the first axis' grid) gives $0.07, 32.6 W.
+SECOND_AXIS = {"overlaying": "y", "side": "right", "showgrid": False, "tickmode": "auto", "automargin": True}
 
 
 def plain(text: str) -> str:
@@ -39,7 +43,7 @@ def breakdown_figure(report: Report) -> Figure | None:
     if not report.steps:
         return None
     steps = [f"step {plain(r.id)}" for r in report.steps]
-    fig = go.Figure(layout={**LAYOUT, "barmode": "stack", "yaxis": {"title": {"text": "ms"}},
+    fig = go.Figure(layout={**LAYOUT, "barmode": "stack", "yaxis": {"title": {"text": "ms per step"}},
                             "xaxis": {"type": "category"}, "hovermode": "x unified"})
     for cat, color in BREAKDOWN_COLORS.items():
         values = [r.breakdown_us.get(cat, 0.0) / 1000 for r in report.steps]
@@ -51,8 +55,7 @@ def breakdown_figure(report: Report) -> Figure | None:
         fig.add_scatter(x=steps, y=[None if u is None else 100 * u for u in utils], name="GPU utilisation",
                         yaxis="y2", mode="lines+markers", line={"color": "#222", "width": 2},
                         hovertemplate="%{y:.0f}%")
-        fig.update_layout(yaxis2={"title": {"text": "GPU utilisation %"}, "overlaying": "y", "side": "right",
-                                  "range": [0, 105], "showgrid": False,
+        fig.update_layout(yaxis2={**SECOND_AXIS, "title": {"text": "GPU utilisation %"}, "range": [0, 105],
                                   "tickmode": "linear", "tick0": 0, "dtick": 20})
     return _spec(fig)
 
@@ -63,7 +66,7 @@ def gpu_figure(report: Report) -> Figure | None:
         return None
     devices = [f"GPU {d.device}" for d in report.gpu.devices]
     fig = go.Figure(layout={**LAYOUT, "barmode": "stack", "xaxis": {"title": {"text": "ms per step"}},
-                            "height": 140 + 40 * len(devices)})
+                            "yaxis": {"type": "category"}, "height": 160 + 40 * len(devices)})
     for key, color in IDLE_COLORS.items():
         values = [(d.busy_us_per_step if key == "busy" else d.idle_us_per_step.get(key, 0.0)) / 1000
                   for d in report.gpu.devices]
@@ -81,11 +84,9 @@ def timeline_figure(timeline: Timeline | None) -> Figure | None:
     height = 150 + ROW_HEIGHT * len(t.rows)
     fig = go.Figure(layout={
         **LAYOUT, "height": height, "hovermode": "closest", "showlegend": True,
-        "margin": {**LAYOUT["margin"], "b": 90},
         "xaxis": {"title": {"text": f"µs from the start of step {plain(t.step_id)}"}, "range": [0, t.duration_us]},
         "yaxis": {"tickvals": list(range(len(t.rows))), "ticktext": [plain(r.label) for r in t.rows],
                   "autorange": "reversed", "automargin": True, "zeroline": False},
-        "legend": {"orientation": "h", "y": -60 / (height - 120), "yanchor": "top"},
     })
     for c, category in enumerate(t.categories):
         x: list[float | None] = []
@@ -121,29 +122,33 @@ MAX_CORE_LINES = 16  # more cores than this make an unreadable tangle; the run s
 
 
 def telemetry_figure(telemetry: TelemetryReport | None) -> Figure | None:
-    """A run's telemetry (stepscope.telemetry/1) over time: GPU and per-core CPU busy %, GPU power on a second
-    axis, and the profiled window shaded."""
+    """A run's telemetry (stepscope.telemetry/1) over time: each GPU's NVML utilisation and power, the CPU cores'
+    busy % (one grey line per core, one legend entry for them all), the profiled window shaded."""
     samples = telemetry.samples if telemetry is not None else []
     if not samples:
         return None
     t = [x.t for x in samples]
-    fig = go.Figure(layout={**LAYOUT, "hovermode": "x unified", "xaxis": {"title": {"text": "seconds"}},
+    fig = go.Figure(layout={**LAYOUT, "hovermode": "x unified",
+                            "xaxis": {"title": {"text": "seconds since the capture started"}},
                             "yaxis": {"title": {"text": "busy %"}, "range": [0, 105]}})
     names = telemetry.gpus if telemetry is not None else []
     for g in range(max((len(x.gpu) for x in samples), default=0)):
         readings = [x.gpu[g] if g < len(x.gpu) else GpuReading() for x in samples]
         label = plain(f"GPU {g}" + (f" ({names[g]})" if g < len(names) else ""))
-        fig.add_scatter(x=t, y=[r.util for r in readings], name=f"{label} utilisation", mode="lines")
+        fig.add_scatter(x=t, y=[r.util for r in readings], name=f"{label}: NVML utilisation %", mode="lines",
+                        hovertemplate="%{y:.0f}%")
         if any(r.power_w is not None for r in readings):
-            fig.add_scatter(x=t, y=[r.power_w for r in readings], name=f"{label} power (W)", mode="lines",
-                            yaxis="y2", line={"dash": "dot"})
-            fig.update_layout(yaxis2={"title": {"text": "W"}, "overlaying": "y", "side": "right",
-                                      "showgrid": False, "rangemode": "tozero"})
+            fig.add_scatter(x=t, y=[r.power_w for r in readings], name=f"{label}: power (W, right axis)",
+                            mode="lines", yaxis="y2", line={"dash": "dot"}, hovertemplate="%{y:.0f} W")
+            fig.update_layout(yaxis2={**SECOND_AXIS, "title": {"text": "W"}, "rangemode": "tozero"})
     cores = max((len(x.cpu or []) for x in samples), default=0)
-    for c in range(min(cores, MAX_CORE_LINES)):
-        fig.add_scatter(x=t, y=[(x.cpu or [None] * cores)[c] for x in samples], name=f"CPU core {c}",
-                        mode="lines", line={"width": 1, "color": "#9aa3b2"}, legendgroup="cpu",
-                        showlegend=c == 0 or cores <= 4)
+    drawn = min(cores, MAX_CORE_LINES)
+    for c in range(drawn):
+        fig.add_scatter(x=t, y=[(x.cpu or [None] * cores)[c] for x in samples], mode="lines",
+                        name=f"CPU busy %, one grey line per core ({drawn} of {cores})" if drawn < cores
+                        else f"CPU busy %, one grey line per core ({cores})",
+                        line={"width": 1, "color": "#9aa3b2"}, legendgroup="cpu", showlegend=c == 0,
+                        hovertemplate=f"core {c}: %{{y:.0f}}%<extra></extra>")
     window = telemetry.window if telemetry is not None else None
     if window:
         fig.add_vrect(x0=window.start_s, x1=window.end_s, fillcolor="#4c78a8", opacity=0.12, line_width=0,
@@ -151,10 +156,11 @@ def telemetry_figure(telemetry: TelemetryReport | None) -> Figure | None:
     return _spec(fig)
 
 
-def breakdown_diff_figure(before: dict[str, float], after: dict[str, float]) -> Figure:
-    """Before and after side by side: grouped bars of the mean breakdown (ms per step)."""
+def breakdown_diff_figure(before: dict[str, float], after: dict[str, float], unit: str = "ms per step") -> Figure:
+    """Before and after side by side: grouped bars of the mean breakdown (ms per step, or per sample)."""
     cats = [c for c in BREAKDOWN_COLORS if before.get(c) or after.get(c)]
-    fig = go.Figure(layout={**LAYOUT, "barmode": "group", "yaxis": {"title": {"text": "ms per step"}}})
+    fig = go.Figure(layout={**LAYOUT, "barmode": "group", "yaxis": {"title": {"text": unit}},
+                            "xaxis": {"type": "category"}})
     for label, values, color in (("before", before, "#9ecae9"), ("after", after, "#4c78a8")):
         fig.add_bar(x=[BREAKDOWN_LABELS[c] for c in cats], y=[values.get(c, 0.0) / 1000 for c in cats],
                     name=label, marker={"color": color}, hovertemplate="%{y:.2f} ms")
@@ -162,44 +168,60 @@ def breakdown_diff_figure(before: dict[str, float], after: dict[str, float]) -> 
 
 
 def prediction_figure(report: Report) -> Figure | None:
-    """Step time per GPU (bars, with the interval) and cost per million samples (else per GPU-hour) as markers."""
+    """Step time per GPU (the origin measured, the targets predicted with their interval) and the cost per million
+    samples (else the price per GPU-hour) as markers on a second axis."""
     p = report.prediction
     if p is None or not p.targets:
         return None
-    names = [plain(f"{p.origin.name or p.origin.gpu} (measured)")] + [plain(t.name or t.gpu) for t in p.targets]
-    steps = [(p.origin.step_time_us or 0) / 1000] + [t.step_time_us / 1000 for t in p.targets]
-    up = [0.0] + [(t.high_us - t.step_time_us) / 1000 for t in p.targets]
-    down = [0.0] + [(t.step_time_us - t.low_us) / 1000 for t in p.targets]
+    origin = plain(f"{p.origin.name or p.origin.gpu} (measured)")
+    names = [plain(t.name or t.gpu) for t in p.targets]
     fig = go.Figure(layout={**LAYOUT, "yaxis": {"title": {"text": "ms per step"}}, "xaxis": {"type": "category"},
                             "hovermode": "x unified"})
-    fig.add_bar(x=names, y=steps, name="step time", marker={"color": ["#9aa3b2"] + ["#4c78a8"] * len(p.targets)},
-                error_y={"type": "data", "symmetric": False, "array": up, "arrayminus": down},
-                hovertemplate="%{y:.2f} ms")
+    # One slot per GPU (offsetgroup): the measured bar and the predicted ones are two legend entries, not two colours
+    # under one.
+    fig.add_bar(x=[origin], y=[(p.origin.step_time_us or 0) / 1000], name="step time, measured (this trace)",
+                marker={"color": "#9aa3b2"}, offsetgroup="step", hovertemplate="%{y:.2f} ms")
+    fig.add_bar(x=names, y=[t.step_time_us / 1000 for t in p.targets], name="step time, predicted (bar: its interval)",
+                marker={"color": "#4c78a8"}, offsetgroup="step", hovertemplate="%{y:.2f} ms",
+                error_y={"type": "data", "symmetric": False,
+                         "array": [(t.high_us - t.step_time_us) / 1000 for t in p.targets],
+                         "arrayminus": [(t.step_time_us - t.low_us) / 1000 for t in p.targets]})
     per_sample = any(t.cost_per_million_samples is not None for t in p.targets)
-    costs = [None] + [t.cost_per_million_samples if per_sample else t.price_per_gpu_hour for t in p.targets]
+    costs = [t.cost_per_million_samples if per_sample else t.price_per_gpu_hour for t in p.targets]
     if any(c is not None for c in costs):
         label = "$ per million samples" if per_sample else "$ per GPU-hour"
-        fig.add_scatter(x=names, y=costs, name=label, yaxis="y2", mode="markers",
+        fig.add_scatter(x=names, y=costs, name=f"{label} (right axis)", yaxis="y2", mode="markers",
                         marker={"symbol": "diamond", "size": 12, "color": "#f58518"}, hovertemplate="$%{y:.2f}")
-        fig.update_layout(yaxis2={"title": {"text": label}, "overlaying": "y", "side": "right", "showgrid": False,
-                                  "rangemode": "tozero", "tickprefix": "$", "tickformat": ",.2f"})
+        fig.update_layout(yaxis2={**SECOND_AXIS, "title": {"text": label}, "rangemode": "tozero", "tickprefix": "$",
+                                  "tickformat": ",.2f"})
     return _spec(fig)
 
 
+# A rung's bar by what became of it; each colour is an entry of the legend.
+RUNG_COLORS = {"baseline": "#5b6475", "kept": "#2e7d32", "not kept": "#9aa3b5", "failed": "#c62828"}
+
+
 def ladder_figure(tune: Tune, unit: str) -> Figure | None:
-    """Throughput per rung of a tune: the measured bar, and beside it the estimate stepscope had made."""
+    """Throughput per rung of a tune: the measured bar (coloured by what became of the rung: kept, not kept,
+    failed) and beside it the estimate stepscope had made."""
     if tune.baseline is None:
         return None
     per_s = "samples_per_s" if unit == "samples/s" else "steps_per_s"
     labels = ["0 baseline"] + [plain(f"{t.rung} {'+'.join(t.tried)}" + "".join(
         f" {k}={v}" for f in t.tried for k, v in t.params.get(f, {}).items())) for t in tune.trials]
+    outcome = ["baseline"] + ["kept" if t.accepted else "failed" if t.status != "measured" else "not kept"
+                              for t in tune.trials]
     measured = [getattr(tune.baseline, per_s)] + [getattr(t, per_s) for t in tune.trials]
     estimated = [None] + [getattr(t, f"estimated_{per_s}") for t in tune.trials]
-    colors = ["#5b6475"] + ["#2e7d32" if t.accepted else "#c62828" if t.status != "measured" else "#9aa3b5"
-                            for t in tune.trials]
     fig = go.Figure(layout={**LAYOUT, "barmode": "group", "yaxis": {"title": {"text": unit}},
-                            "xaxis": {"type": "category"}})
-    fig.add_bar(x=labels, y=measured, name="measured", marker={"color": colors}, hovertemplate="%{y:,.1f}")
+                            "xaxis": {"type": "category", "categoryorder": "array", "categoryarray": labels,
+                                      "title": {"text": "rung: the fix it adds"}, "automargin": True}})
+    for kind, color in RUNG_COLORS.items():
+        mine = [i for i, o in enumerate(outcome) if o == kind]
+        if mine:
+            fig.add_bar(x=[labels[i] for i in mine], y=[measured[i] for i in mine], name=f"measured: {kind}",
+                        marker={"color": color}, offsetgroup="measured", hovertemplate="%{y:,.1f}")
     if any(e is not None for e in estimated):
-        fig.add_bar(x=labels, y=estimated, name="estimated", marker={"color": "#f2b84b"}, hovertemplate="%{y:,.1f}")
+        fig.add_bar(x=labels, y=estimated, name="estimated before the rung ran", marker={"color": "#f2b84b"},
+                    offsetgroup="estimated", hovertemplate="%{y:,.1f}")
     return _spec(fig)

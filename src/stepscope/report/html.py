@@ -5,22 +5,44 @@ from __future__ import annotations
 
 import base64
 import hashlib
+import re
 from functools import lru_cache
 from importlib import resources
 from typing import Any
 
 from jinja2 import Environment, FunctionLoader, StrictUndefined
-from markupsafe import Markup
+from markupsafe import Markup, escape
 
 from stepscope.model.report import Report
 from stepscope.model.telemetry import TelemetryReport
 from stepscope.report import sections
 from stepscope.report import tables as t
+from stepscope.report.evidence import evidence_items
 from stepscope.units import bytes_cell, count_cell, share_cell, us_cell
 
 
 def _template_source(name: str) -> str:
     return resources.files("stepscope.report").joinpath("templates", name).read_text(encoding="utf-8")
+
+
+# Where a long path, call or kernel name may wrap in a narrow column: after / . ( , = _ \ and ::, boundaries of its
+# syntax.
+BREAK_AFTER = re.compile(r"(?<=[/.(,=_\\])(?=\S)|(?<=::)(?=\S)")
+LONG_WORD = 16  # shorter words ('aten::to') stay whole
+MARKUP = re.compile(r"<[A-Za-z/!?]")  # a word that reads like markup is shown exactly as the trace wrote it
+
+
+def breakable(text: object) -> Markup:
+    """Text escaped, with <wbr> after path separators, dots, commas, brackets and underscores in its long words: a
+    table column can be as narrow as the longest part between them, so columns fit the page rather than hide off
+    its edge."""
+    out = []
+    for word in re.split(r"(\s+)", str(text)):
+        if len(word) < LONG_WORD or MARKUP.search(word):
+            out.append(str(escape(word)))
+        else:
+            out.append("<wbr>".join(str(escape(part)) for part in BREAK_AFTER.split(word)))
+    return Markup("".join(out))
 
 
 @lru_cache(maxsize=1)
@@ -29,7 +51,7 @@ def environment() -> Environment:
                       trim_blocks=True, lstrip_blocks=True)
     env.policies["json.dumps_kwargs"] = {"sort_keys": True, "allow_nan": False}
     env.filters.update(us_cell=us_cell, share_cell=share_cell, bytes_cell=bytes_cell, count_cell=count_cell,
-                       label=lambda s: str(s).replace("_", " "))
+                       label=lambda s: str(s).replace("_", " "), breakable=breakable)
     return env
 
 
@@ -73,7 +95,7 @@ class HtmlRenderer:
             generator=report.generator or "stepscope",
             figures={f"fig-{x.id}": x.figure for x in built if x.figure is not None},
             report=report,
-            evidence=t.evidence_items,
+            evidence=evidence_items,
             where=t.where,
             cards=sections.headline(report),
             sections=[x for x in built if x.id != "recommendations"],

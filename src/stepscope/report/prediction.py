@@ -26,6 +26,11 @@ def _rate(x: float | None) -> str:
     return "-" if x is None else f"{x:,.1f}"
 
 
+def _words(pattern: str | None, none: str = "-") -> str:
+    """A pattern id as words: 'gpu_compute_bound' -> 'gpu compute bound'."""
+    return pattern.replace("_", " ") if pattern else none
+
+
 def _marked(targets: list[Any], flag: str) -> str:
     return ", ".join(t.gpu for t in targets if getattr(t, flag)) or "-"
 
@@ -60,7 +65,7 @@ def prediction_table(report: Report) -> Table | None:
     o = p.origin
     epoch = any(t.cost_per_epoch is not None for t in p.targets)
     rows = [[Cell(o.gpu, None, "text"), Cell(us_cell(o.step_time_us), o.step_time_us), Cell("measured"),
-             Cell(_rate(o.samples_per_s), o.samples_per_s), Cell(o.bottleneck or "-", None, "text"),
+             Cell(_rate(o.samples_per_s), o.samples_per_s), Cell(_words(o.bottleneck), None, "text"),
              Cell(share_cell(o.gpu_utilization), o.gpu_utilization), Cell("-"), Cell("-"),
              *([Cell("-")] if epoch else []),
              Cell(_joules(o.energy_j_per_step), o.energy_j_per_step)]]
@@ -68,7 +73,7 @@ def prediction_table(report: Report) -> Table | None:
         rows.append([
             Cell(t.gpu, None, "text"), Cell(us_cell(t.step_time_us), t.step_time_us),
             Cell(_range(t.low_us, t.high_us), t.low_us),
-            Cell(_rate(t.samples_per_s), t.samples_per_s), Cell(t.bottleneck or "-", None, "text"),
+            Cell(_rate(t.samples_per_s), t.samples_per_s), Cell(_words(t.bottleneck), None, "text"),
             Cell(share_cell(t.gpu_utilization), t.gpu_utilization),
             Cell(_money(t.price_per_gpu_hour), t.price_per_gpu_hour),
             Cell(_money(t.cost_per_million_samples), t.cost_per_million_samples),
@@ -78,29 +83,36 @@ def prediction_table(report: Report) -> Table | None:
     columns = [("GPU", "text"), ("step", ""), ("interval", ""), ("samples/s", ""), ("bottleneck", "text"),
                ("busy", ""), ("$/GPU-h", ""), ("$/M samples", ""), *([("$/epoch", "")] if epoch else []),
                ("J/step", "")]
-    return Table(columns, rows, id="prediction")
+    # A narrow terminal keeps the cost: the bottleneck and busy share are said in the statements below the table.
+    return Table(columns, rows, id="prediction", drop_first=("bottleneck", "busy", "J/step", "$/GPU-h", "$/epoch"))
 
 
 def prediction_lines(report: Report, detail: bool = False) -> list[str]:
     """What the table means in words: each target's bottleneck, then warnings; with `detail`, the assumptions,
-    the model and the sources."""
+    the model and the sources (prediction_detail)."""
     p = report.prediction
     if p is None:
         return []
     lines = [_fastest_and_cheapest(p)]
     lines += [_statement(p, t) for t in p.targets]
     lines += [f"warning: {w}" for w in p.warnings]
-    if detail:
-        for t in p.targets:
-            lines += [f"{t.name or t.gpu}: {a}" for a in t.assumptions]
-        lines.append(f"model: {p.model}")
-        lines += [f"source: {s}" for s in p.sources]
-    return lines
+    return lines + (prediction_detail(report) if detail else [])
+
+
+def prediction_detail(report: Report) -> list[str]:
+    """Each target's assumptions, the model and the sources it cites."""
+    p = report.prediction
+    if p is None:
+        return []
+    lines = [f"{t.name or t.gpu}: {a}" for t in p.targets for a in t.assumptions]
+    lines.append(f"model: {p.model}")
+    return lines + [f"source: {s}" for s in p.sources]
 
 
 def _statement(p: Prediction, t: Any) -> str:
     busy = (f": the GPU would be busy {share_cell(t.gpu_utilization)} of the step"
             if t.gpu_utilization is not None else "")
-    same = "as on the origin" if t.bottleneck == p.origin.bottleneck else f"on the origin {p.origin.bottleneck}"
-    return (f"on the {t.name or t.gpu} this job would be {t.bottleneck or 'without a clear bottleneck'} ({same})"
+    same = ("as on the origin" if t.bottleneck == p.origin.bottleneck
+            else f"on the origin {_words(p.origin.bottleneck, 'without a clear bottleneck')}")
+    return (f"on the {t.name or t.gpu} this job would be {_words(t.bottleneck, 'without a clear bottleneck')} ({same})"
             f"{busy}; step {us_cell(t.step_time_us)} ({us_cell(t.low_us)} - {us_cell(t.high_us)})")

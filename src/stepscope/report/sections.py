@@ -32,6 +32,8 @@ class Section:
     lead: tuple[str, ...] = ()  # the statements that come before the tables (the headline figures)
     figure: dict[str, Any] | None = None  # a plotly figure (HTML only)
     lines: tuple[str, ...] = ()  # short statements, each on its own line
+    detail: tuple[str, ...] = ()  # lines after them that the console counts and the page and report.txt show
+    detail_label: str = ""  # what the detail lines are, in words
     figure_only: bool = False  # nothing to print without the chart (the terminal skips it)
     extra: dict[str, Any] = field(default_factory=dict)  # what a renderer's special layout needs
 
@@ -143,7 +145,8 @@ def prediction(report: Report, telemetry: TelemetryReport | None = None) -> Sect
     if table is None:
         return None
     return Section("prediction", pred.TITLE, pred.INTRO, tables=(table,), figure=figures.prediction_figure(report),
-                   lines=tuple(pred.prediction_lines(report, detail=True)))
+                   lines=tuple(pred.prediction_lines(report)), detail=tuple(pred.prediction_detail(report)),
+                   detail_label="The assumptions, the model and its sources")
 
 
 def utilization(report: Report, telemetry: TelemetryReport | None = None) -> Section | None:
@@ -153,8 +156,9 @@ def utilization(report: Report, telemetry: TelemetryReport | None = None) -> Sec
     if tables[1] is not None:
         tables[1] = replace(tables[1], terminal_rows=8)
     return Section("utilization", "Utilization: FLOPs, MFU and the roofline",
-                   "The roofline chart: kernels as points sized by time; solid roofs are the datasheet's, faint ones "
-                   "the measured achievable ones.", lead=tuple(ut.utilization_items(report)),
+                   "The roofline chart: kernels as points sized by time; each dtype's roof in its own colour and "
+                   "dash, the datasheet's drawn full and the measured achievable ones faint.",
+                   lead=tuple(ut.utilization_items(report)),
                    tables=tuple(x for x in tables if x is not None), figure=usage_figures.roofline_figure(report))
 
 
@@ -180,9 +184,11 @@ def notes(report: Report, telemetry: TelemetryReport | None = None) -> Section |
     return Section("notes", "Notes", lines=tuple(all_notes)) if all_notes else None
 
 
+# In the order a reader asks: what to change and its caveats; where the step's time goes; where in the code; the GPU
+# work in detail; memory; other GPUs; how the capture went.
 SECTIONS: tuple[SectionFn, ...] = (
-    recommendations, notes, ranks, breakdown, gpu, timeline, utilization, prediction, lines, modules, syncs, kernels,
-    copies, memory, memory_usage, run)
+    recommendations, notes, ranks, breakdown, gpu, timeline, lines, modules, syncs, copies, kernels, utilization,
+    memory, memory_usage, prediction, run)
 
 
 def build(report: Report, telemetry: TelemetryReport | None = None,
@@ -196,7 +202,8 @@ def build(report: Report, telemetry: TelemetryReport | None = None,
 
 
 def headline(report: Report) -> list[tuple[str, str]]:
-    """The figures a reader looks for first: step time, throughput, GPU utilisation."""
+    """The figures a reader looks for first: step time, throughput, GPU utilisation, MFU. The terminal's verdict
+    panel and the page's cards both show these, so they cannot disagree."""
     s = report.summary
     cards = [("step time", us_cell(s.step_time_us))]
     if s.steps_per_s:
@@ -205,4 +212,7 @@ def headline(report: Report) -> list[tuple[str, str]]:
         cards.append(("samples/s", f"{s.samples_per_s:,.1f}"))
     if s.gpu_utilization is not None:
         cards.append(("GPU utilisation", share_cell(s.gpu_utilization)))
+    mfu = report.utilization.mfu if report.utilization is not None else None
+    if mfu is not None:
+        cards.append(("MFU", share_cell(mfu, 1)))
     return cards

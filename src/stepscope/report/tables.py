@@ -9,6 +9,8 @@ from typing import Any
 import msgspec
 
 from stepscope.model.report import Report
+from stepscope.report.evidence import label, value_text
+from stepscope.report.names import short_kernel
 from stepscope.report.palette import BREAKDOWN_COLORS, BREAKDOWN_LABELS
 from stepscope.units import bytes_cell, count_cell, share_cell, us_cell
 
@@ -18,6 +20,7 @@ class Cell:
     text: str
     value: float | None = None  # the raw number, for sorting
     cls: str = ""
+    title: str = ""  # the whole text when `text` shortens it (a kernel's template arguments elided): the page's hover
 
 
 @dataclass(frozen=True)
@@ -29,31 +32,14 @@ class Table:
     note: str = ""
     footer: list[list[Cell]] = field(default_factory=list)  # summary rows (a mean, the shares)
     terminal_rows: int | None = None  # rows the terminal shows (the page shows all, sortable)
+    drop_first: tuple[str, ...] = ()  # columns a narrow terminal leaves out first, in this order (then DROPPABLE)
+    keep: tuple[str, ...] = ()  # columns a narrow terminal never leaves out (it squeezes their text instead)
 
 
-def evidence_items(evidence: dict[str, Any]) -> list[tuple[str, str]]:
-    """Evidence as (label, text) pairs, numbers formatted by what their key says they are; keys sorted, as
-    in report.json, so a page made by `analyze` and one made again by `report` are the same."""
-    return [(key.replace("_", " "), _value(key, value)) for key, value in sorted(evidence.items())]
-
-
-def _value(key: str, value: Any) -> str:
-    """A value formatted by the unit its key names (`..._us` -> ms, `...bytes` -> size, shares -> %)."""
-    if isinstance(value, bool) or value is None:
-        return "-" if value is None else str(value).lower()
-    if isinstance(value, (int, float)):
-        if key.endswith("_us") or "_us_" in key or key.startswith("us_"):
-            return us_cell(value)
-        if key.endswith("bytes"):
-            return bytes_cell(value)
-        if "share" in key or "utilization" in key or key.endswith(("_frac", "overhead")):
-            return share_cell(value, 1)
-        return count_cell(value) if isinstance(value, int) or abs(value) >= 100 else f"{value:.3g}"
-    if isinstance(value, dict):  # inner keys (step ids, op names) say nothing of the unit: the outer key does
-        return ", ".join(f"{k}: {_value(f'{key}.{k}', v)}" for k, v in sorted(value.items()))
-    if isinstance(value, (list, tuple)):
-        return ", ".join(_value(key, v) for v in value)
-    return str(value)
+def kernel_cell(name: str) -> Cell:
+    """A kernel's name with its C++ template arguments and parameters elided; the whole name in the hover."""
+    short = short_kernel(name)
+    return Cell(short, None, "text name mono", name if short != name else "")
 
 
 def where(location: dict[str, Any] | None) -> str:
@@ -105,7 +91,7 @@ def kernels_table(report: Report) -> Table | None:
     k = report.kernels
     if k is None:
         return None
-    rows = [[Cell(r.name, None, "text name mono"), _num(r.count, count_cell(r.count)),
+    rows = [[kernel_cell(r.name), _num(r.count, count_cell(r.count)),
              _num(r.total_us, us_cell(r.total_us)),
              _num(r.mean_us, us_cell(r.mean_us)), _num(r.share, share_cell(r.share, 1)),
              Cell("yes" if r.tensor_core else ""), Cell("yes" if r.collective else "")] for r in k.top]
@@ -174,9 +160,9 @@ def struct_table(rows: list[Any], *, id: str, title: str = "", note: str = "", s
     keys = [k for k in keys if k not in skip and not isinstance(data[0][k], (dict, list))]
     numeric = {k: any(isinstance(d.get(k), (int, float)) and not isinstance(d.get(k), bool) for d in data)
                for k in keys}
-    cells = [[Cell("" if d.get(k) is None else _value(k, d[k]), d.get(k) if numeric[k] else None,
+    cells = [[Cell("" if d.get(k) is None else value_text(k, d[k]), d.get(k) if numeric[k] else None,
                    "" if numeric[k] else "text mono") for k in keys] for d in data]
-    return Table([(k.replace("_", " "), "" if numeric[k] else "text") for k in keys], cells, title=title, id=id,
+    return Table([(label(k, table=True), "" if numeric[k] else "text") for k in keys], cells, title=title, id=id,
                  note=note, terminal_rows=terminal_rows)
 
 
@@ -242,10 +228,12 @@ def run_summary(report: Report) -> list[str]:
     if tel is not None and tel.cpu_util_mean is not None:
         lines.append(f"CPU busy during the window: {tel.cpu_util_mean:.0f}% mean over "
                      f"{len(tel.cpu_util_per_core or [])} cores")
+    sampled = False
     for g in tel.gpu if tel is not None else []:
         parts = [f"GPU {g.index} ({g.name})"]
         if g.util_mean is not None:
-            parts.append(f"utilisation {g.util_mean:.0f}%")
+            parts.append(f"NVML utilisation {g.util_mean:.0f}% over the window")
+            sampled = True
         if g.power_mean_w is not None:
             parts.append(f"{g.power_mean_w:.0f} W")
         energy = next((e for e in run.energy_per_step if e.gpu == g.index), None)
@@ -255,6 +243,11 @@ def run_summary(report: Report) -> list[str]:
         if g.energy_j is not None and window_s >= MIN_COUNTED_WINDOW_S:
             parts.append(f"{g.energy_j:.1f} J counted over the {window_s:.1f} s window")
         lines.append(", ".join(parts))
+    if sampled and report.summary.gpu_utilization is not None:
+        lines.append(f"NVML utilisation and the report's GPU utilisation ({share_cell(report.summary.gpu_utilization)})"
+                     " measure different things: NVML samples whether any kernel ran in each of its periods over the "
+                     "whole telemetry window (start-up and unprofiled steps included); the report's is the share of "
+                     "the recorded steps in which a kernel ran, from the trace")
     if run.profiled_device == "cpu":
         lines.append("device: no GPU found: profiled the CPU only")
     if run.folder:

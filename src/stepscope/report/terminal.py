@@ -1,53 +1,72 @@
-"""The terminal report: the verdict panel, the header, then every section of report.sections drawn as rich
-renderables (the HTML page draws the same sections); only the CLI prints them."""
+"""The terminal report: first the answer (the verdict, the step's figures and the top fixes, in one panel that fits a
+24-line screen at 80 columns), then the header, then every section of report.sections drawn as rich renderables (the
+HTML page draws the same sections); only the CLI prints them."""
 
 from __future__ import annotations
 
-import re
-
-from rich import box
-from rich.console import Console, ConsoleOptions, Group, RenderableType, RenderResult
-from rich.measure import Measurement
+from rich.console import Console, Group, RenderableType
 from rich.panel import Panel
 from rich.table import Table
 from rich.text import Text
 
-from stepscope.model.report import Report
+from stepscope.model.report import Recommendation, Report
 from stepscope.model.telemetry import TelemetryReport
 from stepscope.report import sections as sec
-from stepscope.report.tables import Table as CellTable
+from stepscope.report.fit import table
+from stepscope.report.tables import where
 from stepscope.units import share_cell
+
+TOP_FIXES = 3  # in the verdict panel; the recommendations section lists them all
 
 
 def make_console(width: int | None = None, stderr: bool = False) -> Console:
     return Console(width=width, stderr=stderr, highlight=False)
 
 
-def _table(title: str | None = None, **kw: object) -> Table:
-    return Table(title=title, title_justify="left", title_style="bold", box=box.SIMPLE_HEAD, pad_edge=False, **kw)
-
-
-def verdict(report: Report) -> RenderableType | None:
-    """The five-second read: the pattern, what it costs, and the top fixes."""
-    if not report.patterns:
-        return None
-    main = report.patterns[0]
-    lines = Text()
-    lines.append(main.id.replace("_", " ").upper(), style="bold red")
-    lines.append(f"  costs about {share_cell(main.share)} of each step")
-    if main.title:
-        lines.append(f"\n{main.title}")
-    for other in report.patterns[1:3]:
-        lines.append(f"\nalso {other.id.replace('_', ' ')} ({share_cell(other.share)})", style="yellow")
+def verdict(report: Report) -> RenderableType:
+    """The five-second read: the pattern and what it costs, the step's figures, and the top fixes."""
+    body = Text()
+    if report.patterns:
+        main = report.patterns[0]
+        body.append(main.id.replace("_", " ").upper(), style="bold red")
+        body.append(f"  costs about {share_cell(main.share)} of each step")
+        if main.title:
+            body.append(f"\n{main.title}")
+        others = report.patterns[1:3]
+        if others:
+            body.append("\nalso " + ", ".join(f"{p.id.replace('_', ' ')} ({share_cell(p.share)})" for p in others),
+                        style="yellow")
+    else:
+        body.append("NO BOTTLENECK PATTERN FOUND", style="bold")
+        body.append("\nThe breakdown below shows where each step's time goes.")
+    parts: list[RenderableType] = [body, Text(), summary(report)]
     if report.recommendations:
-        lines.append("\n\nTop fixes (estimated):", style="bold")
-        for i, rec in enumerate(report.recommendations[:3], 1):
-            gain = f"  ~{rec.estimated_speedup:.2f}x" if rec.estimated_speedup else ""
-            where = f"  [{rec.location['file']}:{rec.location['line']}]" if rec.location else ""
-            lines.append(f"\n {i}. {rec.title}")
-            lines.append(gain, style="green")
-            lines.append(where, style="cyan")
-    return Panel(lines, title="verdict", title_align="left", border_style="red", expand=False)
+        parts += [Text(), Text("Top fixes (estimated from the trace; `stepscope tune` measures them):", style="bold"),
+                  fixes(report.recommendations[:TOP_FIXES], detail=False)]
+    return Panel(Group(*parts), title="verdict", title_align="left", border_style="red" if report.patterns else "dim",
+                 expand=False)
+
+
+def fixes(recs: list[Recommendation], detail: bool = True, first: int = 1) -> RenderableType:
+    """Numbered fixes with their estimated gain in a column of its own, the text beside it wrapping between words,
+    so that code in a title (`mode='reduce-overhead'`) is never cut inside a token; with `detail`, the source line
+    and the reasoning under each."""
+    grid = Table.grid(padding=(0, 1))
+    grid.add_column(justify="right", no_wrap=True)
+    grid.add_column(style="green", no_wrap=True)
+    grid.add_column(overflow="fold")  # fold only a word longer than the whole column
+    for i, rec in enumerate(recs, first):
+        gain = f"~{rec.estimated_speedup:.2f}x" if rec.estimated_speedup else ""
+        title = Text(rec.title)
+        title.append(f" [{rec.id}]", style="dim")
+        if rec.location and not detail:
+            title.append(f" at {rec.location.get('file', '?')}:{rec.location.get('line', '?')}", style="cyan")
+        grid.add_row(f"{i}.", gain, title)
+        if detail and rec.location:
+            grid.add_row("", "", Text(f"at {where(rec.location)}", style="cyan"))
+        if detail and rec.estimate:
+            grid.add_row("", "", Text(rec.estimate, style="dim"))
+    return grid
 
 
 def header(report: Report) -> RenderableType:
@@ -70,11 +89,12 @@ def header(report: Report) -> RenderableType:
     s = report.summary
     ids = [r.id for r in report.steps]
     t.append(f"steps: {len(ids)} ({s.step_source})" + (f": {', '.join(ids[:8])}" if ids else "")
-             + (", ..." if len(ids) > 8 else "") + "\n")
+             + (", ..." if len(ids) > 8 else ""))
     return t
 
 
-def summary(report: Report) -> RenderableType:
+def summary(report: Report) -> Text:
+    """The step's headline figures on one line (sections.headline: the HTML page's cards show the same)."""
     t = Text()
     for i, (label, value) in enumerate(sec.headline(report)):
         t.append("   " if i else "")
@@ -83,19 +103,29 @@ def summary(report: Report) -> RenderableType:
     return t
 
 
-def sections(report: Report, telemetry: TelemetryReport | None = None) -> RenderableType | None:
+def sections(report: Report, telemetry: TelemetryReport | None = None, full: bool = False) -> RenderableType | None:
     """Every section of the report that has something to print, in the spec's order."""
-    parts = [render_section(x) for x in sec.build(report, telemetry) if not x.figure_only]
+    parts = [render_section(x, full) for x in sec.build(report, telemetry) if not x.figure_only]
     return Group(*parts) if parts else None
 
 
-def render_section(section: sec.Section) -> RenderableType:
+def render_section(section: sec.Section, full: bool = False) -> RenderableType:
+    """A section: its title, intro and statements, its tables fitted to the width; a section's `detail` lines
+    (assumptions, sources) are printed with `full` and otherwise counted in one line."""
     parts: list[RenderableType] = [Text(f"\n{section.title}", style="bold")]
     if section.intro:
         parts.append(Text(section.intro, style="dim"))
     parts += [Text(line) for line in section.lead]
-    parts += [table(x) for x in section.tables]
+    if section.id == "recommendations":
+        parts.append(fixes(section.extra["recommendations"]))
+    else:
+        parts += [table(x) for x in section.tables]
     parts += [Text(line) for line in section.lines]
+    if full:
+        parts += [Text(line) for line in section.detail]
+    elif section.detail:
+        parts.append(Text(f"{section.detail_label or 'More'} ({len(section.detail)} lines): in the HTML page and the "
+                          "JSON", style="dim"))
     if section.items:
         items = Table.grid(padding=(0, 2))
         items.add_column(style="dim")
@@ -106,157 +136,18 @@ def render_section(section: sec.Section) -> RenderableType:
     return Group(*parts)
 
 
-def table(spec: CellTable) -> RenderableType:
-    """A report table as a rich Table: as it is when it fits the width it is printed at, else fitted to it
-    (see _fitted_table)."""
-    return _Fitted(spec)
-
-
-class _Fitted:
-    """A table built for the width it is printed at."""
-
-    def __init__(self, spec: CellTable) -> None:
-        self.spec = spec
-
-    def __rich_console__(self, console: Console, options: ConsoleOptions) -> RenderResult:
-        whole = _fitted_table(self.spec, None)
-        if Measurement.get(console, options.update(width=10_000), whole).maximum <= options.max_width:
-            yield whole
-        else:
-            yield _fitted_table(self.spec, options.max_width)
-
-
-# Text columns whose cells are paths: cut on the left, so the file name and line stay ('…/gpt.py:88').
-PATH_COLUMNS = ("label", "path", "module", "file", "line", "where")
-MIN_TEXT_WIDTH = 10
-COMFORTABLE_TEXT_WIDTH = 16  # below it, a droppable column makes room first
-PROSE_WIDTH = 40  # a wrapping column (a fix's title, its reasoning) claims its share as if this wide
-PATH_WIDTH = 40  # and a path column (cut on the left: the file name and line stay), as wide
-
-
-# Columns a narrow terminal can do without (the JSON and the HTML page keep them), dropped in this order.
-DROPPABLE = ("function", "kernels", "own gpu us", "own cpu us", "calls", "collective", "tensor cores", "inner op",
-             "count", "clock offset", "overlap", "file")
-
-
-def _fitted_table(spec: CellTable, width: int | None) -> Table:
-    """The first `terminal_rows` rows (the HTML page lists them all). Numbers keep their width; text columns
-    share what is left, each cut with an ellipsis rather than folded into tall rows (paths on the left); on a
-    narrow terminal the least useful columns give way first."""
-    out = _table(spec.title or None, caption=spec.note or None, caption_justify="left", caption_style="dim")
-    rows = spec.rows if spec.terminal_rows is None else spec.rows[:spec.terminal_rows]
-    # A text column empty in every row (no fix has a location) says nothing: it gives its width to the others.
-    keep = [i for i, (_, cls) in enumerate(spec.columns)
-            if "text" not in cls.split() or not rows or any(row[i].text for row in [*rows, *spec.footer])]
-    widths: dict[int, int] = {}
-    if width is not None:
-        keep, left_out = _columns_that_fit(spec, rows, width, keep)
-        widths = _text_widths(spec, rows, width, keep)
-        if left_out:
-            out.caption = " ".join(filter(None, [spec.note, f"Left out at this width: {', '.join(left_out)} (the "
-                                                            "HTML page and the JSON have them)."]))
-    for i in keep:
-        label, cls = spec.columns[i]
-        text, wrap = "text" in cls.split(), _wraps(spec, i)
-        out.add_column(_header(label), justify="left" if text else "right", no_wrap=not wrap,
-                       overflow="fold" if wrap or not text else "ellipsis", max_width=widths.get(i))
-    for row in rows:
-        out.add_row(*(Text(_cut(row[i].text, spec.columns[i][0], widths.get(i))) for i in keep))
-    if spec.terminal_rows is not None and len(spec.rows) > spec.terminal_rows:
-        out.add_row(Text(f"... {len(spec.rows) - spec.terminal_rows} more"), style="dim")
-    if spec.footer:
-        out.add_section()
-        for i, row in enumerate(spec.footer):
-            out.add_row(*(Text(row[j].text) for j in keep), style="bold" if i == 0 else "dim")
-    return out
-
-
-def _columns_that_fit(spec: CellTable, rows: list, width: int, keep: list[int]) -> tuple[list[int], list[str]]:
-    """The columns to print so that every number keeps its digits and unit: the DROPPABLE ones give way first,
-    then the lightest by the footer, then columns from the right (the first two, which say what a row is, always
-    stay). Also the labels of the columns left out."""
-    natural = {i: max(len(_header(spec.columns[i][0])), *(len(row[i].text) for row in [*rows, *spec.footer]))
-               for i in keep}
-
-    def needed(columns: list[int], text_width: int) -> int:
-        return sum(min(natural[i], text_width) if "text" in spec.columns[i][1].split() else natural[i]
-                   for i in columns) + 3 * len(columns)
-
-    # The DROPPABLE columns give way before text is squeezed below a comfortable width; others only when even
-    # text at its least does not make the numbers fit.
-    phases = [([i for name in DROPPABLE for i in keep if spec.columns[i][0] == name], COMFORTABLE_TEXT_WIDTH)]
-    order: list[int] = []
-    if spec.footer:  # its first row weighs the columns: a 3 µs memset gives way before a 30 ms DataLoader wait
-        weight = {i: spec.footer[0][i].value for i in keep[2:]}
-        order += sorted(weight, key=lambda i: -1.0 if weight[i] is None else float(weight[i]))  # type: ignore[arg-type]
-    phases.append((order + keep[:1:-1], MIN_TEXT_WIDTH))
-    left_out: list[str] = []
-    for candidates, text_width in phases:
-        for i in candidates:
-            if needed(keep, text_width) <= width:
-                break
-            if i in keep:
-                keep = [j for j in keep if j != i]
-                left_out.append(_header(spec.columns[i][0]))
-    return keep, left_out
-
-
-def _text_widths(spec: CellTable, rows: list, width: int, keep: list[int]) -> dict[int, int]:
-    """Column index -> width for the kept text columns: what the numeric columns leave (at least
-    MIN_TEXT_WIDTH each; _columns_that_fit chose the columns so that it is), shared by natural width."""
-    longest = {i: max([len(_header(spec.columns[i][0])), *(len(row[i].text) for row in rows)]) for i in keep}
-    # Prose wraps and a path is cut on the left: each claims its share as if a comfortable width long, then
-    # takes what is left over.
-    claims = {i: PROSE_WIDTH if _wraps(spec, i) else PATH_WIDTH for i in keep
-              if _wraps(spec, i) or spec.columns[i][0] in PATH_COLUMNS}
-    natural = {i: min(n, claims.get(i, n)) for i, n in longest.items()}
-    texts = [i for i in keep if "text" in spec.columns[i][1].split()]
-    if not texts:
-        return {}  # numbers only: nothing to cut or drop
-    # Columns are padded by one on each inner side and the box puts a space between columns and at the edges.
-    free = width - sum(natural[i] for i in keep if i not in texts) - (3 * len(keep) - 1) - 1
-    free = max(free, MIN_TEXT_WIDTH * len(texts))
-    total = sum(natural[i] for i in texts) or 1
-    out = {}
-    for i in texts:
-        cap = 70 if "name" in spec.columns[i][1].split() else natural[i]
-        out[i] = min(natural[i], cap, max(MIN_TEXT_WIDTH, free * natural[i] // total))
-    for i in sorted(texts, key=lambda j: -out[j]):  # the minimums may overshoot: the widest give it back
-        out[i] = max(MIN_TEXT_WIDTH, out[i] - max(sum(out.values()) - free, 0))
-    # The width no column claimed goes to the prose and paths, in proportion to what each lacks for its longest cell.
-    spare = max(0, free - sum(out.values()))
-    lacking = {i: longest[i] - out[i] for i in claims if i in out and longest[i] > out[i]}
-    for i, lack in lacking.items():
-        out[i] += min(lack, spare * lack // sum(lacking.values()))
-    return out
-
-
-def _wraps(spec: CellTable, column: int) -> bool:
-    """A column of prose (a fix's title, its reasoning): it wraps rather than being cut."""
-    return "wrap" in spec.columns[column][1].split() or any(
-        "wrap" in (row[column].cls or "").split() for row in spec.rows[:1])
-
-
-def _header(label: str) -> str:
-    """'cpu fwd us' -> 'cpu fwd': the cells carry their unit."""
-    return label.removesuffix(" us")
-
-
-def _cut(text: str, column: str, width: int | None) -> str:
-    """A path cut on the left (its file and line stay); other text is left to the column's ellipsis."""
-    if width is None or len(text) <= width or column not in PATH_COLUMNS or not re.search(r"[/\\]|\.py\b", text):
-        return text
-    return "…" + text[-(width - 1):]
-
-
 class TerminalRenderer:
-    def __init__(self, telemetry: TelemetryReport | None = None) -> None:
+    """Report -> a rich renderable. `full`: every section's detail lines too (report.txt); the console counts them."""
+
+    def __init__(self, telemetry: TelemetryReport | None = None, full: bool = False) -> None:
         self.telemetry = telemetry  # a run's telemetry.json: the run section mentions it
+        self.full = full
 
     def render(self, report: Report) -> RenderableType:
-        parts = [verdict(report), header(report), summary(report), sections(report, self.telemetry)]
+        parts = [verdict(report), header(report), sections(report, self.telemetry, self.full)]
         return Group(*(p for p in parts if p is not None))
 
 
 def render_terminal(report: Report, console: Console) -> None:
-    console.print(TerminalRenderer().render(report))
+    """The whole report as text (report.txt): the sections' detail lines included."""
+    console.print(TerminalRenderer(full=True).render(report))

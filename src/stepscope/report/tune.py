@@ -56,7 +56,7 @@ def ladder_table(tune: Tune) -> Table:
                      Cell("kept" if t.accepted else "no", None, "text"), Cell(t.reason, None, "text")])
     columns = [("rung", ""), ("fix", "text wrap"), (unit(tune), ""), ("vs baseline", ""), ("gain", ""),
                ("estimated", ""), ("kept", "text"), ("why", "text wrap")]
-    return Table(columns, rows, id="ladder", title="Ladder",
+    return Table(columns, rows, id="ladder", title="Ladder", keep=(unit(tune), "vs baseline", "kept", "why"),
                  note="Each rung adds its fix to the last kept rung (the gain is over that rung, which decides); "
                       "speed-ups are medians of unprofiled steps.")
 
@@ -92,7 +92,9 @@ def headline(tune: Tune) -> list[str]:
                      f"{extra}), torch {d.torch}; seed {tune.seed} in every trial")
     if tune.status != "finished":
         lines.append(f"status: {tune.status}")
-    if tune.applied:
+    if tune.applied and tune.speedup is None:
+        lines.append(f"tuned: keeping {', '.join(tune.applied)} (this tune recorded no overall speed-up)")
+    elif tune.applied:
         lines.append(f"tuned: {_x(tune.speedup)} measured, keeping {', '.join(tune.applied)}")
     elif tune.status == "finished":
         lines.append("tuned: no fix was faster beyond the noise; the program is kept as it is")
@@ -102,27 +104,36 @@ def headline(tune: Tune) -> list[str]:
     return lines
 
 
-def to_rich(table: Table, droppable: tuple[str, ...] = (), whole: tuple[str, ...] = ()) -> RenderableType:
+def to_rich(table: Table) -> RenderableType:
     """A neutral table drawn in the terminal as every report draws its tables (fitted to the width it is printed
-    at: text cut or wrapped); where that would break a word of `whole` (a fix id), the `droppable` columns give
-    way first, in order (the JSON and the HTML page keep them)."""
-    return _Narrowed(table, droppable, whole)
+    at: prose wraps between words, so a fix id is never cut)."""
+    from stepscope.report.fit import table as fitted
+
+    return fitted(table)
 
 
-class _Narrowed:
-    def __init__(self, table: Table, droppable: tuple[str, ...], whole: tuple[str, ...]) -> None:
-        self.table, self.droppable, self.whole = table, droppable, whole
+# Below this width the ladder leaves out the estimate and the gain column (its figure is in `why`), whatever the
+# tune: every ladder printed at one width has the same columns.
+LADDER_FULL_WIDTH = 120
+LADDER_NARROW_LEAVES_OUT = ("estimated", "gain")
+
+
+class _Ladder:
+    """The ladder with its columns chosen by the width it is printed at alone, never by what the rungs hold."""
+
+    def __init__(self, table: Table) -> None:
+        self.table = table
 
     def __rich_console__(self, console: Console, options: ConsoleOptions) -> RenderResult:
-        from stepscope.report.terminal import table as fitted
+        from stepscope.report.fit import table as fitted
 
         spec = self.table
-        for name in self.droppable:
-            lines = console.render_lines(fitted(spec), options, pad=False)
-            text = "\n".join("".join(segment.text for segment in line) for line in lines)
-            if all(word in text for word in self.whole):
-                break
-            spec = _without(spec, name)
+        if options.max_width < LADDER_FULL_WIDTH:
+            for name in LADDER_NARROW_LEAVES_OUT:
+                spec = _without(spec, name)
+            spec = dataclasses.replace(spec, note=f"{spec.note} Left out below {LADDER_FULL_WIDTH} columns: "
+                                                  f"{', '.join(LADDER_NARROW_LEAVES_OUT)} (tune.html and tune.json "
+                                                  "have them).")
         yield fitted(spec)
 
 
@@ -134,10 +145,9 @@ def _without(table: Table, label: str) -> Table:
 
 
 def ladder_rich(tune: Tune) -> RenderableType:
-    """The ladder in the terminal: the estimate, the gain column (its figure is in `why`) and the rung number give
-    way on a narrow terminal before a fix id is broken."""
-    ids = tuple(dict.fromkeys(fix for t in tune.trials for fix in t.tried))
-    return to_rich(ladder_table(tune), ("estimated", "gain", "rung"), ids)
+    """The ladder in the terminal: the same columns for every tune at a given width (rung, fix, throughput, speed-up,
+    kept, why; the estimate and the gain from 120 columns)."""
+    return _Ladder(ladder_table(tune))
 
 
 def progress_line(phase: str, elapsed_s: float, budget_s: float | None) -> Text:
@@ -165,7 +175,7 @@ class TuneTerminalRenderer:
     def render(self, tune: Tune) -> RenderableType:
         parts: list[RenderableType] = [Text("\n".join(headline(tune)), style="bold"), ladder_rich(tune)]
         if (skipped := not_tried_table(tune)) is not None:
-            parts.append(to_rich(skipped, ("estimated",), tuple(n.id for n in tune.not_tried)))
+            parts.append(to_rich(skipped))
         if tune.patch:
             parts.append(Text(f"patch: {tune.patch} (the kept fixes as code; {patch_how(tune)})"))
         parts += [Text(f"note: {n}", style="dim") for n in tune.notes]

@@ -11,7 +11,9 @@ from stepscope.model.usage import DeviceMemoryUsage, Roofline
 from stepscope.report.figures import LAYOUT, Figure, _spec, plain
 
 ROOF_COLORS = {"compute": "#4c78a8", "memory": "#f58518", "latency": "#9d755d", "unknown": "#bab0ac"}
-DTYPE_DASH = {"fp32": "solid", "tf32": "dash", "bf16": "solid", "fp16": "dot", "fp8": "dashdot", "int8": "longdash"}
+# Each dtype's roof its own colour and dash, so that bf16's and fp32's are told apart (both were solid black).
+DTYPE_STYLE = {"fp32": ("#222222", "solid"), "tf32": ("#7b4ea3", "dash"), "bf16": ("#1b7f5f", "dot"),
+               "fp16": ("#b5473a", "dashdot"), "fp8": ("#c0397d", "longdash"), "int8": ("#6b6b00", "longdashdot")}
 
 
 def _roof_lines(fig: go.Figure, line: Roofline, lo: float, hi: float, dtypes: list[str]) -> None:
@@ -27,9 +29,10 @@ def _roof_lines(fig: go.Figure, line: Roofline, lo: float, hi: float, dtypes: li
             ridge = peak * 1e12 / (bandwidth * 1e9)
             xs = [lo, ridge, hi] if lo < ridge < hi else [lo, hi]
             ys = [min(peak, x * bandwidth / 1000) for x in xs]
-            fig.add_scatter(x=xs, y=ys, mode="lines", name=f"{label} roof {dtype} ({peak:,.0f} TFLOP/s, "
+            color, dash = DTYPE_STYLE.get(dtype, ("#555555", "solid"))
+            fig.add_scatter(x=xs, y=ys, mode="lines", name=f"{dtype} roof, {label} ({peak:,.0f} TFLOP/s, "
                             f"{bandwidth:,.0f} GB/s)", opacity=opacity,
-                            line={"color": "#222", "width": 2, "dash": DTYPE_DASH.get(dtype, "solid")},
+                            line={"color": color, "width": 2 if label == "datasheet" else 1.5, "dash": dash},
                             hoverinfo="skip")
 
 
@@ -52,7 +55,8 @@ def roofline_figure(report: Report) -> Figure | None:
         if not mine:
             continue
         fig.add_scatter(
-            x=[p.intensity for p in mine], y=[p.tflops for p in mine], mode="markers", name=f"{roof}-bound kernels",
+            x=[p.intensity for p in mine], y=[p.tflops for p in mine], mode="markers",
+            name=f"{roof}-bound kernels (size: time per step)",
             marker={"color": color, "opacity": 0.75, "line": {"width": 1, "color": "#333"},
                     "size": [8 + 32 * math.sqrt(p.time_us_per_step / biggest) for p in mine]},
             text=[plain(f"{p.kernel[:120]}<br>{p.op} ({p.dtype}, {p.kind})") for p in mine],
@@ -67,7 +71,8 @@ def memory_figure(m: DeviceMemoryUsage) -> Figure | None:
     if not m.timeline_ms:
         return None
     gb = 1e9
-    fig = go.Figure(layout={**LAYOUT, "hovermode": "x unified", "xaxis": {"title": {"text": "ms"}},
+    fig = go.Figure(layout={**LAYOUT, "hovermode": "x unified",
+                            "xaxis": {"title": {"text": "ms from the trace's start"}},
                             "yaxis": {"title": {"text": "GB"}, "rangemode": "tozero"}})
     fig.add_scatter(x=m.timeline_ms, y=[a / gb for a in m.timeline_allocated], name="allocated", mode="lines",
                     line={"color": "#4c78a8", "shape": "hv"}, hovertemplate="%{y:.3f} GB")

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from stepscope.model.report import Report
 from stepscope.model.usage import DeviceMemoryUsage
-from stepscope.report.tables import Cell, Table
+from stepscope.report.tables import Cell, Table, kernel_cell
 from stepscope.report.usage_text import (
     class_line,
     coverage_line,
@@ -47,7 +47,7 @@ def roofline_table(report: Report) -> Table | None:
     line = report.utilization.roofline if report.utilization else None
     if line is None or not line.points:
         return None
-    rows = [[Cell(p.kernel, None, "text mono"), Cell(p.op, None, "text mono"), Cell(p.dtype, None, "text"),
+    rows = [[kernel_cell(p.kernel), Cell(p.op, None, "text mono"), Cell(p.dtype, None, "text"),
              Cell(us_cell(p.time_us_per_step), p.time_us_per_step), Cell(share_cell(p.share, 1), p.share),
              Cell(rate(p.tflops), p.tflops), Cell(f"{p.gb_s:,.0f}", p.gb_s),
              Cell("-" if p.intensity is None else f"{p.intensity:,.2f}", p.intensity), Cell(p.roof, None, "text"),

@@ -52,7 +52,7 @@ def read_trace(path: str | Path) -> Trace:
     """Read one file, choosing the reader by content, not by name alone."""
     path = Path(path)
     if path.suffix == ".nsys-rep":
-        from stepscope.trace.nsys_export import export_and_read
+        from stepscope.trace.nsys import export_and_read
 
         return export_and_read(path)
     if path.is_file() and _is_sqlite(path):

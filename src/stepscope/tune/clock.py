@@ -18,7 +18,8 @@ from collections.abc import Callable
 from typing import Any
 
 from stepscope.capture.arbiter import Mark, StepArbiter
-from stepscope.capture.session import StopProgram, stronger_batch_size
+from stepscope.capture.batch import stronger_batch_size
+from stepscope.capture.session import StopProgram
 
 ABORT_MIN_NS = 2e9  # a trial is stopped for slowness only after this much time in its slow steps
 

@@ -5,7 +5,9 @@
   Object.keys(figures).forEach(function (id) {
     var el = document.getElementById(id);
     if (el) {
-      Plotly.newPlot(el, figures[id].data, figures[id].layout, {displaylogo: false, responsive: true});
+      // No mode bar: where the browser reports no hover (touch, headless) plotly shows it always, over the legend.
+      // Drag zooms and a double-click resets without it.
+      Plotly.newPlot(el, figures[id].data, figures[id].layout, {responsive: true, displayModeBar: false});
     }
   });
   // Numeric cells carry their raw value in data-v; others sort by their text.

@@ -1,0 +1,188 @@
+"""Replay the step's graph: the host runs its recorded work on its own clock (the profiler's cost taken out, or
+scaled to another host), each stream runs its work in launch order, and the host's waits end when what they
+wait for is done in the new timeline: device work for a sync or a pageable copy, a batch from the workers for a
+DataLoader wait. With nothing changed, the replay reproduces the recorded trace."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field, replace
+
+import numpy as np
+
+from stepscope.replay.blocking import BatchWaits, batch_waits, blocking_calls
+from stepscope.replay.device import DeviceOps, device_ops
+from stepscope.replay.host_clock import HostClock, HostCost, host_clock
+from stepscope.trace.model import DeviceInfo, Events, Kind, Trace
+
+SYNC_TOLERANCE_NS = 10_000  # a stream whose work ended this much after a sync returned was not waited for
+_DROPPED_KINDS = (Kind.GPU_ANNOTATION, Kind.GPU_SYNC)  # projections of host ranges; no analysis reads them
+_SYNC, _BATCH = 0, 1
+
+
+@dataclass(frozen=True)
+class _Waits:
+    """The host's waits in start order: syncs (kind _SYNC) and batches from workers (_BATCH)."""
+
+    start: np.ndarray
+    end: np.ndarray
+    kind: np.ndarray
+    own: np.ndarray  # a batch wait's own time when its batch is ready
+    ready: np.ndarray  # when a batch arrived (-inf: it did not wait)
+
+    @classmethod
+    def of(cls, trace: Trace, calls: np.ndarray, batches: BatchWaits) -> _Waits:
+        """The waits of `calls` (blocking calls' rows) and `batches`."""
+        ev = trace.events
+        rows = np.concatenate([calls, batches.rows])
+        kind = np.concatenate([np.full(len(calls), _SYNC), np.full(len(batches), _BATCH)])
+        own = np.concatenate([np.zeros(len(calls)), batches.own_ns])
+        ready = np.concatenate([np.full(len(calls), -np.inf), batches.ready])
+        order = np.argsort(ev.start[rows], kind="stable")
+        return cls(ev.start[rows][order], ev.end[rows][order], kind[order], own[order], ready[order])
+
+    def intervals(self) -> list[tuple[np.ndarray, np.ndarray]]:
+        """Where the host waited, for the host clock (a batch wait that did not wait is host work)."""
+        waited = (self.kind == _SYNC) | np.isfinite(self.ready)
+        return [(self.start[waited], self.end[waited])]
+
+
+@dataclass
+class _State:
+    host_at: np.ndarray  # deflated, speed-scaled host time of each wait's start and end, per wait
+    shift: float = 0.0  # how much later (ns) the host runs from here on than its own clock says
+    ends: list[int] = field(default_factory=list)  # waits' recorded ends, in processing order
+    shifts: list[float] = field(default_factory=list)  # the shift after each
+
+
+def _simulate(ops: DeviceOps, dur: np.ndarray, launch_at: np.ndarray, waits: _Waits, wait_start: np.ndarray,
+              wait_end: np.ndarray, host_speed: float) -> tuple[np.ndarray, _State]:
+    """New starts of the activities; the host's shift after each wait."""
+    state = _State(host_at=wait_start)
+    n = len(ops)
+    new_start = np.zeros(n, dtype=np.float64)
+    new_end = np.zeros(n, dtype=np.float64)
+    done = np.zeros(n, dtype=bool)
+    last: dict[int, int] = {}  # stream -> its last processed activity
+    c = 0
+    for i in ops.order.tolist():
+        while c < len(waits.start) and waits.start[c] < ops.key[i]:
+            _wait(state, waits, c, wait_start[c], wait_end[c], last, ops.end, new_end, host_speed)
+            c += 1
+        at = launch_at[i] + state.shift + ops.latency[i]
+        p = ops.prev[i]
+        if p >= 0:
+            at = max(at, new_end[p] + ops.gap[i])
+        d = ops.dep[i]
+        if d >= 0:  # not replayed yet (launched later than this one): its measured end stands in
+            at = max(at, new_end[d] if done[d] else ops.end[d])
+        new_start[i] = at + ops.delay[i]
+        new_end[i] = new_start[i] + dur[i]
+        done[i] = True
+        last[int(ops.stream[i])] = i
+    while c < len(waits.start):
+        _wait(state, waits, c, wait_start[c], wait_end[c], last, ops.end, new_end, host_speed)
+        c += 1
+    return new_start, state
+
+
+def _wait(state: _State, waits: _Waits, c: int, h_start: float, h_end: float, last: dict[int, int],
+          measured_end: np.ndarray, new_end: np.ndarray, host_speed: float) -> None:
+    """One wait of the host. A sync ends when the work it waited for ends in the new timeline (plus the time it
+    took after that work, as measured), or after its own time when it did not wait. A batch wait ends when the
+    batch is ready (the workers keep their own clock) or after its own time."""
+    s, e = int(waits.start[c]), int(waits.end[c])
+    began = h_start + state.shift
+    if waits.kind[c] == _BATCH:
+        if np.isfinite(waits.ready[c]):  # it waited: the call ends its own time after the batch arrives
+            end = max(began, float(waits.ready[c])) + waits.own[c] / host_speed
+        else:
+            end = began + (h_end - h_start)
+    else:
+        awaited = [i for i in last.values() if measured_end[i] <= e + SYNC_TOLERANCE_NS]
+        if not awaited:
+            end = began + (h_end - h_start)
+        else:
+            gpu_done = max(int(measured_end[i]) for i in awaited)
+            new_done = max(new_end[i] for i in awaited)
+            waited = gpu_done > s
+            # After the wait, the call took `tail` (negative within the tolerance: the two clocks disagree a little).
+            tail = e - gpu_done if waited else 0
+            own = max(tail, 0) / host_speed if waited else (h_end - h_start)
+            end = max(began + own, new_done + tail / host_speed)
+    state.shift = end - h_end
+    state.ends.append(e)
+    state.shifts.append(state.shift)
+
+
+def _host_map(state: _State, clock: HostClock, host_speed: float, times: np.ndarray) -> np.ndarray:
+    """Host times on the new timeline: the host's own clock, moved by the shift of the last wait that had
+    returned by then."""
+    ends = np.asarray(state.ends, dtype=np.int64)
+    shifts = np.asarray(state.shifts, dtype=np.float64)
+    order = np.argsort(ends, kind="stable")
+    ends, shifts = ends[order], shifts[order]
+    k = np.searchsorted(ends, times, side="right") - 1
+    shift = np.where(k >= 0, shifts[np.maximum(k, 0)] if len(shifts) else 0.0, 0.0)
+    return clock.deflate(times) / host_speed + shift
+
+
+@dataclass(frozen=True)
+class Replayed:
+    trace: Trace
+    clock: HostClock  # the host's clock without the profiler's cost
+
+
+def replay(trace: Trace, *, rows: np.ndarray | None = None, new_dur: np.ndarray | None = None,
+           host_speed: float = 1.0, host_cost: HostCost | None = None, device: int | None = None,
+           device_info: DeviceInfo | None = None, cut: tuple[np.ndarray, np.ndarray] | None = None,
+           unblock: np.ndarray | None = None) -> Trace:
+    """The trace as it would run with the GPU activities `rows` (sorted by start; default: all of them) taking
+    `new_dur` ns (default: as measured), the host `host_speed` times as fast, and the profiler's `host_cost`
+    taken out of every host event on the step's path. Returns a new Trace; with the defaults, the trace itself
+    (to the nanosecond, less the GPU projections of host ranges)."""
+    return replay_with_clock(trace, rows=rows, new_dur=new_dur, host_speed=host_speed, host_cost=host_cost,
+                             device=device, device_info=device_info, cut=cut, unblock=unblock).trace
+
+
+def replay_with_clock(trace: Trace, *, rows: np.ndarray | None = None, new_dur: np.ndarray | None = None,
+                      host_speed: float = 1.0, host_cost: HostCost | None = None, device: int | None = None,
+                      device_info: DeviceInfo | None = None, cut: tuple[np.ndarray, np.ndarray] | None = None,
+                      unblock: np.ndarray | None = None) -> Replayed:
+    """`replay`, with the host clock it used. What-ifs: `cut`, host intervals (disjoint, sorted) the host no longer
+    spends; `unblock`, rows of blocking calls that no longer wait for the device."""
+    ev = trace.events
+    if rows is None:
+        rows = np.flatnonzero(trace.is_gpu_activity)
+    dur = (ev.dur[rows] if new_dur is None else new_dur).astype(np.float64)
+    ops = device_ops(trace, rows)
+    calls = blocking_calls(trace)
+    if unblock is not None and len(unblock):
+        calls = calls[~np.isin(calls, unblock)]
+    waits = _Waits.of(trace, calls, batch_waits(trace))
+    clock = host_clock(trace, host_cost or HostCost(), waits.intervals(), cut)
+    launch_at = clock.deflate(ops.launch) / host_speed
+    wait_start = clock.deflate(waits.start) / host_speed
+    wait_end = clock.deflate(waits.end) / host_speed
+    new_start, state = _simulate(ops, dur, launch_at, waits, wait_start, wait_end, host_speed)
+    start = ev.start.astype(np.float64)
+    end = ev.end.astype(np.float64)
+    host = ~trace.is_gpu_activity
+    start[host] = _host_map(state, clock, host_speed, start[host])
+    end[host] = _host_map(state, clock, host_speed, end[host])
+    start[rows] = new_start
+    end[rows] = new_start + dur
+    keep = ~ev.of_kind(*_DROPPED_KINDS)
+    columns = {name: getattr(ev, name)[keep] for name in ev.__dataclass_fields__}
+    columns["start"] = np.rint(start[keep]).astype(np.int64)
+    columns["dur"] = np.maximum(np.rint(end[keep]).astype(np.int64) - columns["start"], 0)
+    memory = trace.memory
+    if len(memory):
+        memory = type(memory).from_columns(**{
+            **{name: getattr(memory, name) for name in memory.__dataclass_fields__},
+            "time": np.rint(_host_map(state, clock, host_speed, memory.time.astype(np.float64))).astype(np.int64)})
+    meta = trace.meta
+    if device_info is not None and device is not None:
+        meta = replace(meta, devices=tuple(device_info if d.id == device else d for d in meta.devices)
+                       or (device_info,))
+    # Every other part of the trace (strings, stacks, recorded op inputs) carries over as it is.
+    return Replayed(replace(trace, meta=meta, events=Events.from_columns(**columns), memory=memory), clock)

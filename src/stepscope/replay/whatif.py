@@ -1,0 +1,242 @@
+"""What a fix would do, by replay: the step's graph changed the way the fix changes the program, replayed, and its
+median step compared with the graph replayed unchanged. Each says what it assumed.
+
+The trace given is the timeline the report reads (for a live capture, already de-perturbed). The changes:
+- more DataLoader workers: the single-process loading leaves the host's path; a batch still takes its measured
+  time in a worker, so the step is at least a batch's time over the workers (free cores bound the workers when the
+  loading computes; loading that waits on storage uses no core);
+- pinned, non-blocking copies: pageable host-to-device copies run at the pinned bandwidth and no longer hold the host;
+- a bigger batch: kernels and copies take k times as long, the host's per-step work does not, nor the optimizer's
+  kernels (sized by the weights); the answer is per sample;
+- uint8 inputs: image copies move a quarter of the bytes, and the loader's float conversion and normalisation leave
+  the host's path for one cheap pass on the device;
+- AMP: matmul and convolution kernels run at the lower-precision roof (factor given), others as they are;
+- CUDA graphs: the host's op dispatch and launches inside the model's step leave its path (one graph launch), kernels
+  stay, each queued behind the last;
+- set_to_none: the gradient zeroing kernels and zero_grad's host time go.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+import numpy as np
+
+from stepscope.analysis.launches import launching_call
+from stepscope.analysis.precision import is_matmul_kernel, precision
+from stepscope.analysis.steps import find_steps
+from stepscope.replay.blocking import blocking_calls
+from stepscope.replay.engine import replay
+from stepscope.replay.host_clock import step_threads
+from stepscope.trace import intervals as iv
+from stepscope.trace.model import CopyKind, HostMemory, Kind, Trace
+
+SINGLE_PROCESS_BATCH = re.compile(r"^enumerate\(DataLoader\)#_SingleProcessDataLoaderIter\.__next__")
+OPTIMIZER_STEP = re.compile(r"^Optimizer\.step#")
+ZERO_GRAD = re.compile(r"^Optimizer\.zero_grad#")
+# What a batch costs the main process when workers made it (take it from the queue, rebuild the tensors).
+WORKER_BATCH_OWN_NS = 100_000
+# Ops of a loader's float conversion and normalisation (ToTensor, Normalize, `/ 255`, `- mean`, `/ std`).
+FLOAT_CONVERSION_OP = re.compile(r"^aten::(?:to|_to_copy|copy_|div_?|sub_?|mul_?|true_divide_?|contiguous|clone)$")
+
+
+@dataclass(frozen=True)
+class WhatIf:
+    fix: str
+    base_ns: float  # the replayed step as it is (median)
+    step_ns: float  # the replayed step with the fix (median)
+    samples_factor: float  # samples per step, relative (a bigger batch)
+    assumptions: tuple[str, ...]
+
+    @property
+    def speedup(self) -> float:
+        """samples/s with the fix over samples/s without."""
+        return self.samples_factor * self.base_ns / self.step_ns if self.step_ns > 0 else 1.0
+
+
+def median_step(trace: Trace) -> float:
+    steps = find_steps(trace)
+    return float(np.median(steps.duration)) if len(steps) else 0.0
+
+
+def _on_path(trace: Trace) -> np.ndarray:
+    ev = trace.events
+    mask = np.zeros(len(ev), dtype=bool)
+    for pid, tid in step_threads(trace):
+        mask |= (ev.pid == pid) & (ev.tid == tid)
+    return mask
+
+
+def _cut_of(trace: Trace, rows: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    ev = trace.events
+    u = iv.union(ev.start[rows], ev.end[rows])
+    return u.starts.astype(np.float64), u.ends.astype(np.float64)
+
+
+def _names(trace: Trace, pattern: re.Pattern[str], kinds: tuple[Kind, ...]) -> np.ndarray:
+    ev = trace.events
+    return np.flatnonzero(ev.of_kind(*kinds) & trace.names_where(lambda s: pattern.match(s) is not None))
+
+
+def more_workers(trace: Trace, workers: int, free_cores: int | None, waits_on_storage: bool) -> WhatIf | None:
+    """Single-process loading moved to `workers` worker processes."""
+    rows = _names(trace, SINGLE_PROCESS_BATCH, (Kind.CPU_OP, Kind.USER_ANNOTATION))
+    rows = rows[_on_path(trace)[rows]]
+    if len(rows) == 0:
+        return None
+    ev = trace.events
+    batch_ns = float(np.median(ev.dur[rows]))
+    base = median_step(trace)
+    cut = _cut_of(trace, rows)
+    host = median_step(replay(trace, cut=cut)) + WORKER_BATCH_OWN_NS
+    used = workers if waits_on_storage or free_cores is None else max(min(workers, free_cores), 1)
+    step = max(host, batch_ns / used)
+    why = ("loading waits on storage: each worker waits, so the cores do not bound them" if waits_on_storage else
+           f"{used} worker(s) on free cores" + ("" if free_cores is None else f" ({free_cores} free)"))
+    return WhatIf("dataloader_workers", base, step, 1.0, (
+        f"a batch takes {batch_ns / 1e6:.2f} ms to load, as measured in this process; {why}",
+        f"the step is the longer of the host's own work ({host / 1e6:.2f} ms) and a batch per worker"))
+
+
+def pinned_copies(trace: Trace, pinned_gb_s: float) -> WhatIf | None:
+    """Pageable host-to-device copies made from pinned memory, without blocking the host."""
+    ev = trace.events
+    rows = np.flatnonzero(ev.of_kind(Kind.MEMCPY) & (ev.copy_kind == CopyKind.HTOD)
+                          & (ev.host_memory == HostMemory.PAGEABLE) & (ev.bytes > 0))
+    if len(rows) == 0:
+        return None
+    gpu = np.flatnonzero(trace.is_gpu_activity)
+    dur = ev.dur[gpu].astype(np.float64)
+    at = np.searchsorted(gpu, rows)
+    dur[at] = np.minimum(dur[at], ev.bytes[rows] / pinned_gb_s)  # bytes / (GB/s) = ns
+    calls = launching_call(trace)[rows]
+    calls = calls[calls >= 0]
+    blocking = np.intersect1d(calls, blocking_calls(trace))
+    base = median_step(trace)
+    step = median_step(replay(trace, rows=gpu, new_dur=dur, unblock=blocking, cut=_cut_of(trace, blocking)))
+    return WhatIf("pin_memory", base, step, 1.0, (
+        f"{len(rows)} pageable copies at {pinned_gb_s:.1f} GB/s, the host no longer waiting for them",))
+
+
+def bigger_batch(trace: Trace, k: float) -> WhatIf:
+    """k times the batch: device work grows k times except the optimizer's; the host's per-step work stays."""
+    ev = trace.events
+    gpu = np.flatnonzero(trace.is_gpu_activity)
+    optimizer = _launched_inside(trace, gpu, _names(trace, OPTIMIZER_STEP, (Kind.USER_ANNOTATION, Kind.CPU_OP)))
+    dur = ev.dur[gpu].astype(np.float64) * np.where(optimizer, 1.0, k)
+    base = median_step(trace)
+    step = median_step(replay(trace, rows=gpu, new_dur=dur))
+    return WhatIf("larger_batch", base, step, k, (
+        f"kernels and copies take {k:g}x as long (the optimizer's do not: they are sized by the weights); the "
+        "host's work per step stays; memory allowing",))
+
+
+def uint8_inputs(trace: Trace) -> WhatIf | None:
+    """Images sent as uint8 (a quarter of the bytes), converted and normalised on the device."""
+    ev = trace.events
+    copies = np.flatnonzero(ev.of_kind(Kind.MEMCPY) & (ev.copy_kind == CopyKind.HTOD) & (ev.bytes >= 1 << 20))
+    loading = _names(trace, SINGLE_PROCESS_BATCH, (Kind.CPU_OP, Kind.USER_ANNOTATION))
+    conversions = _names(trace, FLOAT_CONVERSION_OP, (Kind.CPU_OP,))
+    conversions = conversions[_within(trace, conversions, loading) & _on_path(trace)[conversions]]
+    if len(copies) == 0 and len(conversions) == 0:
+        return None
+    gpu = np.flatnonzero(trace.is_gpu_activity)
+    dur = ev.dur[gpu].astype(np.float64)
+    dur[np.searchsorted(gpu, copies)] /= 4
+    base = median_step(trace)
+    step = median_step(replay(trace, rows=gpu, new_dur=dur, cut=_cut_of(trace, conversions)))
+    return WhatIf("uint8_transfer", base, step, 1.0, (
+        f"{len(copies)} large host-to-device copies move a quarter of the bytes",
+        f"{len(conversions)} float conversion/normalisation ops of the loader leave the host "
+        "(one fused pass on the device, taken as free)" if len(conversions) else
+        "the workers' float conversion is not in this trace: its saving is not counted"))
+
+
+def amp(trace: Trace, factor: dict[str, float]) -> WhatIf | None:
+    """Matmul and convolution kernels in fp32 (or TF32) run `factor[precision]` times faster."""
+    ev = trace.events
+    gpu = np.flatnonzero(trace.is_gpu_activity & ev.of_kind(Kind.KERNEL))
+    names = [trace.strings[int(i)] for i in ev.name[gpu]]
+    speed = np.array([factor.get(precision(n), 1.0) if is_matmul_kernel(n) else 1.0 for n in names])
+    if not (speed > 1).any():
+        return None
+    base = median_step(trace)
+    step = median_step(replay(trace, rows=gpu, new_dur=ev.dur[gpu] / speed))
+    return WhatIf("amp", base, step, 1.0, (
+        f"{int((speed > 1).sum())} matmul/convolution kernels {', '.join(f'{p} {f:g}x' for p, f in factor.items())} "
+        "faster; other kernels unchanged",))
+
+
+def cuda_graphs(trace: Trace) -> WhatIf | None:
+    """The step's kernels replayed from a graph: the host's dispatch and launches leave its path."""
+    ev = trace.events
+    link = launching_call(trace)
+    launches = np.unique(link[link >= 0])
+    if len(launches) == 0:
+        return None
+    ops = np.flatnonzero(ev.of_kind(Kind.CPU_OP) & _on_path(trace))
+    launching_ops = ops[_contains_any(trace, ops, launches)]
+    keep_out = np.concatenate([_names(trace, SINGLE_PROCESS_BATCH, (Kind.CPU_OP,)), blocking_calls(trace)])
+    cut_rows = np.setdiff1d(np.union1d(launching_ops, launches), keep_out)
+    cut_rows = cut_rows[~_contains_any(trace, cut_rows, blocking_calls(trace))]  # a sync's wait stays
+    base = median_step(trace)
+    step = median_step(replay(trace, cut=_cut_of(trace, cut_rows)))
+    return WhatIf("cuda_graphs", base, step, 1.0, (
+        "the ops that launch GPU work cost the host nothing (one graph launch per step); data loading, syncs and "
+        "Python between the ops stay; kernels unchanged",))
+
+
+def set_to_none(trace: Trace) -> WhatIf | None:
+    """zero_grad(set_to_none=True): no zeroing kernels, no zero_grad host work."""
+    zero = _names(trace, ZERO_GRAD, (Kind.USER_ANNOTATION, Kind.CPU_OP))
+    if len(zero) == 0:
+        return None
+    gpu = np.flatnonzero(trace.is_gpu_activity)
+    inside = _launched_inside(trace, gpu, zero)
+    if not inside.any():
+        return None
+    dur = trace.events.dur[gpu].astype(np.float64)
+    dur[inside] = 0.0
+    base = median_step(trace)
+    step = median_step(replay(trace, rows=gpu, new_dur=dur, cut=_cut_of(trace, zero)))
+    return WhatIf("set_to_none", base, step, 1.0, (f"{int(inside.sum())} zeroing kernels and zero_grad's host time "
+                                                   "removed",))
+
+
+def _within(trace: Trace, rows: np.ndarray, outer: np.ndarray) -> np.ndarray:
+    """Which of `rows` lie inside one of the `outer` ranges."""
+    ev = trace.events
+    if len(outer) == 0 or len(rows) == 0:
+        return np.zeros(len(rows), dtype=bool)
+    u = iv.union(ev.start[outer], ev.end[outer])
+    k = np.searchsorted(u.starts, ev.start[rows], side="right") - 1
+    ok = k >= 0
+    ok[ok] &= ev.end[rows][ok] <= u.ends[k[ok]]
+    return ok
+
+
+def _launched_inside(trace: Trace, gpu: np.ndarray, ranges: np.ndarray) -> np.ndarray:
+    """For GPU rows, whether their launching call lies inside one of `ranges`."""
+    link = launching_call(trace)[gpu]
+    inside = np.zeros(len(gpu), dtype=bool)
+    linked = link >= 0
+    inside[linked] = _within(trace, link[linked], ranges)
+    return inside
+
+
+def _contains_any(trace: Trace, rows: np.ndarray, inner: np.ndarray) -> np.ndarray:
+    """Which of `rows` (host ranges) contain at least one of the `inner` events (same thread)."""
+    ev = trace.events
+    out = np.zeros(len(rows), dtype=bool)
+    if len(inner) == 0 or len(rows) == 0:
+        return out
+    order = np.argsort(ev.start[inner])
+    starts = ev.start[inner][order]
+    first = np.searchsorted(starts, ev.start[rows], side="left")
+    last = np.searchsorted(starts, ev.end[rows], side="right")
+    for i in np.flatnonzero(last > first):
+        cand = inner[order][first[i]:last[i]]
+        same = (ev.tid[cand] == ev.tid[rows[i]]) & (ev.end[cand] <= ev.end[rows[i]])
+        out[i] = bool(same.any())
+    return out

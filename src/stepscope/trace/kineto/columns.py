@@ -1,0 +1,258 @@
+"""Kineto events into numpy columns, batch by batch: spans, allocator samples and thread names."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from operator import attrgetter
+from pathlib import Path
+
+import numpy as np
+
+from stepscope.errors import StepscopeError
+from stepscope.trace.kineto.dialect import (
+    CATEGORY_KIND,
+    MEMORY_EVENT_NAME,
+    OTHER_ACCELERATOR_DEVICE_CATEGORIES,
+    OTHER_ACCELERATOR_RUNTIME_CATEGORIES,
+    SKIPPED_CATEGORIES,
+    parse_memcpy_name,
+)
+from stepscope.trace.kineto.inputs import InputsInterner
+from stepscope.trace.kineto.meta import trace_meta
+from stepscope.trace.kineto.schema import Args, Instant, InstantUpper, Metadata, Scalar, Span, TraceFile
+from stepscope.trace.kineto.values import as_int, float_column, int_column
+from stepscope.trace.model import NONE, Events, Kind, MemoryEvents, Trace
+from stepscope.trace.names import MAX_NAME_CHARS, bounded_name
+from stepscope.trace.source_annotations import OWN_ANNOTATION_PREFIX
+from stepscope.trace.validation import MAX_SPAN_NS, launches_without_kernels
+
+_PID, _TID, _TS, _DUR = attrgetter("pid"), attrgetter("tid"), attrgetter("ts"), attrgetter("dur")
+_DEVICE, _STREAM, _BYTES, _FLOPS = attrgetter("device"), attrgetter("stream"), attrgetter("bytes"), attrgetter("flops")
+_CORRELATION, _SEQUENCE, _FWD_TID = attrgetter("correlation"), attrgetter("sequence"), attrgetter("fwd_tid")
+MAX_SPAN_US = MAX_SPAN_NS / 1000
+
+
+@dataclass
+class ColumnBuilder:
+    """Accumulates numpy columns batch by batch; names are interned across batches."""
+
+    columns: dict[str, list[np.ndarray]] = field(default_factory=dict)
+    names: dict[Scalar, int] = field(default_factory=dict)
+    categories: set[str | None] = field(default_factory=set)
+    kind_of: dict[str | None, tuple[int, bool]] = field(default_factory=dict)
+    memory: dict[str, list[np.ndarray]] = field(default_factory=dict)
+    process_names: dict[int, str] = field(default_factory=dict)
+    thread_names: dict[tuple[int, int], str] = field(default_factory=dict)
+    inputs: InputsInterner = field(default_factory=InputsInterner)
+    strings: list[str] = field(default_factory=list)  # by name id, long names shortened
+    notes: list[str] = field(default_factory=list)  # what the reader repaired or left out
+    replaced_bytes: int = 0  # bytes that were not UTF-8, replaced
+    unreadable_events: int = 0  # events whose fields have types no dialect uses
+    shortened_names: int = 0
+
+    def _kind(self, cat: str | None) -> tuple[int, bool]:
+        """(kind, on a device) for a category, decided once per distinct category."""
+        if cat not in self.kind_of:
+            kind = CATEGORY_KIND.get(cat) if cat is not None else None
+            if kind is None:
+                kind = Kind.RUNTIME if cat in OTHER_ACCELERATOR_RUNTIME_CATEGORIES else Kind.OTHER
+            on_device = kind >= Kind.KERNEL or cat in OTHER_ACCELERATOR_DEVICE_CATEGORIES
+            self.kind_of[cat] = (int(kind), bool(on_device))
+            self.categories.add(cat)
+        return self.kind_of[cat]
+
+    def _append(self, **arrays: np.ndarray) -> None:
+        for key, array in arrays.items():
+            self.columns.setdefault(key, []).append(array)
+
+    def add(self, events: list) -> None:
+        spans = [
+            ev for ev in events
+            if type(ev) is Span and ev.dur is not None and ev.ts is not None and ev.cat not in SKIPPED_CATEGORIES
+        ]
+        for ev in events:
+            if type(ev) is Metadata:
+                self._metadata(ev)
+        memory = [ev for ev in events if (type(ev) is Instant or type(ev) is InstantUpper)
+                  and ev.name == MEMORY_EVENT_NAME and ev.args is not None and ev.ts is not None]
+        if memory:
+            self._add_memory(memory)
+        if not spans:
+            return
+        cats = [ev.cat for ev in spans]
+        for cat in set(cats):
+            self._kind(cat)
+        kind = np.fromiter((self.kind_of[c][0] for c in cats), dtype=np.int8, count=len(cats))
+        on_device = np.fromiter((self.kind_of[c][1] for c in cats), dtype=bool, count=len(cats))
+        # Intern names: str caches its hash, so the second lookup of each name is cheap.
+        names = [ev.name for ev in spans]
+        for name in dict.fromkeys(names):
+            if name not in self.names:
+                self.names[name] = len(self.names)
+                self._add_string(name if isinstance(name, str) else str(name))
+        name_ids = np.fromiter(map(self.names.__getitem__, names), dtype=np.int32, count=len(names))
+        no_args = Args()
+        args = [ev.args or no_args for ev in spans]
+        pid = int_column(list(map(_PID, spans)))
+        tid = int_column(list(map(_TID, spans)))
+        # Device events carry device and stream in args; old traces only as pid and tid.
+        arg_device = int_column(list(map(_DEVICE, args)))
+        arg_stream = int_column(list(map(_STREAM, args)))
+        external = int_column([a.external_id if a.external_id is not None else a.external_id_old for a in args])
+        self._append(
+            kind=kind, pid=pid, tid=tid, name=name_ids, external_id=external,
+            device=np.where(on_device, np.where(arg_device >= 0, arg_device, pid), NONE),
+            stream=np.where(on_device, np.where(arg_stream >= 0, arg_stream, tid), NONE),
+            ts=np.array(list(map(_TS, spans)), dtype=np.float64),
+            dur=np.array(list(map(_DUR, spans)), dtype=np.float64),
+            correlation=int_column(list(map(_CORRELATION, args))),
+            sequence=int_column(list(map(_SEQUENCE, args))),
+            fwd_tid=int_column(list(map(_FWD_TID, args))),
+            bytes=int_column(list(map(_BYTES, args))),
+            flops=float_column(list(map(_FLOPS, args))),
+            inputs=self._inputs(args),
+        )
+
+    def _inputs(self, args: list[Args]) -> np.ndarray:
+        """Each span's recorded inputs (record_shapes) as an index into the interned table, else -1."""
+        if not any(a.input_dims for a in args):
+            return np.full(len(args), NONE, dtype=np.int32)
+        intern = self.inputs.intern
+        return np.fromiter((intern(a.input_dims, a.input_type, a.concrete) for a in args), np.int32, len(args))
+
+    def _add_string(self, name: str) -> None:
+        shortened = bounded_name(name)
+        self.shortened_names += shortened is not name
+        self.strings.append(shortened)
+
+    def _add_memory(self, events: list[Instant]) -> None:
+        """Allocator samples ([memory] instants) as columns; device -1 is host memory."""
+        args = [ev.args for ev in events]
+        device_type = int_column([a.device_type for a in args], 0)  # type: ignore[union-attr]
+        device_id = int_column([a.device_id for a in args])  # type: ignore[union-attr]
+        columns = {
+            "ts": np.array([ev.ts for ev in events], dtype=np.float64),
+            "device": np.where(device_type != 0, device_id, NONE),
+            "bytes": int_column([a.mem_bytes for a in args], 0),  # type: ignore[union-attr]
+            "total_allocated": int_column([a.total_allocated for a in args]),  # type: ignore[union-attr]
+            "total_reserved": int_column([a.total_reserved for a in args]),  # type: ignore[union-attr]
+            "addr": int_column([a.addr for a in args]),  # type: ignore[union-attr]
+            "pid": int_column([ev.pid for ev in events]),
+            "tid": int_column([ev.tid for ev in events]),
+        }
+        for key, array in columns.items():
+            self.memory.setdefault(key, []).append(array)
+
+    def _metadata(self, ev: Metadata) -> None:
+        if ev.args is None or not isinstance(ev.args.name, str):
+            return
+        if ev.name == "process_name":
+            self.process_names[as_int(ev.pid)] = bounded_name(ev.args.name)
+        elif ev.name == "thread_name":
+            self.thread_names[(as_int(ev.pid), as_int(ev.tid))] = bounded_name(ev.args.name)
+
+    def finish(self, parsed: TraceFile, path: Path) -> Trace:
+        if not self.columns and not self.memory:
+            raise StepscopeError(f"{path}: the trace has no events with a duration (nothing to analyse)")
+        cols = {k: np.concatenate(v) for k, v in self.columns.items()}
+        self.columns.clear()
+        mem = {k: np.concatenate(v) for k, v in self.memory.items()}
+        cols, mem = self._in_range(cols, mem)
+        mem_ts = mem.pop("ts", np.zeros(0))
+        ts_us = cols.pop("ts", np.zeros(0))
+        if not len(ts_us) and not len(mem_ts):
+            raise StepscopeError(f"{path}: the trace has no events with a usable time (nothing to analyse)")
+        t0 = float(min(ts_us.min() if len(ts_us) else np.inf, mem_ts.min() if len(mem_ts) else np.inf))
+        # Subtract the origin in µs before scaling: epoch-sized µs floats keep their fraction that way.
+        start = np.rint((ts_us - t0) * 1000.0).astype(np.int64)
+        dur = np.rint(cols.pop("dur", np.zeros(0)) * 1000.0).astype(np.int64)
+        strings = tuple(self.strings)
+        kind = cols.get("kind", np.zeros(0, np.int8))
+        name = cols.get("name", np.zeros(0, np.int32))
+        if "kind" in cols:
+            cols["kind"] = kind = _own_annotations_as_annotations(kind, name, strings)
+        copy_kind, host_memory = _copy_columns(kind, name, strings)
+        if not cols:
+            cols = {k: np.zeros(0, np.int64) for k in ("kind", "pid", "tid", "name")}
+        table = Events.from_columns(start=start, dur=dur, copy_kind=copy_kind, host_memory=host_memory, **cols)
+        empty = np.zeros(0, np.int64)
+        memory = MemoryEvents.from_columns(
+            time=np.rint((mem_ts - t0) * 1000.0).astype(np.int64),
+            device=mem.get("device", empty), bytes=mem.get("bytes", empty),
+            total_allocated=mem.get("total_allocated", empty), total_reserved=mem.get("total_reserved", empty),
+            addr=mem.get("addr"), pid=mem.get("pid"), tid=mem.get("tid"),
+        )
+        meta = trace_meta(parsed, path, table, strings, t0, categories={c for c in self.categories if c},
+                          process_names=self.process_names, thread_names=self.thread_names,
+                          notes=self._reader_notes(table, strings))
+        return Trace(meta=meta, events=table, strings=strings, memory=memory, op_inputs=self.inputs.table())
+
+    def _in_range(self, cols: dict[str, np.ndarray], mem: dict[str, np.ndarray],
+                  ) -> tuple[dict[str, np.ndarray], dict[str, np.ndarray]]:
+        """Leave out events whose time or duration no clock can produce; they would poison every figure."""
+        ts, dur, mem_ts = cols.get("ts", np.zeros(0)), cols.get("dur", np.zeros(0)), mem.get("ts", np.zeros(0))
+        keep, keep_mem = plausible_times(ts, dur, mem_ts)
+        dropped = int((~keep).sum()) + int((~keep_mem).sum())
+        if dropped:
+            bad = np.concatenate([ts[~keep], dur[~keep], mem_ts[~keep_mem]])
+            self.notes.append(f"{dropped} events with a time or duration out of range (e.g. "
+                              f"{_worst(bad):.4g} µs) were left out")
+            cols = {k: v[keep] for k, v in cols.items()}
+            mem = {k: v[keep_mem] for k, v in mem.items()}
+        return cols, mem
+
+    def _reader_notes(self, table: Events, strings: tuple[str, ...]) -> list[str]:
+        notes = list(self.notes)
+        if note := launches_without_kernels(table, strings):
+            notes.append(note)
+        if self.replaced_bytes:
+            notes.append(f"{self.replaced_bytes} bytes that are not UTF-8 (in names) were replaced by U+FFFD")
+        if self.unreadable_events:
+            notes.append(f"{self.unreadable_events} events whose fields have the wrong types were left out")
+        if self.shortened_names:
+            notes.append(f"{self.shortened_names} names longer than {MAX_NAME_CHARS:,} characters were shortened "
+                         "(their first characters and a hash are kept)")
+        return notes
+
+
+def plausible_times(ts: np.ndarray, dur: np.ndarray, mem_ts: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Masks of the spans and samples whose times lie within MAX_SPAN_US of the trace's median time and whose
+    durations are finite, non-negative and under MAX_SPAN_US."""
+    times = np.concatenate([ts, mem_ts])
+    finite = times[np.isfinite(times)]
+    middle = float(np.median(finite)) if len(finite) else 0.0
+    with np.errstate(invalid="ignore"):
+        keep = (np.abs(ts - middle) <= MAX_SPAN_US) & (dur >= 0) & (dur <= MAX_SPAN_US)
+        keep_mem = np.abs(mem_ts - middle) <= MAX_SPAN_US
+    return keep, keep_mem
+
+
+def _worst(values: np.ndarray) -> float:
+    """The value furthest from sane, to quote in the note."""
+    finite = values[np.isfinite(values)]
+    if len(finite) < len(values):
+        return float(values[~np.isfinite(values)][0])
+    return float(finite[np.argmax(np.abs(finite))])
+
+
+def _own_annotations_as_annotations(kind: np.ndarray, name: np.ndarray, strings: tuple[str, ...]) -> np.ndarray:
+    """stepscope's source ranges are recorded as ops (the fast record_function API); they are annotations."""
+    own = np.fromiter((s.startswith(OWN_ANNOTATION_PREFIX) for s in strings), dtype=bool, count=len(strings))
+    if not own.any():
+        return kind
+    return np.where(own[name] & (kind == Kind.CPU_OP), np.int8(Kind.USER_ANNOTATION), kind).astype(np.int8)
+
+
+def _copy_columns(kind: np.ndarray, name: np.ndarray, strings: tuple[str, ...]) -> tuple[np.ndarray, np.ndarray]:
+    """Copy direction and host memory type, parsed once per distinct memcpy name."""
+    copy_kind = np.zeros(len(kind), dtype=np.int8)
+    host_memory = np.zeros(len(kind), dtype=np.int8)
+    rows = np.flatnonzero(kind == Kind.MEMCPY)
+    if len(rows):
+        lut_kind = np.zeros(len(strings), dtype=np.int8)
+        lut_memory = np.zeros(len(strings), dtype=np.int8)
+        for i in np.unique(name[rows]):
+            lut_kind[i], lut_memory[i] = parse_memcpy_name(strings[i])
+        copy_kind[rows] = lut_kind[name[rows]]
+        host_memory[rows] = lut_memory[name[rows]]
+    return copy_kind, host_memory

@@ -1,0 +1,105 @@
+"""What stepscope reads of a Kineto trace, as msgspec types: the file's top level and each event.
+
+Every field the readers do not name is skipped by the decoder, never built.
+"""
+
+from __future__ import annotations
+
+from typing import Union
+
+import msgspec
+
+Scalar = int | float | str | None
+
+
+class Args(msgspec.Struct, gc=False):
+    """The span args stepscope reads."""
+
+    external_id: Scalar = msgspec.field(default=None, name="External id")
+    external_id_old: Scalar = msgspec.field(default=None, name="external id")
+    correlation: Scalar = None
+    sequence: Scalar = msgspec.field(default=None, name="Sequence number")
+    fwd_tid: Scalar = msgspec.field(default=None, name="Fwd thread id")
+    device: Scalar = None
+    stream: Scalar = None
+    bytes: Scalar = None
+    flops: Scalar = None
+    # record_shapes: kept raw and interned (kineto.inputs), decoded once per distinct signature
+    input_dims: msgspec.Raw = msgspec.field(default=msgspec.Raw(), name="Input Dims")  # empty when absent
+    input_type: msgspec.Raw = msgspec.field(default=msgspec.Raw(), name="Input type")
+    concrete: msgspec.Raw = msgspec.field(default=msgspec.Raw(), name="Concrete Inputs")
+
+
+class MemoryArgs(msgspec.Struct, gc=False):
+    mem_bytes: Scalar = msgspec.field(default=None, name="Bytes")
+    total_allocated: Scalar = msgspec.field(default=None, name="Total Allocated")
+    total_reserved: Scalar = msgspec.field(default=None, name="Total Reserved")
+    device_type: Scalar = msgspec.field(default=None, name="Device Type")
+    device_id: Scalar = msgspec.field(default=None, name="Device Id")
+    addr: Scalar = msgspec.field(default=None, name="Addr")
+
+
+class NameArgs(msgspec.Struct, gc=False):
+    name: Scalar = None
+
+
+# A tagged union on "ph": spans decode fully, flows and counters decode to empty structs.
+class Span(msgspec.Struct, tag_field="ph", tag="X", gc=False):
+    cat: str | None = None
+    name: Scalar = None
+    pid: Scalar = None
+    tid: Scalar = None
+    ts: float | None = None  # a string here sends the batch down the lenient path, which converts it
+    dur: float | None = None
+    args: Args | None = None
+
+
+class Instant(msgspec.Struct, tag_field="ph", tag="i", gc=False):
+    name: Scalar = None
+    ts: float | None = None
+    pid: Scalar = None
+    tid: Scalar = None
+    args: MemoryArgs | None = None
+
+
+class InstantUpper(Instant, tag="I"):
+    pass
+
+
+class Metadata(msgspec.Struct, tag_field="ph", tag="M", gc=False):
+    name: Scalar = None
+    pid: Scalar = None
+    tid: Scalar = None
+    args: NameArgs | None = None
+
+
+_IGNORED_PHASES = "BEbneCstfPNODVvRc()"
+_Ignored = tuple(
+    msgspec.defstruct(f"_Ignored{i}", [], tag_field="ph", tag=ph, gc=False) for i, ph in enumerate(_IGNORED_PHASES)
+)
+AnyEvent = Union[(Span, Instant, InstantUpper, Metadata, *_Ignored)]
+
+
+class DeviceProperties(msgspec.Struct, gc=False):
+    id: Scalar = None
+    name: Scalar = None
+    totalGlobalMem: Scalar = None
+    computeMajor: Scalar = None
+    computeMinor: Scalar = None
+    numSms: Scalar = None
+    warpSize: Scalar = None
+
+
+class TraceFile(msgspec.Struct, gc=False):
+    traceEvents: list[msgspec.Raw] | None = None
+    deviceProperties: list[DeviceProperties] | None = None
+    distributedInfo: dict | None = None
+    baseTimeNanoseconds: Scalar = None
+    nodes: msgspec.Raw | None = None  # a PyTorch execution trace, not a profiler trace
+
+
+FILE_DECODER = msgspec.json.Decoder(TraceFile)
+LIST_DECODER = msgspec.json.Decoder(list[msgspec.Raw])
+BATCH_DECODER = msgspec.json.Decoder(list[AnyEvent])  # type: ignore[valid-type]
+# One event at a time, for a batch with a type surprise: numbers written as strings ("12") are converted.
+EVENT_DECODER = msgspec.json.Decoder(AnyEvent, strict=False)  # type: ignore[var-annotated]

@@ -1,0 +1,74 @@
+"""The timing pass: `stepscope run` records the steps twice, first with the cheapest settings that still link
+launches to kernels (the replay's timeline), then with everything asked for (attribution); the profiler's cost
+per event is measured after the window. Real runs of a small training loop on the CPU, in this process."""
+
+from __future__ import annotations
+
+import gzip
+import json
+from pathlib import Path
+
+import pytest
+
+torch = pytest.importorskip("torch")
+
+from test_run import TRAIN, profiler_steps, run, write  # noqa: E402
+
+pytestmark = pytest.mark.usefixtures("one_torch_thread")
+
+
+def _events(path: Path) -> list[dict]:
+    with gzip.open(path, "rt") as f:
+        return json.load(f)["traceEvents"]
+
+
+def _steps(events: list[dict]) -> list[int]:
+    return sorted({int(e["name"].split("#")[1]) for e in events if str(e.get("name", "")).startswith("ProfilerStep#")})
+
+
+def test_the_timing_pass_comes_first_with_minimal_settings(tmp_path: Path, capfd: pytest.CaptureFixture[str]) -> None:
+    script = write(tmp_path / "train.py", TRAIN)
+    out = tmp_path / "run"
+    code, _, err = run(capfd, "--out", out, "--record-shapes", "--skip", "3", "--warmup", "1", "--steps", "4",
+                       script, "--n", "40")
+    assert code == 0, err
+    timing, recorded = _events(out / "timing.json.gz"), _events(out / "trace.json.gz")
+    # Steps 0-2 skipped; the timing pass warms up on step 3 and records 4-7; the recorded pass warms up on 8 and
+    # records 9-12 (ProfilerStep#N is the program's own step number, counted from 0).
+    assert _steps(timing) == [4, 5, 6, 7]
+    assert [int(s.split("#")[1]) for s in profiler_steps(out)] == [9, 10, 11, 12]
+    ops = [e for e in timing if e.get("cat") == "cpu_op"]
+    assert ops and not any("Input Dims" in e.get("args", {}) for e in ops)  # no shapes in the timing pass
+    assert any("Input Dims" in e.get("args", {}) for e in recorded if e.get("cat") == "cpu_op")
+    # stepscope's line ranges (and the survey before them) belong to the recorded pass only.
+    own = [e for e in timing if str(e.get("name", "")).startswith("stepscope")]
+    assert not own, own[:3]
+    calibration = json.loads((out / "calibration.json").read_text())
+    assert calibration["record_shapes"] is False and calibration["profile_memory"] is False
+    assert calibration["op_ns"] > 0 and calibration["plain_op_ns"] > 0
+    # The calibration's training step records its forward operators (ten for F.linear on a CPU) and the backward's.
+    assert calibration["events_per_iteration"]["op"]["op"] > 20
+
+
+def test_one_pass_when_asked(tmp_path: Path, capfd: pytest.CaptureFixture[str]) -> None:
+    script = write(tmp_path / "train.py", TRAIN)
+    out = tmp_path / "run"
+    code, _, err = run(capfd, "--out", out, "--no-timing-pass", "--skip", "3", "--warmup", "1", "--steps", "4",
+                       script, "--n", "20")
+    assert code == 0, err
+    assert not (out / "timing.json.gz").exists()
+    assert [int(s.split("#")[1]) for s in profiler_steps(out)] == [4, 5, 6, 7]
+    calibration = json.loads((out / "calibration.json").read_text())
+    assert calibration["record_shapes"] is True  # the costs of the trace the timeline comes from
+
+
+def test_a_program_that_ends_in_the_recorded_passs_warmup_keeps_the_timing_trace(
+        tmp_path: Path, capfd: pytest.CaptureFixture[str]) -> None:
+    script = write(tmp_path / "train.py", TRAIN)
+    out = tmp_path / "run"
+    # Timing pass on steps 3-7, the recorded pass warms up on step 8, and the program ends after it (9 steps).
+    code, _, err = run(capfd, "--out", out, "--skip", "3", "--warmup", "1", "--steps", "4", script, "--n", "9")
+    assert code == 0, err
+    assert [int(s.split("#")[1]) for s in profiler_steps(out)] == [4, 5, 6, 7]
+    assert not (out / "timing.json.gz").exists()  # the timing trace is the run's only trace
+    assert json.loads((out / "calibration.json").read_text())["record_shapes"] is False  # measured at the end
