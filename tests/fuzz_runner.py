@@ -115,7 +115,7 @@ def warm_up() -> bytes:
     from stepscope.report.perfetto import PerfettoRenderer  # noqa: F401
     from stepscope.report.terminal import TerminalRenderer  # noqa: F401
 
-    build_parser()
+    build_parser(every_verb=True)
     with tempfile.TemporaryDirectory() as tmp:
         report = analyze(builder.input_bound_trace().write(Path(tmp) / "t.json"))
     return render("json", report)

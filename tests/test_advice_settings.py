@@ -11,9 +11,12 @@ import pytest
 
 import builder as sc
 from builder import Timeline, TraceBuilder
-from stepscope.advice import advise, rules_cpu, rules_host, rules_input
+from stepscope.advice import advise
 from stepscope.advice.context import Context
 from stepscope.advice.patterns import classify
+from stepscope.advice.rules import cpu as rules_cpu
+from stepscope.advice.rules import dataloader as rules_input
+from stepscope.advice.rules import host as rules_host
 from stepscope.analysis.facts import compute_facts
 from stepscope.model import report as s
 from stepscope.trace.kineto import read_kineto

@@ -100,7 +100,7 @@ def test_one_set_of_defaults_for_the_api_the_cli_and_the_callbacks() -> None:
     assert {name: params[name].default for name in shared} == {name: fields[name] for name in shared}
     assert all(p.kind is inspect.Parameter.KEYWORD_ONLY and p.annotation != inspect.Parameter.empty
                for p in params.values())
-    cli = options_from_args(build_parser().parse_args(["run", "train.py"]))
+    cli = options_from_args(build_parser("run").parse_args(["run", "train.py"]))
     assert cli == DEFAULTS
     assert CallbackOptions.from_kwargs().capture == DEFAULTS.replace(step_on="marker")
     with pytest.raises(TypeError, match="unknown stepscope callback option"):

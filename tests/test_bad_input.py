@@ -8,6 +8,7 @@ import subprocess
 import sys
 from pathlib import Path
 
+import msgspec
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
@@ -195,7 +196,7 @@ def test_a_broken_verb_is_listed_and_says_why(monkeypatch: pytest.MonkeyPatch,
         return real(name)
 
     monkeypatch.setattr(cli, "_verb_module", broken_diff)
-    assert "diff" in cli.build_parser().format_help() and "cannot load" in cli.build_parser().format_help()
+    assert "diff" in cli.build_parser().format_help() and "cannot load" in cli.build_parser("diff").format_help()
     assert cli.main(["diff", "a.json", "b.json"]) == 1
     err = capsys.readouterr().err
     assert err.startswith("stepscope: error: the diff command cannot load (ImportError: cannot import name")
@@ -230,7 +231,8 @@ def test_analyze_on_a_run_folder_reads_its_trace_with_its_batch_size(tmp_path: P
     shutil.copy(source / "telemetry.json", folder / "telemetry.json")
     (folder / "census.json").write_text('{"schema": "stepscope.census/1"}')
     doc = json.loads((source / "run.json").read_text())
-    run = Run(**{k: v for k, v in doc.items() if k in Run.__struct_fields__ and k != "energy_per_step"})
+    run = msgspec.convert({k: v for k, v in doc.items() if k in Run.__struct_fields__ and k != "energy_per_step"},
+                          Run)
     (folder / "report.json").write_bytes(to_json(analyze([read_kineto(folder / "trace.json.gz")], run=run)))
     done = subprocess.run([sys.executable, "-m", "stepscope", "analyze", str(folder), "--json", "-", "-q"],
                           capture_output=True, text=True)

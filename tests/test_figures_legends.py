@@ -4,13 +4,13 @@ roofs of different dtypes are drawn differently. Read from the figure specs the 
 
 from __future__ import annotations
 
-import json
 import re
 from pathlib import Path
 from typing import Any
 
 import pytest
 
+from stepscope.model.telemetry import telemetry_from_json
 from stepscope.pipeline import analyze
 from stepscope.report import figures, sections
 from test_html_layout_browser import run_report
@@ -28,7 +28,7 @@ def charts() -> dict[str, dict[str, Any]]:
 
     folder = H100 / "r4_runs" / "cifar_rung1"
     run = run_report(folder)
-    telemetry = json.loads((folder / "telemetry.json").read_text())
+    telemetry = telemetry_from_json((folder / "telemetry.json").read_bytes())
     gpt2 = analyze(DATA / "gpu_h100_r5" / "gpt2_b12" / "trace_default.json.gz")
     predicted = analyze(H100 / "cifar_rung4" / "trace.json.gz", batch_size=128,
                         predict=PredictRequest(gpus=("h200", "l4"), prices={"l4": 0.8}))

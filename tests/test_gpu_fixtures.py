@@ -12,6 +12,7 @@ import json
 from functools import cache
 from pathlib import Path
 
+import msgspec
 import numpy as np
 import pytest
 
@@ -124,7 +125,7 @@ def test_energy_per_step_from_the_run_telemetry_of_a_real_gpu() -> None:
     folder = DATA / "gpu_h100" / "launch_bound"
     doc = json.loads((folder / "run.json").read_text())
     fields = set(Run.__struct_fields__) - {"energy_per_step"}
-    run = Run(**{k: v for k, v in doc.items() if k in fields})
+    run = msgspec.convert({k: v for k, v in doc.items() if k in fields}, Run)
     r = analyze([read_kineto(folder / "trace.json.gz")], run=run)
     [energy] = r.run.energy_per_step
     assert (energy.gpu, energy.basis) == (0, "unprofiled step time")

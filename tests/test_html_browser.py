@@ -12,6 +12,7 @@ from pathlib import Path
 import pytest
 
 from conftest import kineto_trace
+from stepscope.model.telemetry import GpuReading, Sample, TelemetryReport, WindowSummary
 from stepscope.report import render
 from test_html_report import EVIL, report_of, training_trace, with_advice
 
@@ -87,9 +88,11 @@ def test_report_page_in_chromium(browser, tmp_path: Path) -> None:  # type: igno
     from selenium.webdriver.common.by import By
 
     page_path = tmp_path / "report.html"
-    telemetry = {"schema": "stepscope.telemetry/1", "gpus": [EVIL], "window": {"start_s": 0.4, "end_s": 0.8},
-                 "samples": [{"t": 0.2 * i, "cpu": [40.0 + i, 60.0], "gpu": [{"util": 80.0 + i, "power_w": 200.0}]}
-                             for i in range(6)]}
+    telemetry = TelemetryReport(
+        interval_s=0.2, cpu_source="/proc/stat", cpu_cores=2, gpus=[EVIL], notes=[],
+        window=WindowSummary(start_s=0.4, end_s=0.8, samples=2, cpu_util_mean=50.0, cpu_util_per_core=None),
+        samples=[Sample(t=0.2 * i, cpu=[40.0 + i, 60.0], gpu=[GpuReading(util=80.0 + i, power_w=200.0)])
+                 for i in range(6)])
     report = with_advice(report_of(training_trace(tmp_path / "t.json")))
     page_path.write_bytes(render("html", report, telemetry=telemetry))
     page = open_page(browser, page_path)

@@ -13,6 +13,7 @@ import msgspec
 import pytest
 
 from stepscope.model.report import Report, Run
+from stepscope.model.telemetry import telemetry_from_json
 from test_html_browser import assert_clean, browser, open_page  # noqa: F401  (browser: a fixture)
 
 # Relative to where the tests run (the repository root in CI), so the pages name their traces as a user would.
@@ -92,7 +93,7 @@ def pages(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
     out = tmp_path_factory.mktemp("pages")
     folder = H100 / "r4_runs" / "cifar_rung1"
     before = run_report(folder)
-    telemetry = json.loads((folder / "telemetry.json").read_text())
+    telemetry = telemetry_from_json((folder / "telemetry.json").read_bytes())
     (out / "report.html").write_bytes(render("html", before, telemetry=telemetry))
     tune = tune_from_json((H100 / "tune_cifar" / "tune.json").read_bytes())
     patch = (H100 / "tune_cifar" / "suggested.patch").read_text()

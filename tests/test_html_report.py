@@ -17,6 +17,7 @@ from conftest import KINETO, kineto_trace
 from stepscope.analysis.facts import compute_facts
 from stepscope.analysis.timeline import representative_step, step_timeline
 from stepscope.model import report as s
+from stepscope.model.telemetry import GpuReading, Sample, TelemetryReport, WindowSummary, telemetry_to_json
 from stepscope.pipeline import analyze
 from stepscope.report import render
 from stepscope.report.tables import struct_table
@@ -48,6 +49,16 @@ def report_of(path: Path) -> s.Report:
     report = analyze(path)
     assert report.timeline is not None
     return report
+
+
+WINDOW = WindowSummary(start_s=0.2, end_s=0.6, samples=2, cpu_util_mean=55.0, cpu_util_per_core=[50.0, 60.0])
+
+
+def telemetry_doc(gpu_name: str) -> TelemetryReport:
+    """A run's telemetry.json as capture writes it: five readings, one GPU, the window over two of them."""
+    samples = [Sample(t=0.2 * i, cpu=[50.0, 60.0], gpu=[GpuReading(util=90.0, power_w=250.0)]) for i in range(5)]
+    return TelemetryReport(interval_s=0.2, cpu_source="/proc/stat", cpu_cores=2, gpus=[gpu_name], notes=[],
+                           window=WINDOW, samples=samples)
 
 
 def with_advice(report: s.Report) -> s.Report:
@@ -163,15 +174,12 @@ def test_run_folder_page_has_the_run_and_its_telemetry(tmp_path: Path) -> None:
     run = s.Run(command=["python", "train.py"], status="window recorded", exit_code=0, step_source="optimizer",
                 skip=5, warmup=2, steps_requested=3, steps_recorded=3, first_recorded_step=7, batch_size=32,
                 batch_size_source="dataloader", profiled_device="cuda", profiler_overhead=0.08,
-                unprofiled_step_us=900.0, recorded_step_us=980.0, telemetry={"cpu_util_mean": 55.0})
+                unprofiled_step_us=900.0, recorded_step_us=980.0, telemetry=WINDOW)
     report = msgspec.structs.replace(report_of(training_trace(tmp_path / "t.json")), run=run)
     folder = tmp_path / "run"
     folder.mkdir()
     (folder / "report.json").write_bytes(s.to_json(report))
-    samples = [{"t": 0.2 * i, "cpu": [50.0, 60.0], "gpu": [{"util": 90.0, "power_w": 250.0}]} for i in range(5)]
-    (folder / "telemetry.json").write_text(json.dumps({
-        "schema": "stepscope.telemetry/1", "gpus": [EVIL], "samples": samples,
-        "window": {"start_s": 0.2, "end_s": 0.6}}))
+    (folder / "telemetry.json").write_bytes(telemetry_to_json(telemetry_doc(EVIL)))
     out = tmp_path / "run.html"
     done = subprocess.run([sys.executable, "-m", "stepscope", "report", str(folder), "--html", str(out)],
                           capture_output=True, text=True)

@@ -16,7 +16,8 @@ PACKAGE = Path(__file__).resolve().parents[1] / "src" / "stepscope"
 ALLOWED: dict[str, set[str]] = {
     "model": set(),
     "hardware": {"errors", "atomic"},
-    "trace": {"errors"},
+    # The run folder's file names and the telemetry's types: leaves of model that import nothing of ours.
+    "trace": {"errors", "model.runfolder"},
     "analysis": {"trace", "errors", "hardware", "units"},  # the hardware table: peaks for MFU and the roofline
     "attribution": {"trace"},
     # The step's graph and its replay: below advice and predict, above analysis (steps, launch links, syncs).
@@ -24,7 +25,7 @@ ALLOWED: dict[str, set[str]] = {
     "advice": {"analysis", "replay", "trace", "model", "errors", "units"},
     # Renderers format what they are handed; the Perfetto renderer is handed the trace and its annotations.
     "report": {"model", "trace.model", "analysis.annotations", "errors", "version", "units"},
-    "capture": {"attribution", "trace", "errors", "version", "atomic"},
+    "capture": {"attribution", "trace", "errors", "version", "atomic", "model.runfolder", "model.telemetry"},
     # Predict reads the facts (and the pattern classifier, to name a replayed step's bottleneck) and the hardware.
     "predict": {"analysis", "advice", "replay", "trace", "hardware", "model", "errors", "units"},
     # Tune runs programs through capture in child processes and reads the reports they write; the profiled child
@@ -33,15 +34,21 @@ ALLOWED: dict[str, set[str]] = {
     # Below the pipeline: the per-rank tasks and the reduce, never the renderers nor the CLI.
     "ranks": {"analysis", "advice", "trace", "model", "errors", "units"},
 }
+# The model's modules beyond its two leaves (the run folder's names, the telemetry's types): none of them is
+# loaded inside the user's program.
+HEAVY_MODEL = tuple(f"stepscope.model.{m}" for m in ("report", "run", "usage", "ranks", "diff", "tune"))
+LEAVES = ("stepscope.model.runfolder", "stepscope.model.telemetry")
 # What a layer must not have loaded at run time after importing it (the static check misses imports made by
 # the package's __init__ or inside functions).
 NOT_LOADED_BY: dict[str, tuple[str, ...]] = {
     "stepscope": ("stepscope.analysis", "stepscope.advice", "stepscope.report", "stepscope.pipeline",
                   "stepscope.trace", "stepscope.capture"),
     "stepscope.capture.session": ("stepscope.analysis", "stepscope.advice", "stepscope.report", "stepscope.pipeline",
-                                  "stepscope.model"),
+                                  *HEAVY_MODEL),
+    "stepscope.capture.telemetry": ("stepscope.analysis", "stepscope.advice", "stepscope.report", "stepscope.pipeline",
+                                    *HEAVY_MODEL),
     "stepscope.model": ("stepscope.analysis", "stepscope.advice", "stepscope.report", "stepscope.trace"),
-    "stepscope.analysis.facts": ("stepscope.advice", "stepscope.report", "stepscope.model"),
+    "stepscope.analysis.facts": ("stepscope.advice", "stepscope.report", *HEAVY_MODEL),
     # A measured trial runs the user's program with nothing of the analysis loaded.
     "stepscope.tune.child": ("stepscope.analysis", "stepscope.advice", "stepscope.report", "stepscope.pipeline",
                              "stepscope.api", "stepscope.runreport"),
@@ -94,6 +101,13 @@ def test_importing_a_layer_loads_nothing_above_it(module: str) -> None:
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout.split()
     loaded = [m for m in out if any(m == f or m.startswith(f + ".") for f in NOT_LOADED_BY[module])]
     assert not loaded, f"importing {module} loaded {loaded}"
+
+
+@pytest.mark.parametrize("leaf", LEAVES)
+def test_the_model_leaves_capture_imports_load_nothing_else(leaf: str) -> None:
+    code = f"import sys, {leaf}\nprint('\\n'.join(m for m in sys.modules if m.startswith('stepscope')))"
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout.split()
+    assert set(out) == {"stepscope", "stepscope.errors", "stepscope.version", "stepscope.model", leaf}
 
 
 @pytest.mark.parametrize("reader", READERS)

@@ -17,6 +17,7 @@ from rich.console import Console
 
 from conftest import SHARED, kineto_trace
 from stepscope.model.report import Report, from_json, to_json
+from stepscope.model.telemetry import telemetry_from_json
 from stepscope.pipeline import analyze
 from stepscope.report import render
 from test_html_layout_browser import run_report
@@ -183,9 +184,10 @@ def test_nvml_and_the_trace_utilisation_are_both_named_with_why() -> None:
     the recorded steps): the page shows both, each named, and says why they differ."""
     folder = DATA / "gpu_h100" / "r4_runs" / "cifar_rung1"
     report = run_report(folder)
-    telemetry = json.loads((folder / "telemetry.json").read_text())
+    telemetry = telemetry_from_json((folder / "telemetry.json").read_bytes())
     assert report.run is not None and report.run.telemetry is not None
-    nvml = report.run.telemetry["gpu"][0]["util_mean"]  # the telemetry window's mean, as the capture wrote it
+    nvml = report.run.telemetry.gpu[0].util_mean  # the telemetry window's mean, as the capture wrote it
+    assert nvml is not None
     assert abs(nvml / 100 - (report.summary.gpu_utilization or 0)) > 0.005  # they differ here: both must be named
     page = Page(render("html", report, telemetry=telemetry).decode())
     html = " ".join(" ".join(page.text).split())

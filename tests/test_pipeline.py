@@ -14,8 +14,9 @@ import pytest
 import builder as sc
 from conftest import KINETO
 from stepscope.capture.calibrate import ProfilerCost
-from stepscope.model import ranks, report, run, usage
+from stepscope.model import ranks, report, run, telemetry, usage
 from stepscope.model.report import Reference, Report, Run, to_json
+from stepscope.model.telemetry import GpuWindow, WindowSummary
 from stepscope.pipeline import AnalyzeOptions, analyze, assemble, flow
 from stepscope.pipeline.timeline import Timeline
 from stepscope.predict import PredictRequest
@@ -33,14 +34,17 @@ def _live_run(folder: Path | None = None, *, step_us: float = 40_000.0) -> Run:
                skip=5, warmup=2, steps_requested=5, steps_recorded=5, first_recorded_step=7, batch_size=8,
                batch_size_source="user", profiled_device="cuda", profiler_overhead=None,
                unprofiled_step_us=step_us, recorded_step_us=None,
-               telemetry={"gpu": [{"index": 0, "power_mean_w": 200.0}]},
+               telemetry=WindowSummary(start_s=1.0, end_s=2.0, samples=5, cpu_util_mean=None, cpu_util_per_core=None,
+                                       gpu=[GpuWindow(index=0, name="NVIDIA H100 80GB HBM3", util_mean=None,
+                                                      mem_util_mean=None, mem_used_max_bytes=None, power_mean_w=200.0,
+                                                      sm_clock_mean_mhz=None, energy_j=None)]),
                folder=str(folder) if folder is not None else None,
                reference=Reference(method="synchronized slices", step_us=step_us, values_us=[step_us], steps=30,
                                    noise=0.02))
 
 
 def test_every_part_of_a_report_is_frozen(tmp_path: Path) -> None:
-    structs = [c for m in (report, run, usage, ranks) for _, c in inspect.getmembers(m, inspect.isclass)
+    structs = [c for m in (report, run, usage, ranks, telemetry) for _, c in inspect.getmembers(m, inspect.isclass)
                if issubclass(c, msgspec.Struct) and c.__module__ == m.__name__]
     assert len(structs) > 40
     assert [c.__name__ for c in structs if not c.__struct_config__.frozen] == []

@@ -4,7 +4,6 @@ warning, cost per million samples and per epoch; energy on the origin from NVML 
 from __future__ import annotations
 
 import datetime as dt
-import json
 from pathlib import Path
 
 import pytest
@@ -13,6 +12,7 @@ from builder import input_bound_trace
 from stepscope.analysis.facts import compute_facts
 from stepscope.errors import StepscopeError
 from stepscope.hardware import load_table
+from stepscope.model.telemetry import telemetry_from_json
 from stepscope.predict import PredictRequest, predict
 from stepscope.predict.cost import cost_per_million_samples, parse_prices, price_for
 from stepscope.predict.energy import IDLE_SHARE, origin_energy, target_power, window_power
@@ -60,9 +60,8 @@ def test_cost_per_million_samples() -> None:
 
 def test_origin_power_is_the_mean_over_the_telemetry_windows_samples() -> None:
     """tests/data/gpu_h100/input_bound/telemetry.json: window.gpu[0].power_mean_w is 122.09 W."""
-    telemetry = json.loads((DATA / "gpu_h100" / "input_bound" / "telemetry.json").read_text())
-    assert window_power(telemetry) == pytest.approx(122.09)
-    assert window_power(telemetry["window"]) == pytest.approx(122.09)  # the report's run.telemetry
+    telemetry = telemetry_from_json((DATA / "gpu_h100" / "input_bound" / "telemetry.json").read_bytes())
+    assert window_power(telemetry.window) == pytest.approx(122.09)  # the report's run.telemetry
     assert window_power(None) is None
     assert origin_energy(122.09, 38_509_264.2) == pytest.approx(122.09 * 0.0385092642)
 

@@ -13,7 +13,7 @@ import pytest
 from rich.console import Console
 
 from stepscope.model.report import Report, Run
-from stepscope.pipeline import analyze, analyze_traces
+from stepscope.pipeline import analyze
 from stepscope.report import render
 from stepscope.report.fit import table
 from stepscope.report.tables import Cell, Table
@@ -33,7 +33,7 @@ def run_report(folder: Path) -> Report:
     """A live capture's report as `stepscope run` builds it: the trace and the run section written on the GPU."""
     doc = json.loads((folder / "run.json").read_text())
     run = msgspec.convert({k: v for k, v in doc.items() if k in Run.__struct_fields__ and k != "energy_per_step"}, Run)
-    return analyze_traces([read_kineto(folder / "trace.json.gz")], run=run)
+    return analyze(read_kineto(folder / "trace.json.gz"), run=run)
 
 
 def ms(text: str) -> float:

@@ -20,16 +20,23 @@ import contextlib
 import os
 import sys
 from pathlib import Path
-from types import TracebackType
+from types import ModuleType, TracebackType
 from typing import Any
 
+from stepscope.atomic import write_atomic
+from stepscope.capture.attribution import AttributionWindow
+from stepscope.capture.census import MemoryCensus
 from stepscope.capture.options import DEFAULTS, CaptureOptions
+from stepscope.capture.runfolder import new_run_folder
 from stepscope.capture.session import CaptureResult, CaptureSession, activate, active
+from stepscope.capture.settings import SettingsWatch
 from stepscope.capture.signals import EXIT_CODE as SIGTERM_EXIT_CODE
 from stepscope.capture.signals import SigtermHandler
-from stepscope.capture.telemetry import Telemetry, TelemetryReport
+from stepscope.capture.telemetry import Telemetry
 from stepscope.errors import StepscopeError
 from stepscope.model import report as s
+from stepscope.model import runfolder
+from stepscope.model.telemetry import TelemetryReport, telemetry_to_json
 
 _D = DEFAULTS  # every default below is the one capture option's default
 
@@ -49,15 +56,21 @@ def program_name() -> str:
 
 def prepare_folder(out: str | Path | None, force: bool, name: str) -> Path:
     """A new run folder (no `out`), or `out` when it is new, empty, or `force` lets its files be replaced."""
-    from stepscope.capture import runfolder
-
     if out is not None and force:
         folder = Path(out)
         if folder.exists() and not folder.is_dir():
             raise StepscopeError(f"{folder}: exists and is not a folder")
         folder.mkdir(parents=True, exist_ok=True)
         return folder
-    return runfolder.new_run_folder(name, out)
+    return new_run_folder(name, out)
+
+
+def _runreport() -> ModuleType:
+    """The live report and the run folder's files, loaded only when asked for: the program being profiled holds
+    none of the analysis until then."""
+    from stepscope import runreport
+
+    return runreport
 
 
 class Profile:
@@ -94,18 +107,13 @@ class Profile:
                               if v is not None})
 
     def start(self) -> None:
-        from stepscope.capture.attribution import AttributionWindow
-        from stepscope.capture.settings import SettingsWatch
-
         self.folder = prepare_folder(self._out, self._force, self._name or program_name())
         if self._force:
-            (self.folder / "trace.json.gz").unlink(missing_ok=True)
+            (self.folder / runfolder.TRACE).unlink(missing_ok=True)
         if self.spec.telemetry:
             self._telemetry = Telemetry(self.spec.telemetry_interval).start()
         watch = SettingsWatch(lambda: (self._objects.get("model"), self._objects.get("loader"),
                                        self._objects.get("optimizer")))
-        from stepscope.capture.census import MemoryCensus
-
         attribution = AttributionWindow() if self.spec.attribution else None
         # MemoryCensus: what the model and optimizer hold, for the memory categories.
         listeners = [x for x in (self._telemetry, watch, attribution, MemoryCensus(self.folder)) if x is not None]
@@ -160,35 +168,24 @@ class Profile:
     def report(self) -> s.Report:
         """The diagnosis of the recorded window (analysed on first use)."""
         if self._report is None:
-            from stepscope.runreport import live_report
-
             result = self.stop()
-            self._report = live_report(result, self.spec, command=[], exit_code=None, telemetry=self.telemetry,
-                                       folder=self.folder)
+            self._report = _runreport().live_report(result, self.spec, command=[], exit_code=None,
+                                                    telemetry=self.telemetry, folder=self.folder)
         return self._report
 
     def write_files(self) -> list[str]:
         """The run folder's report files beside the trace (report.json, report.txt, report.html, telemetry.json)."""
-        import msgspec
-
-        from stepscope.atomic import write_atomic
-        from stepscope.capture.telemetry import to_json
-        from stepscope.model import runfolder
-        from stepscope.runreport import WRITE_HINT, write_report_files
-
+        runreport = _runreport()
         assert self.folder is not None
         written = []
-        telemetry = None
         if self.telemetry is not None:
-            write_atomic(self.folder / "telemetry.json", to_json(self.telemetry), what="telemetry", hint=WRITE_HINT)
-            telemetry = msgspec.json.decode(to_json(self.telemetry))
-            written.append("telemetry.json")
-        from stepscope.trace.census import CENSUS_FILE
-
-        if (self.folder / CENSUS_FILE).exists():
-            written.append(CENSUS_FILE)
+            write_atomic(self.folder / runfolder.TELEMETRY, telemetry_to_json(self.telemetry), what="telemetry",
+                         hint=runreport.WRITE_HINT)
+            written.append(runfolder.TELEMETRY)
+        if (self.folder / runfolder.CENSUS).exists():
+            written.append(runfolder.CENSUS)
         written += [name for name in (runfolder.TIMING, runfolder.CALIBRATION) if (self.folder / name).is_file()]
-        return sorted([*written, *write_report_files(self.report, self.folder, telemetry=telemetry)])
+        return sorted([*written, *runreport.write_report_files(self.report, self.folder, telemetry=self.telemetry)])
 
 
 def profile(

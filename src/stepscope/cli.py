@@ -3,33 +3,54 @@
 from __future__ import annotations
 
 import argparse
+import importlib
 import sys
 from collections.abc import Sequence
 
 from stepscope.errors import StepscopeError
 from stepscope.version import __version__
 
-VERBS = ("analyze", "run", "report", "diff", "predict", "tune")
+# The verbs, each in its own module, which imports what it needs at its top: only the verb that runs is loaded,
+# so `stepscope run` loads no analysis before the user's program has run, and the CLI starts fast.
+VERBS = {  # each verb and its line in `stepscope --help`
+    "analyze": "analyse PyTorch profiler traces, rank folders or Nsight Systems exports",
+    "run": "run a PyTorch script or module under the profiler and diagnose it",
+    "report": "render a saved report (report.json or a stepscope run folder) as terminal text or HTML",
+    "diff": "compare two runs: step time, breakdown, patterns, kernels and lines that changed",
+    "predict": "predict this job's step time, cost and energy on other GPUs",
+    "tune": "try the recommended fixes on a script, measure each, keep what is really faster",
+}
+ALIASES = {"analyse": "analyze"}
 
 
 def _verb_module(name: str):
-    import importlib
-
-    return importlib.import_module(f"stepscope.commands.{name}")
+    return importlib.import_module(f"stepscope.commands.{name}")  # the lazy verb table
 
 
-def build_parser() -> argparse.ArgumentParser:
+def requested_verb(argv: Sequence[str]) -> str | None:
+    """The verb the command line names (its first word that is not an option), if it is one of ours."""
+    first = next((a for a in argv if not a.startswith("-")), None)
+    verb = ALIASES.get(first or "", first)
+    return verb if verb in VERBS else None
+
+
+def build_parser(verb: str | None = None, *, every_verb: bool = False) -> argparse.ArgumentParser:
+    """The command line's parser: `verb`'s in full (every verb's with `every_verb`), the others listed with their
+    line of help (`stepscope --help` and `--version` load no verb)."""
     parser = argparse.ArgumentParser(
         prog="stepscope",
         description="Find out why a PyTorch job is slow, which fix to apply, and where.",
     )
     parser.add_argument("--version", action="version", version=f"stepscope {__version__}")
     sub = parser.add_subparsers(dest="verb", metavar="COMMAND")
-    for verb in VERBS:
+    for name, line in VERBS.items():
+        if name != verb and not every_verb:
+            sub.add_parser(name, help=line, aliases=[a for a, v in ALIASES.items() if v == name])
+            continue
         try:
-            module = _verb_module(verb)
+            module = _verb_module(name)
         except Exception as exc:  # a broken verb stays listed, and says why when it is run
-            _add_broken_verb(sub, verb, exc)
+            _add_broken_verb(sub, name, exc)
             continue
         module.add_parser(sub)
     return parser
@@ -50,7 +71,7 @@ def _add_broken_verb(sub: argparse._SubParsersAction, verb: str, error: Exceptio
 
 def main(argv: Sequence[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
-    parser = build_parser()
+    parser = build_parser(requested_verb(argv))
     args, extras = parser.parse_known_args(argv)
     if extras:  # said by the verb's own parser, whose usage is the one that helps
         verbs = next(a for a in parser._actions if isinstance(a, argparse._SubParsersAction))

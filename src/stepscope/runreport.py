@@ -8,19 +8,24 @@ import dataclasses
 import io
 import sys
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
 
 import msgspec
+from rich.console import Console
 
+from stepscope.atomic import write_atomic
 from stepscope.capture.options import CaptureOptions
 from stepscope.capture.session import CaptureResult
-from stepscope.capture.telemetry import TelemetryReport
 from stepscope.errors import StepscopeError
 from stepscope.model import report as s
+from stepscope.model import runfolder
+from stepscope.model.telemetry import TelemetryReport
+from stepscope.pipeline import AnalyzeOptions, analyze
+from stepscope.predict import PredictRequest
+from stepscope.predict.energy import window_power
+from stepscope.report import render
+from stepscope.report.terminal import make_console, render_terminal
+from stepscope.trace.kineto import read_kineto
 from stepscope.units import report_us
-
-if TYPE_CHECKING:
-    from stepscope.predict import PredictRequest
 
 TEXT_WIDTH = 110  # report.txt is read in editors and diffs, not a terminal
 
@@ -51,9 +56,6 @@ def live_report(
 ) -> s.Report:
     """Analyse the captured trace with the one pipeline, told how the capture went (and, with `predict`, the
     job on other GPUs)."""
-    from stepscope.pipeline import AnalyzeOptions, analyze
-    from stepscope.trace.kineto import read_kineto
-
     if result.trace_path is None:
         raise StepscopeError(nothing_recorded(result, spec),
                              hint="mark steps with stepscope.step(), or lower the skip and warm-up")
@@ -61,9 +63,7 @@ def live_report(
                       telemetry=telemetry, folder=folder, files=files)
     power = None
     if predict is not None and telemetry is not None and telemetry.window is not None:
-        from stepscope.predict.energy import window_power
-
-        power = window_power(msgspec.to_builtins(telemetry.window))
+        power = window_power(telemetry.window)
     options = AnalyzeOptions(batch_size=result.samples_per_step, run=run, capture_notes=tuple(result.notes),
                              predict=predict, power_w=power)
     return analyze(read_kineto(result.trace_path), options)
@@ -91,7 +91,7 @@ def run_section(result: CaptureResult, spec: CaptureOptions, *, command: list[st
         profiler_overhead=None,
         unprofiled_step_us=report_us(ref.step_ns) if ref else None,
         recorded_step_us=None,
-        telemetry=msgspec.to_builtins(window) if window is not None else None,
+        telemetry=window,
         folder=str(folder) if folder is not None else None,
         files=list(files or []),
         step_on=result.step_on,
@@ -118,12 +118,17 @@ def nothing_recorded(result: CaptureResult, spec: CaptureOptions) -> str:
             f"{spec.skip} skipped and {spec.warmup} warm-up steps, so it needs at least {needed}")
 
 
+def print_report(report: s.Report, last_line: str) -> None:
+    """The terminal report on stdout, on a line of its own (not after a trainer's progress bar), then
+    `last_line`."""
+    console = make_console()
+    console.print()
+    console.print(render("terminal", report))
+    console.print(last_line, highlight=False, markup=False)
+
+
 def text_report(report: s.Report, extra_lines: list[str] | None = None, width: int = TEXT_WIDTH) -> str:
     """The terminal report as plain text."""
-    from rich.console import Console
-
-    from stepscope.report.terminal import render_terminal
-
     buffer = io.StringIO()
     console = Console(file=buffer, width=width, color_system=None, force_terminal=False, highlight=False)
     render_terminal(report, console)
@@ -133,14 +138,12 @@ def text_report(report: s.Report, extra_lines: list[str] | None = None, width: i
 
 
 def write_report_files(report: s.Report, folder: Path, extra_lines: list[str] | None = None,
-                       telemetry: dict[str, Any] | None = None) -> list[str]:
+                       telemetry: TelemetryReport | None = None) -> list[str]:
     """report.json, report.txt and report.html beside the trace, each written whole or not at all; returns the
     names written. A file that cannot be written is said on stderr and the others are still tried."""
-    from stepscope.atomic import write_atomic
-    from stepscope.report import render
-
-    pages = {"report.json": lambda: render("json", report), "report.txt": lambda: text_report(report, extra_lines),
-             "report.html": lambda: render("html", report, telemetry=telemetry)}
+    pages = {runfolder.REPORT_JSON: lambda: render("json", report),
+             runfolder.REPORT_TEXT: lambda: text_report(report, extra_lines),
+             runfolder.REPORT_HTML: lambda: render("html", report, telemetry=telemetry)}
     written = []
     for name, make in pages.items():
         try:

@@ -4,6 +4,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from stepscope.advice.context import Context
+from stepscope.advice.patterns import classify
+from stepscope.advice.rules import recommend
 from stepscope.analysis.facts import Facts
 from stepscope.model import report as s
 
@@ -20,10 +23,6 @@ def advise(facts: Facts, run: s.Run | None = None, *, correct: bool = True) -> A
     """Patterns and recommendations; a live capture's `run` section lets them know what the program has already
     set and, unless the timeline was replayed without the profiler's cost (`correct=False`), correct for the
     profiler's overhead."""
-    from stepscope.advice.context import Context
-    from stepscope.advice.patterns import classify
-    from stepscope.advice.rules import recommend
-
     ctx = Context(facts, run, correct)
     patterns = classify(facts, ctx)
     correction = ctx.correction.record() if ctx.correction is not None else None

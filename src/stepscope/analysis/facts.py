@@ -1,5 +1,6 @@
 """All analyses of one trace, computed once, here, and handed on together (to advice, to the report, to the
-annotated trace). Nothing else calls an analysis; nothing caches one elsewhere."""
+annotated trace); nothing caches one elsewhere. Code that turns the figures into words or places (the user's
+line of a fix, the cause of a sync) calls a few of their functions on the Facts' trace (docs/architecture.md)."""
 
 from __future__ import annotations
 

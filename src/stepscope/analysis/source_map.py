@@ -25,6 +25,7 @@ import numpy as np
 
 from stepscope.analysis import nesting
 from stepscope.analysis.categories import DATALOADER
+from stepscope.analysis.launches import launching_call
 from stepscope.analysis.steps import PROFILER_STEP
 from stepscope.trace.model import Kind, Trace
 from stepscope.trace.source_annotations import (
@@ -271,8 +272,6 @@ def _outside_units(start: np.ndarray, end: np.ndarray, units: np.ndarray, ranges
 
 def _through_launches(trace: Trace, row_anchor: np.ndarray) -> np.ndarray:
     """GPU activities take the anchor of the runtime call that launched them."""
-    from stepscope.analysis.launches import launching_call
-
     launcher = launching_call(trace)
     gpu = np.flatnonzero(launcher >= 0)
     out = row_anchor.copy()

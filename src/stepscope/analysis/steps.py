@@ -10,6 +10,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from stepscope.analysis.launches import launching_call
+from stepscope.errors import StepscopeError
 from stepscope.trace.model import Kind, Trace
 from stepscope.trace.source_annotations import OWN_ANNOTATION_PREFIX
 
@@ -169,8 +170,6 @@ def find_steps(trace: Trace, step_range: str | None = None) -> Steps:
     if step_range is not None:
         named = _named_range_steps(trace, step_range)
         if named is None:
-            from stepscope.errors import StepscopeError
-
             raise StepscopeError(f"{trace.meta.path}: no range named {step_range!r} to take as the step")
         candidates = iter([(*named[:3], f"range {step_range}", [])])
     else:

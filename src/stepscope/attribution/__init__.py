@@ -63,6 +63,7 @@ class Attribution:
         if self._mode is not None:
             return
         try:
+            # These import torch: this package is imported inside the user's program before it has.
             from stepscope.attribution.line_ranges import CallSitePatches, LineMode
             from stepscope.attribution.module_ranges import ModuleRanges
 
@@ -132,7 +133,7 @@ class Survey:
         if self._mode is not None or torch_compile_in_use():  # a mode would make torch.compile recompile
             return
         try:
-            from stepscope.attribution.line_ranges import LineSurvey
+            from stepscope.attribution.line_ranges import LineSurvey  # imports torch: only once the survey starts
 
             self._mode = LineSurvey(UserCode(self.code_root))
             self._mode.__enter__()

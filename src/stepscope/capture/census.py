@@ -19,7 +19,8 @@ from typing import Any
 
 from stepscope.atomic import write_atomic
 from stepscope.errors import StepscopeError
-from stepscope.trace.census import CENSUS_FILE, CENSUS_SCHEMA
+from stepscope.model.runfolder import CENSUS
+from stepscope.trace.census import CENSUS_SCHEMA
 
 
 def _storages(tensors: Any) -> dict[tuple[str, int], tuple[int, int]]:
@@ -146,6 +147,6 @@ class MemoryCensus:
         doc = {"schema": CENSUS_SCHEMA, "memory": {"taken": self._taken, "devices": self._devices or []},
                "cpu": self._cpu}
         try:
-            write_atomic(self.folder / CENSUS_FILE, json.dumps(doc, indent=1), what="memory census")
+            write_atomic(self.folder / CENSUS, json.dumps(doc, indent=1), what="memory census")
         except StepscopeError as exc:
             self.notes.append(f"the memory census could not be written ({exc.message})")

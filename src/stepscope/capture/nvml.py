@@ -5,16 +5,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-import msgspec
-
-
-class GpuReading(msgspec.Struct, kw_only=True, omit_defaults=False):
-    util: float | None = None  # % of time a kernel ran, over NVML's last sample period
-    mem_util: float | None = None  # % of time memory was read or written
-    mem_used_bytes: int | None = None
-    power_w: float | None = None
-    sm_clock_mhz: int | None = None
-    mem_clock_mhz: int | None = None
+from stepscope.model.telemetry import GpuReading
 
 
 class NvmlSampler:

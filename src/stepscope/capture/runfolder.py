@@ -9,12 +9,7 @@ from pathlib import Path
 
 from stepscope.errors import StepscopeError
 
-DEFAULT_BASE = Path("stepscope-runs")
-TRACE = "trace.json.gz"
-REPORT_JSON = "report.json"
-REPORT_TEXT = "report.txt"
-REPORT_HTML = "report.html"
-TELEMETRY = "telemetry.json"
+DEFAULT_BASE = Path("stepscope-runs")  # the files a run writes into it: model/runfolder.py
 
 
 def _slug(name: str) -> str:

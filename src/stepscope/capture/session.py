@@ -28,8 +28,8 @@ from stepscope.capture.options import CaptureOptions
 from stepscope.capture.overhead import Reference
 from stepscope.capture.settle import calibrate_window, settle_timing, settle_traces
 from stepscope.capture.window import ProfilerWindow
+from stepscope.model.runfolder import TRACE
 
-TRACE_NAME = "trace.json.gz"
 # Steps after the window before the reference slice: the first pays for the export (memory freed, caches cold).
 SETTLE_STEPS = 1
 # After a provisional window of backward passes, how many more to wait for an optimizer step (gradient
@@ -86,7 +86,7 @@ class CaptureSession:
         stop_when_done: bool = False,
         listeners: Sequence[WindowListener] = (),
         on_leader: Callable[[str], None] | None = None,
-        trace_name: str = TRACE_NAME,
+        trace_name: str = TRACE,
         sees_backward: bool = False,
     ) -> None:
         self.spec = spec

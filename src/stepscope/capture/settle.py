@@ -12,13 +12,12 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from stepscope.capture.quiet import profiler_stderr
+from stepscope.model.runfolder import CALIBRATION, TIMING
 
 if TYPE_CHECKING:
     from stepscope.capture.cycle import Cycle
     from stepscope.capture.window import ProfilerWindow
 
-TIMING_NAME = "timing.json.gz"  # the timing pass's trace (capture/window.py)
-CALIBRATION_NAME = "calibration.json"  # the profiler's cost per event (capture/calibrate.py)
 
 
 def calibrate_window(window: ProfilerWindow) -> tuple[dict[str, Any] | None, str | None]:
@@ -66,15 +65,15 @@ def settle_timing(cycles: Sequence[Cycle], reported: Cycle, folder: Path) -> tup
     """The reported cycle's timing trace becomes timing.json.gz, and its calibration calibration.json (written whole
     or not at all; it belongs to whichever trace the timeline comes from); the other cycles' timing traces are
     removed. Returns the path and notes."""
-    path = _settle([c.timing_exported for c in cycles], reported.timing_exported, folder / TIMING_NAME)
+    path = _settle([c.timing_exported for c in cycles], reported.timing_exported, folder / TIMING)
     notes = []
     if reported.calibration is not None:
         from stepscope.atomic import write_atomic
 
         try:
-            write_atomic(folder / CALIBRATION_NAME, json.dumps(reported.calibration, indent=1), what="calibration")
+            write_atomic(folder / CALIBRATION, json.dumps(reported.calibration, indent=1), what="calibration")
         except Exception as exc:  # the report is still made; it says the timeline could not be de-perturbed
-            notes.append(f"{CALIBRATION_NAME} was not written ({exc})")
+            notes.append(f"{CALIBRATION} was not written ({exc})")
     return path, notes
 
 

@@ -11,52 +11,12 @@ import threading
 import time
 from collections import deque
 
-import msgspec
-
 from stepscope.capture.cpu import CpuSampler
-from stepscope.capture.nvml import GpuReading, NvmlSampler
+from stepscope.capture.nvml import NvmlSampler
+from stepscope.model.telemetry import GpuWindow, Sample, TelemetryReport, WindowSummary
 from stepscope.version import __version__
 
-SCHEMA = "stepscope.telemetry/1"
 MAX_SAMPLES = 20_000  # about an hour at the default interval; the oldest go first
-
-
-class Sample(msgspec.Struct, kw_only=True, omit_defaults=False):
-    t: float  # seconds since telemetry started
-    cpu: list[float] | None  # busy % per core
-    gpu: list[GpuReading] = msgspec.field(default_factory=list)
-
-
-class GpuWindow(msgspec.Struct, kw_only=True, omit_defaults=False):
-    index: int
-    name: str
-    util_mean: float | None
-    mem_util_mean: float | None
-    mem_used_max_bytes: int | None
-    power_mean_w: float | None
-    sm_clock_mean_mhz: float | None
-    energy_j: float | None  # from the energy counter, read at the window's start and end
-
-
-class WindowSummary(msgspec.Struct, kw_only=True, omit_defaults=False):
-    start_s: float
-    end_s: float
-    samples: int
-    cpu_util_mean: float | None  # % over all cores
-    cpu_util_per_core: list[float] | None
-    gpu: list[GpuWindow] = msgspec.field(default_factory=list)
-
-
-class TelemetryReport(msgspec.Struct, kw_only=True, omit_defaults=False):
-    schema: str = SCHEMA
-    generator: str = f"stepscope {__version__}"
-    interval_s: float
-    cpu_source: str | None
-    cpu_cores: int | None
-    gpus: list[str]
-    notes: list[str]
-    window: WindowSummary | None
-    samples: list[Sample]
 
 
 class Telemetry:
@@ -110,6 +70,7 @@ class Telemetry:
         samples = list(self.samples)
         first_cpu = next((s.cpu for s in samples if s.cpu), None)
         return TelemetryReport(
+            generator=f"stepscope {__version__}",
             interval_s=self.interval_s,
             cpu_source=self.cpu.source,
             cpu_cores=len(first_cpu) if first_cpu else None,
@@ -152,7 +113,3 @@ class Telemetry:
             mem_used_max_bytes=max(used) if used else None, power_mean_w=mean("power_w"),
             sm_clock_mean_mhz=mean("sm_clock_mhz"), energy_j=energy,
         )
-
-
-def to_json(report: TelemetryReport) -> bytes:
-    return msgspec.json.format(msgspec.json.encode(report), indent=1)

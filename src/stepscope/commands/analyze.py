@@ -11,8 +11,15 @@ from typing import TYPE_CHECKING
 from stepscope.commands import ranks
 from stepscope.commands.argtypes import positive_int
 from stepscope.commands.output import going_on_when_reader_leaves, reader_may_leave, write_output
-from stepscope.commands.predict import add_predict_option, origin_power, request_from_args
+from stepscope.commands.predict import origin_power
+from stepscope.commands.predict_options import add_predict_option, request_from_args
+from stepscope.commands.progress import ReadingProgress
 from stepscope.errors import StepscopeError
+from stepscope.pipeline import AnalyzeOptions, analyze
+from stepscope.ranks.inputs import rank_files
+from stepscope.report import render
+from stepscope.report.terminal import make_console
+from stepscope.trace.kineto import document
 
 if TYPE_CHECKING:
     from stepscope.analysis.facts import Facts
@@ -22,7 +29,6 @@ if TYPE_CHECKING:
 def add_parser(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser(
         "analyze", aliases=["analyse"],
-        help="analyse PyTorch profiler traces, rank folders or Nsight Systems exports",
         description="Read traces and explain where every step's time goes, and why.",
     )
     p.add_argument("paths", nargs="*", metavar="PATH",
@@ -42,12 +48,6 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from stepscope.commands.progress import ReadingProgress
-    from stepscope.pipeline import AnalyzeOptions, analyze
-    from stepscope.ranks.inputs import rank_files
-    from stepscope.report import render
-    from stepscope.report.terminal import make_console
-
     request = request_from_args(args, args.predict)
     ranks.take_paths_from_ray(args)
     if not args.paths:
@@ -93,9 +93,6 @@ def run(args: argparse.Namespace) -> int:
 
 def _annotated_trace(facts: Facts, report: Report, compress: bool) -> bytes:
     """The trace's own events (copied from its file when that is Chrome JSON) plus stepscope's tracks."""
-    from stepscope.report import render
-    from stepscope.trace.kineto import document
-
     trace = facts.trace
     original = document(Path(trace.meta.path))[0] if trace.meta.format == "kineto" else None
     return render("perfetto", report, trace=trace, annotations=facts.annotations, original=original,

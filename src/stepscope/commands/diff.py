@@ -7,14 +7,18 @@ import math
 import sys
 
 from stepscope.commands.argtypes import positive_int
+from stepscope.commands.inputs import load_report
 from stepscope.commands.output import write_output
+from stepscope.compare import compare, slower_by
 from stepscope.errors import StepscopeError
+from stepscope.model.diff import diff_to_json
+from stepscope.report.diff import DiffHtmlRenderer, DiffTerminalRenderer
+from stepscope.report.terminal import make_console
 
 
 def add_parser(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser(
         "diff",
-        help="compare two runs: step time, breakdown, patterns, kernels and lines that changed",
         description="Compare BEFORE and AFTER (traces, rank folders, run folders or report.json files).",
     )
     p.add_argument("before", metavar="BEFORE", help="trace, rank folder, run folder or report.json")
@@ -43,12 +47,6 @@ def _percentage(text: str) -> float:
 
 
 def run(args: argparse.Namespace) -> int:
-    from stepscope.commands.inputs import load_report
-    from stepscope.compare import compare, slower_by
-    from stepscope.model.diff import diff_to_json
-    from stepscope.report.diff import DiffHtmlRenderer, DiffTerminalRenderer
-    from stepscope.report.terminal import make_console
-
     before, after = (load_report(p, step_range=args.step_range, batch_size=args.batch_size)
                      for p in (args.before, args.after))
     diff = compare(before, after)

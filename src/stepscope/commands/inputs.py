@@ -4,15 +4,13 @@ traces (files or rank folders) to analyse."""
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
 
 import msgspec
 
 from stepscope.errors import StepscopeError
 from stepscope.model.report import Report, from_json
-
-REPORT_JSON = "report.json"  # what `stepscope run` writes into its run folder
-TELEMETRY_JSON = "telemetry.json"
+from stepscope.model.runfolder import REPORT_JSON, TELEMETRY, TRACE
+from stepscope.model.telemetry import TelemetryReport, telemetry_from_json
 
 
 class _Probe(msgspec.Struct):
@@ -54,7 +52,7 @@ def load_report(path: str | Path, *, traces_allowed: bool = True, step_range: st
     source = path / REPORT_JSON if path.is_dir() and (path / REPORT_JSON).is_file() else path
     found = _probe(source)
     if isinstance(found, str) and (source.name == REPORT_JSON or not traces_allowed):
-        trace = source.parent / "trace.json.gz"
+        trace = source.parent / TRACE
         hint = f"analyse the run's trace again: stepscope analyze {trace}" if trace.is_file() else None
         raise StepscopeError(f"{source}: not a readable stepscope report ({found})", hint=hint)
     if found is True:
@@ -65,19 +63,20 @@ def load_report(path: str | Path, *, traces_allowed: bool = True, step_range: st
     if not traces_allowed:
         raise StepscopeError(f"{path}: neither a stepscope report (.json) nor a run folder holding {REPORT_JSON}",
                              hint="give report.json, its run folder, or use `stepscope analyze` on traces")
+    # Only traces need the pipeline: `stepscope report` and `diff` on saved reports load none of the analyses.
     from stepscope.pipeline import analyze
 
     return analyze(path, step_range=step_range, batch_size=batch_size)
 
 
-def load_telemetry(path: str | Path) -> dict[str, Any] | None:
-    """The run folder's telemetry (stepscope.telemetry/1) beside its report, None when there is none."""
+def load_telemetry(path: str | Path) -> TelemetryReport | None:
+    """The run folder's telemetry (stepscope.telemetry/1) beside its report, None when there is none or it cannot
+    be read as one (the report stands without it)."""
     path = Path(path)
-    source = (path if path.is_dir() else path.parent) / TELEMETRY_JSON
+    source = (path if path.is_dir() else path.parent) / TELEMETRY
     if not source.is_file():
         return None
     try:
-        doc = msgspec.json.decode(source.read_bytes())
-    except (msgspec.DecodeError, OSError):
-        return None  # the report stands without it
-    return doc if isinstance(doc, dict) and str(doc.get("schema", "")).startswith("stepscope.telemetry/") else None
+        return telemetry_from_json(source.read_bytes())
+    except (msgspec.DecodeError, msgspec.ValidationError, ValueError, OSError, RecursionError):
+        return None

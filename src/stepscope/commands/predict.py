@@ -6,22 +6,25 @@ from __future__ import annotations
 import argparse
 import sys
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from stepscope.commands.argtypes import positive_float, positive_int
+from stepscope.commands.inputs import is_report_file, load_report, load_telemetry
 from stepscope.commands.output import write_output
+from stepscope.commands.predict_options import add_cost_options, request_from_args
 from stepscope.errors import StepscopeError
-
-if TYPE_CHECKING:
-    from stepscope.predict import PredictRequest
-
-TRACE_NAME = "trace.json.gz"  # what `stepscope run` writes into its run folder
+from stepscope.model.runfolder import REPORT_JSON, TRACE
+from stepscope.model.telemetry import TelemetryReport, WindowSummary
+from stepscope.pipeline import analyze
+from stepscope.predict.energy import window_power
+from stepscope.report import render
+from stepscope.report.sections import prediction
+from stepscope.report.terminal import make_console, render_section
 
 
 def add_parser(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser(
         "predict",
-        help="predict this job's step time, cost and energy on other GPUs",
         description="Predict the step time of a traced job on other GPUs from its trace: each GPU kernel scaled by "
                     "the roof that bounds it, the step replayed with the host as measured. See docs/predict.md.",
     )
@@ -46,58 +49,13 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     p.set_defaults(handler=run)
 
 
-def add_cost_options(p: argparse.ArgumentParser) -> None:
-    p.add_argument("--price", action="append", default=[], metavar="GPU=USD",
-                   help="your price per GPU-hour, e.g. --price h100=2.49,l4=0.8 (overrides the dated table)")
-    p.add_argument("--target-host", metavar="RUN_FOLDER", help="a `stepscope run` folder (or its calibration.json) "
-                   "from the target machine: its host's measured speed replaces the origin's (docs/predict.md)")
-
-
-def add_predict_option(p: argparse.ArgumentParser) -> None:
-    """`--predict GPUS` (and `--price`) for `analyze` and `run`: add the prediction section to the report."""
-    p.add_argument("--predict", metavar="GPUS",
-                   help="also predict the step time, cost and energy on these GPUs (comma-separated, e.g. h200,l4)")
-    add_cost_options(p)
-
-
-
-
-def request_from_args(args: argparse.Namespace, gpus: str | None) -> PredictRequest | None:
-    """The prediction the options ask for, with every GPU name checked now (before any analysis)."""
-    if gpus is None:
-        if getattr(args, "price", None):
-            raise StepscopeError("--price needs --predict GPUS")
-        return None
-    from stepscope.hardware import load_table
-    from stepscope.predict import PredictRequest, parse_gpus
-    from stepscope.predict.cost import parse_prices
-    from stepscope.predict.gpus import resolve
-    from stepscope.predict.host import read_host
-
-    table = load_table()
-    names = parse_gpus(gpus)
-    for name in names:
-        resolve(table, name, "target GPU")
-    if getattr(args, "origin", None):
-        resolve(table, args.origin, "origin GPU")
-    return PredictRequest(
-        gpus=names, prices=parse_prices(args.price, table),
-        samples_per_epoch=getattr(args, "samples_per_epoch", None), steps_per_epoch=getattr(args, "steps_per_epoch",
-                                                                                          None),
-        host_speed=getattr(args, "host_speed", 1.0), origin=getattr(args, "origin", None),
-        target_host=read_host(args.target_host) if getattr(args, "target_host", None) else None,
-    )
-
-
-def _inputs(path: Path) -> tuple[Path, dict[str, Any] | None, int | None]:
+def _inputs(path: Path) -> tuple[Path, WindowSummary | None, int | None]:
     """The trace to read, the run's telemetry window (for power) and its batch size, from what the user gave."""
-    from stepscope.commands.inputs import REPORT_JSON, is_report_file, load_report, load_telemetry
-
     if not path.exists():
         raise StepscopeError(f"{path}: no such file or folder")
-    if path.is_dir() and (path / TRACE_NAME).is_file():
+    if path.is_dir() and (path / TRACE).is_file():
         report = load_report(path / REPORT_JSON, traces_allowed=False) if (path / REPORT_JSON).is_file() else None
-        return path / TRACE_NAME, _window(load_telemetry(path), report), _batch(report)
+        return path / TRACE, _window(load_telemetry(path), report), _batch(report)
     if is_report_file(path):
         report = load_report(path, traces_allowed=False)
         return _trace_of(report, path), _window(load_telemetry(path), report), _batch(report)
@@ -106,15 +64,12 @@ def _inputs(path: Path) -> tuple[Path, dict[str, Any] | None, int | None]:
 
 def origin_power(path: str | Path) -> float | None:
     """Mean GPU power over the telemetry window of the run a trace comes from (telemetry.json beside it)."""
-    from stepscope.commands.inputs import load_telemetry
-    from stepscope.predict.energy import window_power
-
     return window_power(_window(load_telemetry(path), None))
 
 
 def _trace_of(report: Any, path: Path) -> Path:
     """The trace a saved report was made from: beside it in its run folder, else its recorded path."""
-    candidates = [path.parent / TRACE_NAME, *(Path(p) for p in report.source.paths),
+    candidates = [path.parent / TRACE, *(Path(p) for p in report.source.paths),
                   *(path.parent / Path(p).name for p in report.source.paths)]
     found = next((c for c in candidates if c.is_file()), None)
     if found is None:
@@ -124,9 +79,9 @@ def _trace_of(report: Any, path: Path) -> Path:
     return found
 
 
-def _window(telemetry: dict[str, Any] | None, report: Any) -> dict[str, Any] | None:
-    if telemetry and telemetry.get("window"):
-        return telemetry["window"]
+def _window(telemetry: TelemetryReport | None, report: Any) -> WindowSummary | None:
+    if telemetry is not None and telemetry.window is not None:
+        return telemetry.window
     run = getattr(report, "run", None)
     return run.telemetry if run is not None else None
 
@@ -137,12 +92,6 @@ def _batch(report: Any) -> int | None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from stepscope.pipeline import analyze
-    from stepscope.predict.energy import window_power
-    from stepscope.report import render
-    from stepscope.report.sections import prediction
-    from stepscope.report.terminal import make_console, render_section
-
     request = request_from_args(args, args.gpu)
     trace_path, window, batch = _inputs(Path(args.path))
     report = analyze(trace_path, step_range=args.step_range, batch_size=args.batch_size or batch, predict=request,

@@ -8,13 +8,11 @@ import sys
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
-from typing import TYPE_CHECKING
 
 from stepscope.errors import StepscopeError
-
-if TYPE_CHECKING:
-    from stepscope.model.report import Report
-    from stepscope.pipeline import AnalyzeOptions
+from stepscope.model.report import Report
+from stepscope.pipeline import AnalyzeOptions, analyze
+from stepscope.ranks.engines import make_engine
 
 SHOWN_FAILURES = 20
 
@@ -42,9 +40,6 @@ def take_paths_from_ray(args: argparse.Namespace) -> None:
 
 def analyze_ranks(args: argparse.Namespace, files: Sequence[Path], options: AnalyzeOptions,
                   show_progress: bool) -> Report:
-    from stepscope.pipeline import analyze
-    from stepscope.ranks.engines import make_engine
-
     engine = make_engine(dask=args.dask, ray=args.ray, ray_requested=args.ray is not None, workers=args.workers)
     with engine, _progress(show_progress, len(files), engine.name) as progress:
         report = analyze(files, options.replace(engine=engine, progress=progress))

@@ -7,13 +7,15 @@ import argparse
 import sys
 
 from stepscope.commands.argtypes import positive_int
+from stepscope.commands.inputs import load_report, load_telemetry
 from stepscope.commands.output import write_output
+from stepscope.report import render
+from stepscope.report.terminal import make_console
 
 
 def add_parser(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser(
         "report",
-        help="render a saved report (report.json or a stepscope run folder) as terminal text or HTML",
         description="Render a stepscope.report/1 file again, e.g. as one self-contained HTML page.",
     )
     p.add_argument("source", metavar="RUN_FOLDER_OR_REPORT_JSON",
@@ -26,10 +28,6 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from stepscope.commands.inputs import load_report, load_telemetry
-    from stepscope.report import render
-    from stepscope.report.terminal import make_console
-
     report = load_report(args.source, traces_allowed=False)
     telemetry = load_telemetry(args.source)
     to_stdout = args.json == "-"

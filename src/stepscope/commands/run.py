@@ -6,27 +6,22 @@ import argparse
 import os
 import sys
 from pathlib import Path
-from typing import TYPE_CHECKING
 
-import msgspec
-
+from stepscope.api import prepare_folder
+from stepscope.capture.options import DEFAULTS as D
+from stepscope.capture.options import STEP_SOURCES, CaptureOptions
+from stepscope.capture.program import Program, check
+from stepscope.capture.runner import capture_program, require_torch
+from stepscope.capture.signals import EXIT_CODE, SigtermHandler
 from stepscope.commands.argtypes import count, positive_int
-from stepscope.commands.predict import add_predict_option, request_from_args
+from stepscope.commands.predict_options import add_predict_option, request_from_args
 from stepscope.errors import StepscopeError
+from stepscope.model.runfolder import RUN_FILES
 
-if TYPE_CHECKING:
-    from stepscope.capture.options import CaptureOptions
-    from stepscope.capture.program import Program
-    from stepscope.capture.runner import Captured
-    from stepscope.predict import PredictRequest
 
 def add_parser(sub: argparse._SubParsersAction) -> None:
-    from stepscope.capture.options import DEFAULTS as D
-    from stepscope.capture.options import STEP_SOURCES
-
     p = sub.add_parser(
         "run",
-        help="run a PyTorch script or module under the profiler and diagnose it",
         description="Run a script (or -m module) as python would, profile a window of its steps, and say why "
                     "it is slow. Everything after the script or module name belongs to the program; `--` may "
                     "come before it.",
@@ -73,8 +68,6 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
 
 
 def options_from_args(args: argparse.Namespace) -> CaptureOptions:
-    from stepscope.capture.options import CaptureOptions
-
     interval = args.telemetry_interval
     if interval < 0:
         raise StepscopeError("--telemetry-interval must be 0 (off) or more")
@@ -89,8 +82,6 @@ def options_from_args(args: argparse.Namespace) -> CaptureOptions:
 
 
 def program_from_args(args: argparse.Namespace) -> Program:
-    from stepscope.capture.program import Program
-
     program = list(args.program)
     if args.module is None and program[:1] == ["--"]:  # `stepscope run [options] -- script.py ...`
         program = program[1:]
@@ -107,10 +98,9 @@ def program_from_args(args: argparse.Namespace) -> Program:
 
 
 def main(args: argparse.Namespace) -> int:
-    from stepscope.api import prepare_folder
-    from stepscope.capture.program import check
-    from stepscope.capture.runner import capture_program, require_torch
-    from stepscope.capture.signals import EXIT_CODE, SigtermHandler
+    # The analyses, the pipeline and the renderers load only once the program has ended: it runs in this
+    # process, which must hold nothing of them while it does (capture adds nothing to the user's program).
+    from stepscope.commands.run_finish import finish
 
     program = program_from_args(args)
     spec = options_from_args(args)
@@ -129,17 +119,13 @@ def main(args: argparse.Namespace) -> int:
     with SigtermHandler(raising=False) as sigterm:
         captured = capture_program(program, spec, folder, full=args.full, sigterm=sigterm)
         sys.stdout.flush()
-        code = _finish(program, spec, folder, captured, width=args.width, predict=request)
+        code = finish(program, spec, folder, captured, width=args.width, predict=request)
     return EXIT_CODE if sigterm.received else code
 
 
 def _clear_run_files(folder: Path) -> None:
     """--force: the files a run writes are replaced, not mixed with a previous run's (others are left alone)."""
-    from stepscope.capture import runfolder
-    from stepscope.trace.census import CENSUS_FILE
-
-    for name in (runfolder.TRACE, runfolder.REPORT_JSON, runfolder.REPORT_TEXT, runfolder.REPORT_HTML,
-                 runfolder.TELEMETRY, CENSUS_FILE):
+    for name in RUN_FILES:
         (folder / name).unlink(missing_ok=True)
 
 
@@ -147,57 +133,3 @@ def _run_name(name: str) -> str:
     """The program's name, and its rank when a launcher (torchrun) started several."""
     rank, world = os.environ.get("RANK"), os.environ.get("WORLD_SIZE", "1")
     return f"{name}-rank{rank}" if rank is not None and world.isdigit() and int(world) > 1 else name
-
-
-def _finish(program: Program, spec: CaptureOptions, folder: Path, captured: Captured, *, width: int | None,
-            predict: PredictRequest | None = None) -> int:
-    from stepscope.atomic import write_atomic
-    from stepscope.capture import runfolder
-    from stepscope.capture.telemetry import to_json as telemetry_json
-    from stepscope.model import runfolder as names
-    from stepscope.report import render
-    from stepscope.report.terminal import make_console
-    from stepscope.runreport import WRITE_HINT, live_report, nothing_recorded, write_report_files
-    from stepscope.trace.census import CENSUS_FILE
-
-    outcome, result, telemetry = captured.outcome, captured.result, captured.telemetry
-    files = [p for p in (result.trace_path and runfolder.TRACE,) if p]
-    files += [name for name in (names.TIMING, names.CALIBRATION) if (folder / name).is_file()]
-    if telemetry is not None:
-        try:
-            write_atomic(folder / runfolder.TELEMETRY, telemetry_json(telemetry), what="telemetry", hint=WRITE_HINT)
-            files.append(runfolder.TELEMETRY)
-        except StepscopeError as exc:
-            print(f"stepscope: {exc.message}\n  hint: {exc.hint}", file=sys.stderr)
-    if (folder / CENSUS_FILE).exists():
-        files.append(CENSUS_FILE)
-    report, problem = None, None
-    if result.trace_path is not None:
-        planned = [*files, runfolder.REPORT_JSON, runfolder.REPORT_TEXT, runfolder.REPORT_HTML]
-        try:
-            report = live_report(result, spec, command=program.command, exit_code=outcome.exit_code,
-                                 program_status=outcome.status, telemetry=telemetry, folder=folder,
-                                 files=sorted(planned), predict=predict)
-        except StepscopeError as exc:
-            problem = f"the trace could not be analysed: {exc.message}"
-        except Exception as exc:  # a bug in the analysis must not cost the run its files
-            problem = (f"analysing the trace failed ({type(exc).__name__}: {exc}); the trace is kept: "
-                       f"stepscope analyze {result.trace_path}")
-    else:
-        problem = nothing_recorded(result, spec)
-    console = make_console(width=width)
-    if report is not None:
-        telemetry_doc = msgspec.json.decode(telemetry_json(telemetry)) if telemetry is not None else None
-        files += write_report_files(report, folder, telemetry=telemetry_doc)
-        console.print(render("terminal", report, telemetry=telemetry_doc))
-    if outcome.failed:
-        print(f"stepscope: the program {outcome.detail or 'failed'}; kept what was captured before it ended",
-              file=sys.stderr)
-    if problem:
-        print(f"stepscope: {problem}", file=sys.stderr)
-    written = ", ".join(sorted(files)) if files else "nothing but the empty folder"
-    print(f"stepscope: wrote {folder}{'/' if files else ''}: {written}", flush=True)
-    if outcome.failed:
-        return outcome.exit_code
-    return 0 if report is not None else 2
-

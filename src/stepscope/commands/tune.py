@@ -14,13 +14,19 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from stepscope.atomic import write_atomic
+from stepscope.capture import runfolder
+from stepscope.capture.program import check
+from stepscope.capture.runner import require_torch
 from stepscope.commands.argtypes import count, positive_int
 from stepscope.commands.run import program_from_args
+from stepscope.model.tune import Tune, tune_to_json
+from stepscope.report.terminal import make_console
+from stepscope.report.tune import TuneHtmlRenderer, TuneTerminalRenderer, ladder_rich, progress_line, trial_label
+from stepscope.tune.fixes import FIXES, known_ids
+from stepscope.tune.ladder import Events, TuneOptions, Tuner
 
 if TYPE_CHECKING:
     from rich.console import Console
-
-    from stepscope.model.tune import Tune
 
 TUNE_JSON, TUNE_TEXT, TUNE_HTML = "tune.json", "tune.txt", "tune.html"
 TEXT_WIDTH = 120  # tune.txt is read in editors, not a terminal (report.txt likewise has a fixed width)
@@ -29,7 +35,6 @@ TEXT_WIDTH = 120  # tune.txt is read in editors, not a terminal (report.txt like
 def add_parser(sub: argparse._SubParsersAction) -> None:
     p = sub.add_parser(
         "tune",
-        help="try the recommended fixes on a script, measure each, keep what is really faster",
         description="Measure the program as it is, diagnose it, then try each fix the diagnosis calls for in a fresh "
                     "process running the unmodified program with the fix applied from outside; keep the fixes "
                     "faster beyond the noise, and write them as a patch. Everything after the script or module "
@@ -109,8 +114,6 @@ def _percent(text: str) -> float:
 
 
 def _ids(text: str) -> tuple[str, ...]:
-    from stepscope.tune.fixes import FIXES, known_ids
-
     ids = tuple(i.strip() for i in text.split(",") if i.strip())
     unknown = [i for i in ids if i not in known_ids()]
     if unknown:
@@ -119,13 +122,9 @@ def _ids(text: str) -> tuple[str, ...]:
 
 
 def main(args: argparse.Namespace) -> int:
-    from stepscope.capture import runfolder
-    from stepscope.capture.program import check
-    from stepscope.tune.ladder import Events, TuneOptions, Tuner
-
     program = program_from_args(args)
     check(program)
-    _require_torch()
+    require_torch()
     options = TuneOptions(
         budget_s=args.budget, max_trials=args.max_trials, fixes=args.fixes, skip_fixes=tuple(args.skip_fixes),
         trial_steps=args.trial_steps, warmup_steps=args.warmup_steps, min_seconds=args.trial_seconds,
@@ -146,15 +145,7 @@ def main(args: argparse.Namespace) -> int:
     return _finish(tune, folder, console)
 
 
-def _require_torch() -> None:
-    from stepscope.capture.runner import require_torch
-
-    require_torch()
-
-
 def _console(width: int | None) -> Console:
-    from stepscope.report.terminal import make_console
-
     return make_console(width=width)
 
 
@@ -202,8 +193,6 @@ class _View:
     def _render(self) -> Any:
         from rich.console import Group
 
-        from stepscope.report.tune import ladder_rich, progress_line
-
         parts: list[Any] = []
         if self.tune is not None and self.tune.baseline is not None:
             parts.append(ladder_rich(self.tune))
@@ -219,23 +208,17 @@ class _View:
         self.tune = tune
         self.save(tune)
         if self.live is None:
-            from stepscope.report.tune import trial_label
-
             for t in tune.trials[self._shown:]:
                 print(f"stepscope:   rung {t.rung} {trial_label(t)}: {'kept' if t.accepted else 'not kept'}: "
                       f"{t.reason}", file=sys.stderr, flush=True)
             self._shown = len(tune.trials)
 
     def save(self, tune: Tune) -> None:
-        from stepscope.model.tune import tune_to_json
-
         write_atomic(self.folder / TUNE_JSON, tune_to_json(tune), what="tune result")
 
 
 def _finish(tune: Tune, folder: Path, console: Console) -> int:
     from rich.console import Console as RichConsole
-
-    from stepscope.report.tune import TuneHtmlRenderer, TuneTerminalRenderer
 
     renderable = TuneTerminalRenderer().render(tune)
     console.print(renderable)

@@ -13,6 +13,10 @@ import sys
 import time
 from typing import Any
 
+from stepscope.atomic import write_atomic
+from stepscope.errors import StepscopeError
+from stepscope.hardware.achievable import save_achievable
+
 GEMM_SIZE = 8192
 DTYPES = ("float32", "tf32", "bfloat16", "float16")
 
@@ -87,10 +91,6 @@ def main(argv: list[str] | None = None) -> int:
     for dtype, value in result["flops_per_s"].items():
         print(f"{result['device']}: {dtype:9s} GEMM {GEMM_SIZE}^3: {value / 1e12:7.1f} TFLOP/s")
     print(f"{result['device']}: device copy: {result['memory_bytes_per_s'] / 1e9:7.1f} GB/s (read + write)")
-    from stepscope.atomic import write_atomic
-    from stepscope.errors import StepscopeError
-    from stepscope.hardware.achievable import save_achievable
-
     try:
         if args.json:
             write_atomic(args.json, json.dumps(result, indent=1), what="measurement")

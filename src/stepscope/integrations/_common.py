@@ -8,10 +8,11 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from stepscope.api import Profile
+from stepscope.api import Profile, program_name
 from stepscope.capture.options import DEFAULTS, CaptureOptions
 from stepscope.errors import StepscopeError
 from stepscope.model import report as s
+from stepscope.model import runfolder
 
 
 @dataclass(frozen=True)
@@ -39,8 +40,6 @@ class CallbackOptions:
         out = self.out
         if out is not None and world_size > 1:
             out = Path(out) / f"rank{rank}"
-        from stepscope.api import program_name
-
         name = program_name() + (f"-rank{rank}" if world_size > 1 else "")
         return Profile(self.capture, out=out, force=self.force, source=source, name=name)
 
@@ -54,12 +53,13 @@ def as_loader(obj: Any) -> Any:
 def finish(profile: Profile, options: CallbackOptions, *, show: bool) -> s.Report | None:
     """Stop the capture, analyse it and write the run folder; a capture that recorded nothing says why on
     stderr, never raises."""
-    from stepscope.runreport import nothing_recorded
+    # The analysis loads only now, after training: the trainer's process held nothing of it while it ran.
+    from stepscope import runreport
 
     result = profile.stop()
     if result.trace_path is None:
         if show:
-            print(f"stepscope: {nothing_recorded(result, profile.spec)}", file=sys.stderr)
+            print(f"stepscope: {runreport.nothing_recorded(result, profile.spec)}", file=sys.stderr)
         return None
     try:
         written = profile.write_files()
@@ -68,12 +68,6 @@ def finish(profile: Profile, options: CallbackOptions, *, show: bool) -> s.Repor
         return None
     report = profile.report
     if show and options.print_report:
-        from stepscope.report import render
-        from stepscope.report.terminal import make_console
-
-        console = make_console()
-        console.print()  # start on a line of its own, not after a trainer's progress bar
-        console.print(render("terminal", report))
-        files = ", ".join(["trace.json.gz", *written])
-        console.print(f"stepscope: wrote {profile.folder}/: {files}", highlight=False, markup=False)
+        files = ", ".join([runfolder.TRACE, *written])
+        runreport.print_report(report, f"stepscope: wrote {profile.folder}/: {files}")
     return report

@@ -8,6 +8,8 @@ from typing import Any
 
 import msgspec
 
+from stepscope.model.telemetry import WindowSummary
+
 
 class Struct(msgspec.Struct, kw_only=True, omit_defaults=False, frozen=True):
     pass
@@ -31,7 +33,7 @@ class Run(Struct, kw_only=True):
     profiler_overhead: float | None  # recorded step / unprofiled step - 1 (see overhead_correction for how)
     unprofiled_step_us: float | None
     recorded_step_us: float | None
-    telemetry: dict[str, Any] | None = None  # the window summary of telemetry.json
+    telemetry: WindowSummary | None = None  # the window summary of telemetry.json
     folder: str | None = None
     files: list[str] = msgspec.field(default_factory=list)
     step_on: str | None = None  # the step source the user chose (--step-on), None: the strongest one seen

@@ -127,9 +127,9 @@ def _energy(run: s.Run, step_time_us: float | None) -> list[s.StepEnergy]:
                       else (step_time_us, "step time"))
     if not step_us:
         return []
-    return [s.StepEnergy(gpu=int(g["index"]), joules=round(origin_energy(g["power_mean_w"], step_us * 1e3), 4),
-                         basis=basis)
-            for g in (run.telemetry or {}).get("gpu") or [] if g.get("power_mean_w") is not None]
+    gpus = run.telemetry.gpu if run.telemetry is not None else []
+    return [s.StepEnergy(gpu=g.index, joules=round(origin_energy(g.power_mean_w, step_us * 1e3), 4), basis=basis)
+            for g in gpus if g.power_mean_w is not None]
 
 
 def job(main: s.Report, parts: JobParts) -> s.Report:

@@ -3,22 +3,21 @@ its power at the predicted utilisation."""
 
 from __future__ import annotations
 
-from typing import Any
+from stepscope.model.telemetry import WindowSummary
 
 # A GPU with a CUDA context and nothing running draws this share of its TDP: 122 W of 700 W on our H100 and
 # 127-128 W on our H200 (tests/data/gpu_h*/*/telemetry.json, samples at 0% utilisation after start-up).
 IDLE_SHARE = 0.18
 
 
-def window_power(telemetry: dict[str, Any] | None, device_name: str | None = None) -> float | None:
+def window_power(window: WindowSummary | None, device_name: str | None = None) -> float | None:
     """Mean NVML power (W) over the telemetry window's samples, of the GPU named (else the first).
 
     The window's energy counter is not used: the window is marked on the host clock, and with a deep GPU queue
     the GPU runs behind it, so the counter measures a different stretch of work than the steps."""
-    window = (telemetry or {}).get("window") if "window" in (telemetry or {}) else telemetry
-    gpus = (window or {}).get("gpu") or []
-    chosen = next((g for g in gpus if device_name and g.get("name") == device_name), gpus[0] if gpus else None)
-    power = (chosen or {}).get("power_mean_w")
+    gpus = window.gpu if window is not None else []
+    chosen = next((g for g in gpus if device_name and g.name == device_name), gpus[0] if gpus else None)
+    power = chosen.power_mean_w if chosen is not None else None
     return float(power) if power else None
 
 

@@ -7,6 +7,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from stepscope.advice.context import Context
+from stepscope.advice.patterns import classify
 from stepscope.analysis.facts import Facts, compute_facts
 from stepscope.predict.gpus import Roofs
 from stepscope.predict.scaling import scale
@@ -47,9 +49,6 @@ def gpu_busy_ns(trace: Trace, facts: Facts, device: int) -> float:
 
 
 def view(facts: Facts, device: int) -> StepView:
-    from stepscope.advice.context import Context
-    from stepscope.advice.patterns import classify
-
     steps = facts.steps
     if len(steps) == 0:
         return StepView(0.0, 0.0, None, None, None)

@@ -7,6 +7,7 @@ from typing import Any
 import plotly.graph_objects as go
 
 from stepscope.model.report import Report, Timeline
+from stepscope.model.telemetry import GpuReading, TelemetryReport
 from stepscope.model.tune import Tune
 from stepscope.report.palette import (
     BREAKDOWN_COLORS,
@@ -120,37 +121,37 @@ def _sync_label(sync: Any) -> str:
 MAX_CORE_LINES = 16  # more cores than this make an unreadable tangle; the run section has their mean
 
 
-def telemetry_figure(telemetry: dict[str, Any] | None) -> Figure | None:
+def telemetry_figure(telemetry: TelemetryReport | None) -> Figure | None:
     """A run's telemetry (stepscope.telemetry/1) over time: each GPU's NVML utilisation and power, the CPU cores'
     busy % (one grey line per core, one legend entry for them all), the profiled window shaded."""
-    samples = (telemetry or {}).get("samples") or []
+    samples = telemetry.samples if telemetry is not None else []
     if not samples:
         return None
-    t = [x["t"] for x in samples]
+    t = [x.t for x in samples]
     fig = go.Figure(layout={**LAYOUT, "hovermode": "x unified",
                             "xaxis": {"title": {"text": "seconds since the capture started"}},
                             "yaxis": {"title": {"text": "busy %"}, "range": [0, 105]}})
-    names = (telemetry or {}).get("gpus") or []
-    for g in range(max((len(x.get("gpu") or []) for x in samples), default=0)):
-        readings = [(x.get("gpu") or [])[g] if g < len(x.get("gpu") or []) else {} for x in samples]
+    names = telemetry.gpus if telemetry is not None else []
+    for g in range(max((len(x.gpu) for x in samples), default=0)):
+        readings = [x.gpu[g] if g < len(x.gpu) else GpuReading() for x in samples]
         label = plain(f"GPU {g}" + (f" ({names[g]})" if g < len(names) else ""))
-        fig.add_scatter(x=t, y=[r.get("util") for r in readings], name=f"{label}: NVML utilisation %", mode="lines",
+        fig.add_scatter(x=t, y=[r.util for r in readings], name=f"{label}: NVML utilisation %", mode="lines",
                         hovertemplate="%{y:.0f}%")
-        if any(r.get("power_w") is not None for r in readings):
-            fig.add_scatter(x=t, y=[r.get("power_w") for r in readings], name=f"{label}: power (W, right axis)",
+        if any(r.power_w is not None for r in readings):
+            fig.add_scatter(x=t, y=[r.power_w for r in readings], name=f"{label}: power (W, right axis)",
                             mode="lines", yaxis="y2", line={"dash": "dot"}, hovertemplate="%{y:.0f} W")
             fig.update_layout(yaxis2={**SECOND_AXIS, "title": {"text": "W"}, "rangemode": "tozero"})
-    cores = max((len(x.get("cpu") or []) for x in samples), default=0)
+    cores = max((len(x.cpu or []) for x in samples), default=0)
     drawn = min(cores, MAX_CORE_LINES)
     for c in range(drawn):
-        fig.add_scatter(x=t, y=[(x.get("cpu") or [None] * cores)[c] for x in samples], mode="lines",
+        fig.add_scatter(x=t, y=[(x.cpu or [None] * cores)[c] for x in samples], mode="lines",
                         name=f"CPU busy %, one grey line per core ({drawn} of {cores})" if drawn < cores
                         else f"CPU busy %, one grey line per core ({cores})",
                         line={"width": 1, "color": "#9aa3b2"}, legendgroup="cpu", showlegend=c == 0,
                         hovertemplate=f"core {c}: %{{y:.0f}}%<extra></extra>")
-    window = (telemetry or {}).get("window")
+    window = telemetry.window if telemetry is not None else None
     if window:
-        fig.add_vrect(x0=window["start_s"], x1=window["end_s"], fillcolor="#4c78a8", opacity=0.12, line_width=0,
+        fig.add_vrect(x0=window.start_s, x1=window.end_s, fillcolor="#4c78a8", opacity=0.12, line_width=0,
                       annotation_text="profiled window", annotation_position="top left")
     return _spec(fig)
 

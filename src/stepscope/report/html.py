@@ -14,6 +14,7 @@ from jinja2 import Environment, FunctionLoader, StrictUndefined
 from markupsafe import Markup, escape
 
 from stepscope.model.report import Report
+from stepscope.model.telemetry import TelemetryReport
 from stepscope.report import sections
 from stepscope.report import tables as t
 from stepscope.report.evidence import evidence_items
@@ -82,9 +83,9 @@ def page(template: str, *, title: str, generator: str, figures: dict[str, Any], 
 class HtmlRenderer:
     """Report -> one self-contained HTML page (bytes): the verdict, then every section of report.sections."""
 
-    def __init__(self, title: str | None = None, telemetry: dict[str, Any] | None = None) -> None:
+    def __init__(self, title: str | None = None, telemetry: TelemetryReport | None = None) -> None:
         self.title = title
-        self.telemetry = telemetry  # a run's telemetry.json (stepscope.telemetry/1), decoded, when there is one
+        self.telemetry = telemetry  # a run's telemetry.json (stepscope.telemetry/1), when there is one
 
     def render(self, report: Report) -> bytes:
         built = sections.build(report, self.telemetry)

@@ -1,7 +1,7 @@
 """The report's sections, specified once for every renderer: the terminal and the HTML page both walk
 SECTIONS in order and draw each Section their own way, so their titles, columns and contents cannot drift.
 
-A section function takes the Report (and the run's telemetry document, when there is one) and returns a
+A section function takes the Report (and the run's telemetry, when there is one) and returns a
 Section or None when the report has nothing for it. Sections select and format; they never compute a
 figure. A new report section is one function here (plus, for a chart, a figure in report/figures.py).
 """
@@ -13,6 +13,7 @@ from dataclasses import dataclass, field, replace
 from typing import Any
 
 from stepscope.model.report import Report
+from stepscope.model.telemetry import TelemetryReport
 from stepscope.report import figures, usage_figures
 from stepscope.report import prediction as pred
 from stepscope.report import ranks as rk
@@ -37,10 +38,10 @@ class Section:
     extra: dict[str, Any] = field(default_factory=dict)  # what a renderer's special layout needs
 
 
-SectionFn = Callable[[Report, "dict[str, Any] | None"], "Section | list[Section] | None"]
+SectionFn = Callable[[Report, "TelemetryReport | None"], "Section | list[Section] | None"]
 
 
-def recommendations(report: Report, telemetry: dict[str, Any] | None = None) -> Section | None:
+def recommendations(report: Report, telemetry: TelemetryReport | None = None) -> Section | None:
     recs = report.recommendations
     if not recs:
         return None
@@ -55,7 +56,7 @@ def recommendations(report: Report, telemetry: dict[str, Any] | None = None) -> 
                    "(`stepscope tune` measures them).", tables=(table,), extra={"recommendations": recs})
 
 
-def ranks(report: Report, telemetry: dict[str, Any] | None = None) -> Section | None:
+def ranks(report: Report, telemetry: TelemetryReport | None = None) -> Section | None:
     """The job across its ranks: the straggler and why, waits, exposed communication (docs/distributed.md)."""
     tables = rk.rank_tables(report)
     if not tables:
@@ -64,7 +65,7 @@ def ranks(report: Report, telemetry: dict[str, Any] | None = None) -> Section | 
                    figure=rk.heatmap_figure(report), lines=tuple(report.cross_rank.notes if report.cross_rank else ()))
 
 
-def breakdown(report: Report, telemetry: dict[str, Any] | None = None) -> Section | None:
+def breakdown(report: Report, telemetry: TelemetryReport | None = None) -> Section | None:
     table = t.breakdown_table(report)
     if table is None:
         return None
@@ -74,7 +75,7 @@ def breakdown(report: Report, telemetry: dict[str, Any] | None = None) -> Sectio
                    tables=(table,), figure=figures.breakdown_figure(report))
 
 
-def gpu(report: Report, telemetry: dict[str, Any] | None = None) -> Section | None:
+def gpu(report: Report, telemetry: TelemetryReport | None = None) -> Section | None:
     table = t.gpu_table(report)
     if table is None:
         return None
@@ -84,7 +85,7 @@ def gpu(report: Report, telemetry: dict[str, Any] | None = None) -> Section | No
                    "syncs).", tables=(table,), figure=figures.gpu_figure(report))
 
 
-def timeline(report: Report, telemetry: dict[str, Any] | None = None) -> Section | None:
+def timeline(report: Report, telemetry: TelemetryReport | None = None) -> Section | None:
     tl = report.timeline
     fig = figures.timeline_figure(tl)
     if tl is None or fig is None:
@@ -97,7 +98,7 @@ def timeline(report: Report, telemetry: dict[str, Any] | None = None) -> Section
                    figure=fig, figure_only=True)
 
 
-def lines(report: Report, telemetry: dict[str, Any] | None = None) -> Section | None:
+def lines(report: Report, telemetry: TelemetryReport | None = None) -> Section | None:
     tables = t.lines_tables(report)
     if not tables:
         return None
@@ -105,32 +106,32 @@ def lines(report: Report, telemetry: dict[str, Any] | None = None) -> Section | 
                    "Per step. fwd: the line's own ops; bwd: the autograd of the ops it created.", tables=tuple(tables))
 
 
-def modules(report: Report, telemetry: dict[str, Any] | None = None) -> Section | None:
+def modules(report: Report, telemetry: TelemetryReport | None = None) -> Section | None:
     table = t.modules_table(report)
     return None if table is None else Section("modules", "Time by module", tables=(table,))
 
 
-def syncs(report: Report, telemetry: dict[str, Any] | None = None) -> Section | None:
+def syncs(report: Report, telemetry: TelemetryReport | None = None) -> Section | None:
     tables = t.sync_tables(report)
     return Section("syncs", "Host-device synchronisation", tables=tuple(tables)) if tables else None
 
 
-def kernels(report: Report, telemetry: dict[str, Any] | None = None) -> Section | None:
+def kernels(report: Report, telemetry: TelemetryReport | None = None) -> Section | None:
     table = t.kernels_table(report)
     return None if table is None else Section("kernels", "Kernels", tables=(table,))
 
 
-def copies(report: Report, telemetry: dict[str, Any] | None = None) -> Section | None:
+def copies(report: Report, telemetry: TelemetryReport | None = None) -> Section | None:
     table = t.copies_table(report)
     return None if table is None else Section("copies", "Copies", tables=(table,))
 
 
-def memory(report: Report, telemetry: dict[str, Any] | None = None) -> Section | None:
+def memory(report: Report, telemetry: TelemetryReport | None = None) -> Section | None:
     table = t.memory_table(report)
     return None if table is None else Section("memory", "Memory (allocator peaks)", tables=(table,))
 
 
-def run(report: Report, telemetry: dict[str, Any] | None = None) -> Section | None:
+def run(report: Report, telemetry: TelemetryReport | None = None) -> Section | None:
     """How a live capture went (`stepscope run`, the API, callbacks): shown the same by `run` and `report`."""
     lines = t.run_summary(report)
     fig = figures.telemetry_figure(telemetry)
@@ -139,7 +140,7 @@ def run(report: Report, telemetry: dict[str, Any] | None = None) -> Section | No
     return Section("run", "The run", lines=tuple(lines), figure=fig)
 
 
-def prediction(report: Report, telemetry: dict[str, Any] | None = None) -> Section | None:
+def prediction(report: Report, telemetry: TelemetryReport | None = None) -> Section | None:
     table = pred.prediction_table(report)
     if table is None:
         return None
@@ -148,7 +149,7 @@ def prediction(report: Report, telemetry: dict[str, Any] | None = None) -> Secti
                    detail_label="The assumptions, the model and its sources")
 
 
-def utilization(report: Report, telemetry: dict[str, Any] | None = None) -> Section | None:
+def utilization(report: Report, telemetry: TelemetryReport | None = None) -> Section | None:
     if report.utilization is None:
         return None
     tables = [ut.peaks_table(report), ut.roofline_table(report), ut.uncovered_table(report)]
@@ -161,7 +162,7 @@ def utilization(report: Report, telemetry: dict[str, Any] | None = None) -> Sect
                    tables=tuple(x for x in tables if x is not None), figure=usage_figures.roofline_figure(report))
 
 
-def memory_usage(report: Report, telemetry: dict[str, Any] | None = None) -> list[Section] | None:
+def memory_usage(report: Report, telemetry: TelemetryReport | None = None) -> list[Section] | None:
     mu = report.memory_usage
     if mu is None:
         return None
@@ -178,7 +179,7 @@ def memory_usage(report: Report, telemetry: dict[str, Any] | None = None) -> lis
     return result
 
 
-def notes(report: Report, telemetry: dict[str, Any] | None = None) -> Section | None:
+def notes(report: Report, telemetry: TelemetryReport | None = None) -> Section | None:
     all_notes = [*report.summary.dropped_steps, *report.notes]
     return Section("notes", "Notes", lines=tuple(all_notes)) if all_notes else None
 
@@ -190,7 +191,7 @@ SECTIONS: tuple[SectionFn, ...] = (
     memory, memory_usage, prediction, run)
 
 
-def build(report: Report, telemetry: dict[str, Any] | None = None,
+def build(report: Report, telemetry: TelemetryReport | None = None,
           sections: tuple[SectionFn, ...] = SECTIONS) -> list[Section]:
     """The report's sections, in order, leaving out those it has nothing for."""
     built: list[Section] = []

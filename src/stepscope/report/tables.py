@@ -224,24 +224,24 @@ def run_summary(report: Report) -> list[str]:
         lines.append(f"profiler overhead: {run.profiler_overhead:+.1%} "
                      f"(recorded steps {us_cell(run.recorded_step_us)}, "
                      f"unprofiled {us_cell(run.unprofiled_step_us)}, {ref.method if ref else 'host clock'})")
-    tel = run.telemetry or {}
-    if tel.get("cpu_util_mean") is not None:
-        lines.append(f"CPU busy during the window: {tel['cpu_util_mean']:.0f}% mean over "
-                     f"{len(tel.get('cpu_util_per_core') or [])} cores")
+    tel = run.telemetry
+    if tel is not None and tel.cpu_util_mean is not None:
+        lines.append(f"CPU busy during the window: {tel.cpu_util_mean:.0f}% mean over "
+                     f"{len(tel.cpu_util_per_core or [])} cores")
     sampled = False
-    for g in tel.get("gpu") or []:
-        parts = [f"GPU {g['index']} ({g['name']})"]
-        if g.get("util_mean") is not None:
-            parts.append(f"NVML utilisation {g['util_mean']:.0f}% over the window")
+    for g in tel.gpu if tel is not None else []:
+        parts = [f"GPU {g.index} ({g.name})"]
+        if g.util_mean is not None:
+            parts.append(f"NVML utilisation {g.util_mean:.0f}% over the window")
             sampled = True
-        if g.get("power_mean_w") is not None:
-            parts.append(f"{g['power_mean_w']:.0f} W")
-        energy = next((e for e in run.energy_per_step if e.gpu == g["index"]), None)
+        if g.power_mean_w is not None:
+            parts.append(f"{g.power_mean_w:.0f} W")
+        energy = next((e for e in run.energy_per_step if e.gpu == g.index), None)
         if energy is not None:
             parts.append(f"~{energy.joules:.3g} J per step (mean power x {energy.basis})")
-        window_s = (tel.get("end_s") or 0) - (tel.get("start_s") or 0)
-        if g.get("energy_j") is not None and window_s >= MIN_COUNTED_WINDOW_S:
-            parts.append(f"{g['energy_j']:.1f} J counted over the {window_s:.1f} s window")
+        window_s = tel.end_s - tel.start_s
+        if g.energy_j is not None and window_s >= MIN_COUNTED_WINDOW_S:
+            parts.append(f"{g.energy_j:.1f} J counted over the {window_s:.1f} s window")
         lines.append(", ".join(parts))
     if sampled and report.summary.gpu_utilization is not None:
         lines.append(f"NVML utilisation and the report's GPU utilisation ({share_cell(report.summary.gpu_utilization)})"

@@ -4,14 +4,13 @@ HTML page draws the same sections); only the CLI prints them."""
 
 from __future__ import annotations
 
-from typing import Any
-
 from rich.console import Console, Group, RenderableType
 from rich.panel import Panel
 from rich.table import Table
 from rich.text import Text
 
 from stepscope.model.report import Recommendation, Report
+from stepscope.model.telemetry import TelemetryReport
 from stepscope.report import sections as sec
 from stepscope.report.fit import table
 from stepscope.report.tables import where
@@ -104,7 +103,7 @@ def summary(report: Report) -> Text:
     return t
 
 
-def sections(report: Report, telemetry: dict[str, Any] | None = None, full: bool = False) -> RenderableType | None:
+def sections(report: Report, telemetry: TelemetryReport | None = None, full: bool = False) -> RenderableType | None:
     """Every section of the report that has something to print, in the spec's order."""
     parts = [render_section(x, full) for x in sec.build(report, telemetry) if not x.figure_only]
     return Group(*parts) if parts else None
@@ -140,8 +139,8 @@ def render_section(section: sec.Section, full: bool = False) -> RenderableType:
 class TerminalRenderer:
     """Report -> a rich renderable. `full`: every section's detail lines too (report.txt); the console counts them."""
 
-    def __init__(self, telemetry: dict[str, Any] | None = None, full: bool = False) -> None:
-        self.telemetry = telemetry  # a run's telemetry.json, decoded: the run section mentions it
+    def __init__(self, telemetry: TelemetryReport | None = None, full: bool = False) -> None:
+        self.telemetry = telemetry  # a run's telemetry.json: the run section mentions it
         self.full = full
 
     def render(self, report: Report) -> RenderableType:

@@ -12,8 +12,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-CENSUS_FILE = "census.json"
-TELEMETRY_FILE = "telemetry.json"
+from stepscope.model.runfolder import CENSUS, TELEMETRY
+
 CENSUS_SCHEMA = "stepscope.census/1"
 
 
@@ -70,7 +70,7 @@ def parse_census(raw: dict[str, Any], path: str = "") -> RunCensus:
 
 def _nvml_used(folder: Path) -> dict[int, int] | None:
     try:
-        doc = json.loads((folder / TELEMETRY_FILE).read_text())
+        doc = json.loads((folder / TELEMETRY).read_text())
     except (OSError, ValueError):
         return None
     window = doc.get("window") if isinstance(doc, dict) else None
@@ -86,9 +86,9 @@ def read_census(trace_path: str | Path) -> RunCensus | None:
     folder = Path(trace_path).parent
     census = None
     try:
-        raw = json.loads((folder / CENSUS_FILE).read_text())
+        raw = json.loads((folder / CENSUS).read_text())
         if isinstance(raw, dict) and raw.get("schema") == CENSUS_SCHEMA:
-            census = parse_census(raw, str(folder / CENSUS_FILE))
+            census = parse_census(raw, str(folder / CENSUS))
     except (OSError, ValueError):
         census = None
     nvml = _nvml_used(folder)

@@ -6,6 +6,7 @@ from collections.abc import Callable, Iterable
 from pathlib import Path
 
 from stepscope.errors import StepscopeError
+from stepscope.model.runfolder import REPORT_JSON, TRACE
 from stepscope.trace.kineto import read_kineto
 from stepscope.trace.model import Trace
 
@@ -21,9 +22,6 @@ def _is_sqlite(path: Path) -> bool:
         return False
 
 
-RUN_TRACE = "trace.json.gz"  # what `stepscope run` writes into its run folder, beside report.json
-
-
 def expand(paths: Iterable[str | Path]) -> list[Path]:
     """Files to read: folders become the trace files inside them, sorted by name."""
     files: list[Path] = []
@@ -31,8 +29,8 @@ def expand(paths: Iterable[str | Path]) -> list[Path]:
         path = Path(raw)
         if not path.exists():
             raise StepscopeError(f"{path}: no such file or folder")
-        if path.is_dir() and (path / RUN_TRACE).is_file() and (path / "report.json").is_file():
-            files.append(path / RUN_TRACE)  # a `stepscope run` folder: its trace, not its report or telemetry
+        if path.is_dir() and (path / TRACE).is_file() and (path / REPORT_JSON).is_file():
+            files.append(path / TRACE)  # a `stepscope run` folder: its trace, not its report or telemetry
         elif path.is_dir():
             inside = sorted(
                 p for p in path.iterdir()

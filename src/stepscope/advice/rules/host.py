@@ -4,9 +4,11 @@ from __future__ import annotations
 
 import re
 
+import numpy as np
+
 from stepscope.advice.context import Context
 from stepscope.advice.culprits import blocking_causes, what_it_is
-from stepscope.advice.location import rows_named
+from stepscope.advice.location import locate, rows_named
 from stepscope.advice.recommendation import MIN_GAIN, recommendation
 from stepscope.advice.whatif import (
     FUSED_OPTIMIZER_GPU_KEPT,
@@ -20,8 +22,10 @@ from stepscope.advice.whatif import (
     step_without,
 )
 from stepscope.analysis.costs import UNTRACED
+from stepscope.analysis.hostops import inside_any
 from stepscope.analysis.signals import OPTIMIZER_STEP, ZERO_GRAD
 from stepscope.model import report as s
+from stepscope.trace.model import Kind, Trace
 from stepscope.units import rounded_ratio, share_text, us_from_ns
 
 # A bigger batch is suggested when it buys at least 10% more samples/s: it changes the optimisation too.
@@ -34,6 +38,9 @@ CPU_LARGER_BATCH_MIN_GAIN = 1.03
 # Leave 10% of device memory free when scaling the batch by peak memory.
 MEMORY_HEADROOM = 0.9
 ALLOCATION_OP = re.compile(r"^aten::(?:empty\w*|_empty\w*|resize_|new_empty\w*)$")
+# Host ops the training step itself runs, which no change to the user's code can move: autograd's backward
+# nodes (AccumulateGrad, ...Backward0) and the optimizer's step and zero_grad.
+RUN_BY_THE_STEP = re.compile(r"^autograd::engine::evaluate_function: |^Optimizer\.(?:step|zero_grad)#")
 # Below this many launches per step, capturing a graph saves too little to be worth static shapes.
 GRAPH_MIN_LAUNCHES = 20
 # Fusing pays when a step runs at least this many short elementwise kernels.
@@ -139,25 +146,41 @@ def torch_compile(ctx: Context, patterns: list[s.Pattern]) -> list[s.Recommendat
 
 
 def offload_cpu_work(ctx: Context, patterns: list[s.Pattern]) -> list[s.Recommendation]:
-    """The GPU waits on CPU work that launches nothing: name it and what taking it off the path buys."""
+    """The GPU waits on CPU work that launches nothing and that the user's code runs: name it, where it is, and
+    what taking it off the path buys."""
     costs = ctx.costs
     if costs is None or not _holds(patterns, "cpu_compute_bound"):
         return []
     n = max(len(ctx.facts.steps), 1)
+    trace = ctx.facts.trace
     # Only work inside recorded ops: time outside any op may be the profiler's, or code we cannot name; a
-    # long allocation is the allocator reaching the driver (a warm-up cost), not work to vectorise.
-    in_ops = {k: v for k, v in costs.cpu_ops.items() if k != UNTRACED and not ALLOCATION_OP.match(k)}
+    # long allocation is the allocator reaching the driver (a warm-up cost), not work to vectorise; and what the
+    # backward pass or the optimizer runs cannot be moved by the user's code (the optimizer's fix is its own).
+    in_ops = {k: v for k, v in costs.cpu_ops.items()
+              if k != UNTRACED and not ALLOCATION_OP.match(k) and not run_by_the_step(trace, k)}
     top, top_ns = max(in_ops.items(), key=lambda kv: kv[1], default=("", 0))
     est = step_without(ctx, sum(in_ops.values()) / n, "CPU work in ops overlapped with the GPU or moved onto it",
                        gpu_busy_ns(ctx), "the step cannot be shorter than the GPU's busy time")
     if not top or est.speedup < MIN_GAIN:
         return []
-    title = (f"Take the CPU work the GPU waits for off the critical path ({top}, {top_ns / n / 1e6:.3g} ms per step): "
-             "do it on the GPU, vectorise it, or overlap it in a DataLoader worker or background thread")
+    location = locate(trace, rows_named(trace, re.compile(re.escape(top) + "$")))
+    where = f" at {location['file']}:{location['line']}" if location else ""
+    title = (f"Take the CPU work the GPU waits for off the critical path ({top}{where}, {top_ns / n / 1e6:.3g} ms "
+             "per step): do it on the GPU or vectorise it; if it prepares the batch, do it in the DataLoader's "
+             "workers instead")
     return [recommendation(ctx, "offload_cpu_work", title, {
         "cpu_wait_us_per_step": us_from_ns(ctx.part_ns("cpu")), "top_op": top,
-        "top_op_us_per_step": us_from_ns(top_ns / n)}, est,
-        rows_named(ctx.facts.trace, re.compile(re.escape(top) + "$")))]
+        "top_op_us_per_step": us_from_ns(top_ns / n)}, est, location=location)]
+
+
+def run_by_the_step(trace: Trace, name: str) -> bool:
+    """The op is autograd's (a backward node, or run inside one) or the optimizer's, for most of its calls."""
+    if RUN_BY_THE_STEP.match(name):
+        return True
+    ops = np.flatnonzero((trace.events.kind == Kind.CPU_OP) & trace.names_where(lambda x: x == name))
+    outer = np.flatnonzero((trace.events.kind == Kind.CPU_OP) & trace.names_where(
+        lambda x: RUN_BY_THE_STEP.match(x) is not None))
+    return bool(len(ops)) and float(inside_any(trace, outer, ops).mean()) > 0.5
 
 
 def set_to_none(ctx: Context, patterns: list[s.Pattern]) -> list[s.Recommendation]:

@@ -1,0 +1,46 @@
+"""One small rule per fix; each returns its recommendations (most return zero or one). Ranked by gain.
+
+The rules live by the bottleneck they answer: dataloader (input_bound), copies (copy_bound), host (launch,
+sync and CPU-work bound), gpu (compute bound), collectives (communication bound), cpu (CPU-only runs). A new
+rule is one function in its module and one line in RULES."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+from stepscope.advice.context import Context
+from stepscope.advice.rules import collectives, copies, cpu, dataloader, gpu, host
+from stepscope.analysis.facts import Facts
+from stepscope.model import report as s
+
+Rule = Callable[[Context, list[s.Pattern]], list[s.Recommendation]]
+
+RULES: tuple[Rule, ...] = (
+    dataloader.dataloader_workers,
+    dataloader.persistent_workers,
+    copies.pin_memory,
+    copies.non_blocking_copy,
+    copies.uint8_transfer,
+    host.larger_batch,
+    host.set_to_none,
+    gpu.amp,
+    gpu.tf32,
+    host.torch_compile,
+    host.cuda_graphs,
+    host.remove_sync,
+    host.offload_cpu_work,
+    host.fused_optimizer,
+    collectives.overlap_communication,
+    cpu.cpu_threads,
+    cpu.channels_last,
+    cpu.cpu_bf16,
+)
+
+
+def recommend(facts: Facts, patterns: list[s.Pattern], ctx: Context | None = None) -> list[s.Recommendation]:
+    """Every fix the trace calls for, best estimated gain first."""
+    ctx = ctx or Context(facts)
+    if len(facts.steps) == 0 or not ctx.step_ns:
+        return []
+    found = [r for rule in RULES for r in rule(ctx, patterns)]
+    return sorted(found, key=lambda r: (-(r.estimated_speedup or 1.0), r.id))

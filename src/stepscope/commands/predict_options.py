@@ -1,0 +1,53 @@
+"""`--predict GPUS` and `--price` for `analyze`, `run` and `predict`: the options, and the prediction they ask for
+with every GPU name checked before any analysis."""
+
+from __future__ import annotations
+
+import argparse
+from typing import TYPE_CHECKING
+
+from stepscope.errors import StepscopeError
+
+if TYPE_CHECKING:
+    from stepscope.predict import PredictRequest
+
+
+def add_cost_options(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--price", action="append", default=[], metavar="GPU=USD",
+                   help="your price per GPU-hour, e.g. --price h100=2.49,l4=0.8 (overrides the dated table)")
+    p.add_argument("--target-host", metavar="RUN_FOLDER", help="a `stepscope run` folder (or its calibration.json) "
+                   "from the target machine: its host's measured speed replaces the origin's (docs/predict.md)")
+
+
+def add_predict_option(p: argparse.ArgumentParser) -> None:
+    """`--predict GPUS` (and `--price`) for `analyze` and `run`: add the prediction section to the report."""
+    p.add_argument("--predict", metavar="GPUS",
+                   help="also predict the step time, cost and energy on these GPUs (comma-separated, e.g. h200,l4)")
+    add_cost_options(p)
+
+
+def request_from_args(args: argparse.Namespace, wanted: str | None) -> PredictRequest | None:
+    """The prediction the options ask for, with every GPU name checked now (before any analysis)."""
+    if wanted is None:
+        if getattr(args, "price", None) or getattr(args, "target_host", None):
+            raise StepscopeError("--price and --target-host need --predict GPUS")
+        return None
+    # Only with --predict: `stepscope run` reads these options before the user's program runs, which must not
+    # load the hardware table and the analyses under predict.
+    from stepscope import hardware
+    from stepscope.predict import PredictRequest, cost, gpus, parse_gpus
+    from stepscope.predict.host import read_host
+
+    table = hardware.load_table()
+    names = parse_gpus(wanted)
+    for name in names:
+        gpus.resolve(table, name, "target GPU")
+    if getattr(args, "origin", None):
+        gpus.resolve(table, args.origin, "origin GPU")
+    return PredictRequest(
+        gpus=names, prices=cost.parse_prices(args.price, table),
+        samples_per_epoch=getattr(args, "samples_per_epoch", None), steps_per_epoch=getattr(args, "steps_per_epoch",
+                                                                                          None),
+        host_speed=getattr(args, "host_speed", 1.0), origin=getattr(args, "origin", None),
+        target_host=read_host(args.target_host) if getattr(args, "target_host", None) else None,
+    )

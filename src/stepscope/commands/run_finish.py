@@ -1,0 +1,66 @@
+"""What `stepscope run` does once the program has ended: write telemetry.json, analyse the trace through the
+pipeline, write the run folder's reports, print the diagnosis, choose the exit code."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+from stepscope.atomic import write_atomic
+from stepscope.capture.options import CaptureOptions
+from stepscope.capture.program import Program
+from stepscope.capture.runner import Captured
+from stepscope.errors import StepscopeError
+from stepscope.model import runfolder
+from stepscope.model.telemetry import telemetry_to_json
+from stepscope.predict import PredictRequest
+from stepscope.report import render
+from stepscope.report.terminal import make_console
+from stepscope.runreport import WRITE_HINT, live_report, nothing_recorded, write_report_files
+
+
+def finish(program: Program, spec: CaptureOptions, folder: Path, captured: Captured, *, width: int | None,
+            predict: PredictRequest | None = None) -> int:
+    """Once the program has ended: telemetry.json, the analysis of the trace, the report files, the terminal
+    report and the exit code (the program's own when it failed; 2 when nothing could be analysed)."""
+    outcome, result, telemetry = captured.outcome, captured.result, captured.telemetry
+    files = [p for p in (result.trace_path and runfolder.TRACE,) if p]
+    files += [name for name in (runfolder.TIMING, runfolder.CALIBRATION) if (folder / name).is_file()]
+    if telemetry is not None:
+        try:
+            write_atomic(folder / runfolder.TELEMETRY, telemetry_to_json(telemetry), what="telemetry",
+                         hint=WRITE_HINT)
+            files.append(runfolder.TELEMETRY)
+        except StepscopeError as exc:
+            print(f"stepscope: {exc.message}\n  hint: {exc.hint}", file=sys.stderr)
+    if (folder / runfolder.CENSUS).exists():
+        files.append(runfolder.CENSUS)
+    report, problem = None, None
+    if result.trace_path is not None:
+        planned = [*files, runfolder.REPORT_JSON, runfolder.REPORT_TEXT, runfolder.REPORT_HTML]
+        try:
+            report = live_report(result, spec, command=program.command, exit_code=outcome.exit_code,
+                                 program_status=outcome.status, telemetry=telemetry, folder=folder,
+                                 files=sorted(planned), predict=predict)
+        except StepscopeError as exc:
+            problem = f"the trace could not be analysed: {exc.message}"
+        except Exception as exc:  # a bug in the analysis must not cost the run its files
+            problem = (f"analysing the trace failed ({type(exc).__name__}: {exc}); the trace is kept: "
+                       f"stepscope analyze {result.trace_path}")
+    else:
+        problem = nothing_recorded(result, spec)
+    console = make_console(width=width)
+    if report is not None:
+        files += write_report_files(report, folder, telemetry=telemetry)
+        console.print(render("terminal", report, telemetry=telemetry))
+    if outcome.failed:
+        print(f"stepscope: the program {outcome.detail or 'failed'}; kept what was captured before it ended",
+              file=sys.stderr)
+    if problem:
+        print(f"stepscope: {problem}", file=sys.stderr)
+    written = ", ".join(sorted(files)) if files else "nothing but the empty folder"
+    print(f"stepscope: wrote {folder}{'/' if files else ''}: {written}", flush=True)
+    if outcome.failed:
+        return outcome.exit_code
+    return 0 if report is not None else 2
+
