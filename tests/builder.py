@@ -248,7 +248,7 @@ def gpu_bound_trace() -> TraceBuilder:
             for _ in range(20):
                 with tl.op("aten::mm"):
                     tl.kernel(SGEMM, 1000.0)
-            tl.idle(tl.gpu_end() - tl.t)  # the step's host range ends with its GPU work, as a sync would make it
+            tl.sync()  # the step's host range ends with its GPU work (loss.item(), say)
     return b
 
 

@@ -135,16 +135,17 @@ def test_v100_ddp_is_launch_bound_with_exposed_all_reduces() -> None:
     # overlap_communication: 404 collectives per step is one per tensor (>= 50: bucket them).
     assert "Bucket" in fix(r, "overlap_communication").title
     assert fix(r, "overlap_communication").estimated_speedup == pytest.approx(overlap_estimate(raw), abs=0.01)
-    # amp: cc 7.0 with no tensor-core kernel; fused_optimizer and set_to_none: one kernel per parameter.
-    assert not raw.kernels(TENSOR_CORE_KERNELS) and "amp" in fix_ids(r)
+    # amp: cc 7.0 with no tensor-core kernel, but the GPU waits for the host longer than it computes (HTA: 41% vs 36%):
+    # faster kernels leave a launch-bound step where it is (the step's graph replayed with them moves it under 5%),
+    # so no amp. fused_optimizer and set_to_none: one kernel per parameter.
+    assert not raw.kernels(TENSOR_CORE_KERNELS) and split["host_wait"] > split["compute"] and "amp" not in fix_ids(r)
     assert fix(r, "fused_optimizer").evidence["optimizer_launches_per_step"] == raw.per_step(
         len(raw.launched_inside("Optimizer.step#SGD.step"))) == 404
     assert fix(r, "set_to_none").evidence["zeroing_launches_per_step"] == raw.per_step(
         len(raw.launched_inside("Optimizer.zero_grad#SGD.zero_grad"))) == 404
     # Regression pin (our own output): the ranking of these six by estimated gain, which protects the
     # ordering logic and the larger_batch model (no independent figure for the bigger batch's step).
-    assert fix_ids(r) == ["larger_batch", "cuda_graphs", "overlap_communication", "amp", "fused_optimizer",
-                          "set_to_none"]
+    assert fix_ids(r) == ["larger_batch", "cuda_graphs", "overlap_communication", "set_to_none", "fused_optimizer"]
 
 
 def test_a100_convnet_ddp_is_launch_bound() -> None:
@@ -172,8 +173,10 @@ def test_a100_convnet_ddp_is_launch_bound() -> None:
     # One launch every 177 µs: the mean step over the runtime calls that put work on the GPU.
     assert launch.evidence["us_per_launch"] == pytest.approx(raw.step_us / raw.per_step(len(raw.launches())),
                                                              abs=0.1)
-    # cuda_graphs removes the launch part (docs/patterns.md): 222 -> ~83 ms.
-    assert fix(r, "cuda_graphs").estimated_speedup == pytest.approx(without(launch.share), abs=0.01)
+    # cuda_graphs takes at least the launch part out (222 -> ~83 ms) and, the ops' dispatch going with it, at most
+    # down to the GPU's own time (compute and exposed communication).
+    graphs = fix(r, "cuda_graphs").estimated_speedup
+    assert without(launch.share) - 0.01 <= graphs <= 1 / (split["compute"] + split["exposed_communication"]) + 0.01
     # AMP from TF32 saves half the matmul time, counted x compute share: under 1%, so no amp.
     tf32 = raw.per_step(total(raw.kernels(TF32_KERNELS)))
     assert without(tf32 * AMP_SAVES["tf32"] * split["compute"] / raw.step_us) < 1.01 and "amp" not in fix_ids(r)
@@ -228,10 +231,12 @@ def test_two_rank_recsys_job_is_communication_bound() -> None:
         # none of it is inside a recorded op, so no offload_cpu_work; the raw file has no op-less-time figure.
         assert pattern_ids(r) == ["communication_bound", "cpu_compute_bound", "launch_bound"], name
         assert cpu.evidence["top_ops_us_per_step"].keys() == {"(no op: Python or untraced)"}
-        # overlap_communication ranks above cuda_graphs (which removes the launch part).
+        # cuda_graphs takes at least the launch part out and, the ops' dispatch with it, at most down to the GPU's
+        # own time; the two lead the fixes.
         assert fix(r, "overlap_communication").estimated_speedup == pytest.approx(overlap_estimate(raw), abs=0.01)
-        assert fix(r, "cuda_graphs").estimated_speedup == pytest.approx(without(launch.share), abs=0.01)
-        assert fix_ids(r)[:2] == ["overlap_communication", "cuda_graphs"], name
+        graphs = fix(r, "cuda_graphs").estimated_speedup
+        assert without(launch.share) - 0.01 <= graphs <= 1 / (split["compute"] + split["exposed_communication"])
+        assert set(fix_ids(r)[:2]) == {"overlap_communication", "cuda_graphs"}, name
     folder = analyze(KINETO / "two_rank_job")  # the slowest rank's report, with both ranks' verdicts
     slowest = max(steps, key=steps.get)
     assert slowest.endswith("rank-1.json.gz") and folder.rank == 1

@@ -55,9 +55,15 @@ class WhatIf:
         return self.samples_factor * self.base_ns / self.step_ns if self.step_ns > 0 else 1.0
 
 
-def median_step(trace: Trace) -> float:
+def median_step(trace: Trace, count: int | None = None) -> float:
+    """The median step; with `count` (the steps before the change), the window over that many steps when the change
+    merged some (host ranges cut whole collapse into one another: a step is then the window's share)."""
     steps = find_steps(trace)
-    return float(np.median(steps.duration)) if len(steps) else 0.0
+    if not len(steps):
+        return 0.0
+    if count is None or len(steps) == count:
+        return float(np.median(steps.duration))
+    return float(steps.end.max() - steps.start.min()) / max(count, 1)
 
 
 def _on_path(trace: Trace) -> np.ndarray:
@@ -87,9 +93,9 @@ def more_workers(trace: Trace, workers: int, free_cores: int | None, waits_on_st
         return None
     ev = trace.events
     batch_ns = float(np.median(ev.dur[rows]))
-    base = median_step(trace)
+    base, n = median_step(trace), len(find_steps(trace))
     cut = _cut_of(trace, rows)
-    host = median_step(replay(trace, cut=cut)) + WORKER_BATCH_OWN_NS
+    host = median_step(replay(trace, cut=cut), n) + WORKER_BATCH_OWN_NS
     used = workers if waits_on_storage or free_cores is None else max(min(workers, free_cores), 1)
     step = max(host, batch_ns / used)
     why = ("loading waits on storage: each worker waits, so the cores do not bound them" if waits_on_storage else
@@ -113,8 +119,8 @@ def pinned_copies(trace: Trace, pinned_gb_s: float) -> WhatIf | None:
     calls = launching_call(trace)[rows]
     calls = calls[calls >= 0]
     blocking = np.intersect1d(calls, blocking_calls(trace))
-    base = median_step(trace)
-    step = median_step(replay(trace, rows=gpu, new_dur=dur, unblock=blocking, cut=_cut_of(trace, blocking)))
+    base, n = median_step(trace), len(find_steps(trace))
+    step = median_step(replay(trace, rows=gpu, new_dur=dur, unblock=blocking, cut=_cut_of(trace, blocking)), n)
     return WhatIf("pin_memory", base, step, 1.0, (
         f"{len(rows)} pageable copies at {pinned_gb_s:.1f} GB/s, the host no longer waiting for them",))
 
@@ -144,8 +150,8 @@ def uint8_inputs(trace: Trace) -> WhatIf | None:
     gpu = np.flatnonzero(trace.is_gpu_activity)
     dur = ev.dur[gpu].astype(np.float64)
     dur[np.searchsorted(gpu, copies)] /= 4
-    base = median_step(trace)
-    step = median_step(replay(trace, rows=gpu, new_dur=dur, cut=_cut_of(trace, conversions)))
+    base, n = median_step(trace), len(find_steps(trace))
+    step = median_step(replay(trace, rows=gpu, new_dur=dur, cut=_cut_of(trace, conversions)), n)
     return WhatIf("uint8_transfer", base, step, 1.0, (
         f"{len(copies)} large host-to-device copies move a quarter of the bytes",
         f"{len(conversions)} float conversion/normalisation ops of the loader leave the host "
@@ -156,9 +162,11 @@ def uint8_inputs(trace: Trace) -> WhatIf | None:
 def amp(trace: Trace, factor: dict[str, float]) -> WhatIf | None:
     """Matmul and convolution kernels in fp32 (or TF32) run `factor[precision]` times faster."""
     ev = trace.events
-    gpu = np.flatnonzero(trace.is_gpu_activity & ev.of_kind(Kind.KERNEL))
+    gpu = np.flatnonzero(trace.is_gpu_activity)  # all of them: an activity left out would keep its recorded time
+    kernel = ev.kind[gpu] == Kind.KERNEL
     names = [trace.strings[int(i)] for i in ev.name[gpu]]
-    speed = np.array([factor.get(precision(n), 1.0) if is_matmul_kernel(n) else 1.0 for n in names])
+    speed = np.array([factor.get(precision(n), 1.0) if k and is_matmul_kernel(n) else 1.0
+                      for n, k in zip(names, kernel, strict=True)])
     if not (speed > 1).any():
         return None
     base = median_step(trace)
@@ -180,8 +188,8 @@ def cuda_graphs(trace: Trace) -> WhatIf | None:
     keep_out = np.concatenate([_names(trace, SINGLE_PROCESS_BATCH, (Kind.CPU_OP,)), blocking_calls(trace)])
     cut_rows = np.setdiff1d(np.union1d(launching_ops, launches), keep_out)
     cut_rows = cut_rows[~_contains_any(trace, cut_rows, blocking_calls(trace))]  # a sync's wait stays
-    base = median_step(trace)
-    step = median_step(replay(trace, cut=_cut_of(trace, cut_rows)))
+    base, n = median_step(trace), len(find_steps(trace))
+    step = median_step(replay(trace, cut=_cut_of(trace, cut_rows)), n)
     return WhatIf("cuda_graphs", base, step, 1.0, (
         "the ops that launch GPU work cost the host nothing (one graph launch per step); data loading, syncs and "
         "Python between the ops stay; kernels unchanged",))
@@ -198,8 +206,8 @@ def set_to_none(trace: Trace) -> WhatIf | None:
         return None
     dur = trace.events.dur[gpu].astype(np.float64)
     dur[inside] = 0.0
-    base = median_step(trace)
-    step = median_step(replay(trace, rows=gpu, new_dur=dur, cut=_cut_of(trace, zero)))
+    base, n = median_step(trace), len(find_steps(trace))
+    step = median_step(replay(trace, rows=gpu, new_dur=dur, cut=_cut_of(trace, zero)), n)
     return WhatIf("set_to_none", base, step, 1.0, (f"{int(inside.sum())} zeroing kernels and zero_grad's host time "
                                                    "removed",))
 
