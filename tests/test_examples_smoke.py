@@ -32,6 +32,8 @@ CASES: dict[str, list[str]] = {
     "pattern_cpu_compute_bound": ["--batch-size", "2", "--image-size", "8"],
     "pattern_cpu_compute_bound-on-device": ["--batch-size", "2", "--image-size", "8", "--on-device"],
     "pattern_gpu_compute_bound": ["--batch-size", "8", "--width", "16", "--depth", "2", "--tf32"],
+    "gpt2_train": ["--n-layer", "1", "--n-embd", "32", "--n-head", "2", "--block-size", "16", "--batch-size", "2",
+                   "--vocab", "64"],
 }
 # What each case must print beyond its throughput line, and what it must not.
 EXPECT: dict[str, list[str]] = {
@@ -44,6 +46,7 @@ EXPECT: dict[str, list[str]] = {
     "pattern_sync_bound": ["step 0 loss"],  # print(loss) every 10 steps: one of the sync points
     "pattern_launch_bound": ["depth 4"],
     "pattern_gpu_compute_bound": ["width 16, batch 8"],
+    "gpt2_train": ["1 layers x 32, batch 2 x 16 on cpu"],
 }
 NOT_EXPECTED: dict[str, list[str]] = {"pattern_sync_bound-no-sync": ["step 0 loss"]}
 THROUGHPUT = re.compile(r"([\d,.]+) samples/s")
