@@ -24,6 +24,8 @@ import time
 from pathlib import Path
 from typing import Any
 
+import bench_parts as parts
+
 HERE = Path(__file__).resolve().parent
 ROOT = HERE.parent
 TRACES = (ROOT / ".." / "shared" / "traces" / "kineto").resolve()
@@ -33,7 +35,7 @@ HTA_VENV = HERE / ".venv-hta"
 HTA_REQUIREMENT = "HolisticTraceAnalysis==0.5.0"
 
 SPEED_TARGET = 5.0  # HTA seconds / stepscope seconds, at least
-MEMORY_TARGET = 0.5  # stepscope peak / HTA peak, at most
+MEMORY_TARGET = 0.4  # stepscope peak / HTA peak, at most
 STRESS_SECONDS_TARGET = 2.0  # stepscope on the 456k-event trace, under
 
 MB = 1024 * 1024
@@ -137,34 +139,6 @@ def _child_stepscope(trace: Path) -> dict[str, Any]:
     }
 
 
-def _child_stepscope_stages(trace: Path) -> dict[str, Any]:
-    """The reader alone (gunzip, msgspec decode, columns), then the analyses on its output, in one process."""
-    t0 = time.perf_counter()
-    from stepscope import analyze
-    from stepscope.trace.kineto import read_kineto
-
-    import_s = time.perf_counter() - t0
-    rss_import_kb = _rss_now_kb()
-    t0, c0 = time.perf_counter(), time.process_time()
-    parsed = read_kineto(trace)
-    seconds, cpu_s = time.perf_counter() - t0, time.process_time() - c0
-    peak_read_kb, hwm_read_kb = _peak_kb(), _status_kb("VmHWM")
-    t0 = time.perf_counter()
-    analyze(parsed)
-    stages = {"read_kineto": seconds, "analyses": time.perf_counter() - t0}
-    return {
-        "seconds": seconds,  # the row is the reader's: its time and its peak
-        "cpu_s": cpu_s,
-        "stages": stages,
-        "import_s": import_s,
-        "rss_import_kb": rss_import_kb,
-        "peak_kb": peak_read_kb,
-        "hwm_kb": hwm_read_kb,
-        "peak_after_analyses_kb": _peak_kb(),
-        "result": {"rows": len(parsed.events.start)},
-    }
-
-
 def _child_count(trace: Path) -> dict[str, Any]:
     """Number of entries in the file's traceEvents list (in a child, to keep the parent's RSS small)."""
     return {"events": count_events(trace)}
@@ -213,6 +187,9 @@ def hta_python(install: bool) -> Path | None:
 def run_child(python: Path, tool: str, trace: Path) -> dict[str, Any]:
     cmd = [str(python), str(Path(__file__).resolve()), "--child", tool, str(trace)]
     env = dict(os.environ, PYTHONUNBUFFERED="1")
+    # Bytecode as an installed package has it: with PYTHONDONTWRITEBYTECODE set (some shells set it), every
+    # child would compile stepscope's modules from source inside the timed window.
+    env.pop("PYTHONDONTWRITEBYTECODE", None)
     if tool.startswith("stepscope"):
         env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(ROOT / "src"), env.get("PYTHONPATH")]))
     done = subprocess.run(cmd, capture_output=True, text=True, env=env)
@@ -274,8 +251,8 @@ def print_table(rows: list[dict[str, Any]]) -> None:
         print("  ".join(c.ljust(w) if i < 2 else c.rjust(w) for i, (c, w) in pairs))
 
 
-CHILDREN = {"hta": _child_hta, "stepscope": _child_stepscope, "stepscope-read": _child_stepscope_stages,
-            "count": _child_count}
+CHILDREN = {"hta": _child_hta, "stepscope": _child_stepscope, "stepscope-read": parts.child_read,
+            "count": _child_count, "stepscope-sections": parts.child_sections}
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -286,6 +263,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--stress-trace", type=Path, default=STRESS_TRACE, help="the 456k-event trace")
     parser.add_argument("--no-hta", action="store_true", help="skip HTA (stepscope figures only)")
     parser.add_argument("--no-install", action="store_true", help="do not create the HTA venv if missing")
+    parser.add_argument("--big-gb", type=float, default=1.0, help="the generated trace's JSON size (0: none)")
+    parser.add_argument("--big-repeat", type=int, default=1, help="fresh child processes on the generated trace")
     parser.add_argument("--child", nargs=2, metavar=("TOOL", "TRACE"), help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
 
@@ -313,6 +292,15 @@ def main(argv: list[str] | None = None) -> int:
         for i, (python, tool, trace) in enumerate(plan):
             runs[i].append(run_child(python, tool, trace))
     rows = [summarize(runs[i], tool, trace, events[trace]) for i, (_, tool, trace) in enumerate(plan)]
+    sections = run_child(here, "stepscope-sections", main_trace)
+    big_rows: dict[str, dict[str, Any]] = {}
+    if args.big_gb > 0:
+        big, json_bytes, big_events = parts.big_trace(args.big_gb)
+        for python, tool in ([(hta, "hta")] if hta is not None else []) + [(here, "stepscope")]:
+            print(f"{tool} on {big.name} ...", file=sys.stderr, flush=True)
+            measured = [run_child(python, tool, big) for _ in range(args.big_repeat)]
+            big_rows[tool] = summarize(measured, tool, big, big_events)
+        rows += list(big_rows.values())
     load_after = os.getloadavg()[0]
     print()
     # The benchmark itself keeps about one core busy; more than that means someone else was running too.
@@ -376,6 +364,13 @@ def main(argv: list[str] | None = None) -> int:
                   f"{summary[f'{tool}_bytes_per_event_ratio']:.2f} total, "
                   f"{summary[f'{tool}_bytes_per_event_above_import_ratio']:.2f} above post-import RSS "
                   f"(1.0 = linear)")
+
+    parts.print_sections(short[main_trace], sections)
+    costs = parts.import_costs(here, ROOT / "src")
+    print(f"imports an analysis loads (self time, s): {', '.join(f'{n} {t:.3f}' for n, t in costs)}")
+    if big_rows:
+        summary.update(parts.print_big(big_rows["stepscope"], big_rows.get("hta"), json_bytes))
+    summary["sections"] = sections
 
     if args.json:
         out = {

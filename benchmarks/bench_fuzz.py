@@ -2,6 +2,7 @@
 limit, with the figures the hardening promises: how every case ended, peak memory, time per case.
 
     .venv/bin/python benchmarks/bench_fuzz.py [--seed 7] [--count 1000] [--against main] [--keep DIR]
+    .venv/bin/python benchmarks/bench_fuzz.py --links 5      # broken links, kind by kind: silent changes
 
 `--against REF` runs the same cases with another git ref's stepscope (a temporary worktree) as the baseline,
 and prints both side by side. The cases come from tests/fuzz_inputs.py and run through tests/fuzz_runner.py
@@ -76,6 +77,49 @@ def summary(name: str, results: list[dict], wall: float) -> list[tuple[str, str]
     ]
 
 
+def links(seeds: int) -> int:
+    """Every kind of broken link (tests/fuzz_links.py) on every scenario, `seeds` seeds each, in this process: how
+    each case ended against its unmangled original. Exit 1 on a silent change or a crash."""
+    import traceback
+
+    import fuzz_links as fl
+    from stepscope.errors import StepscopeError
+    from stepscope.pipeline import analyze
+
+    bad = 0
+    with tempfile.TemporaryDirectory() as tmp:
+        folder = Path(tmp)
+        originals = {s: fl.outcome(analyze(fl.write_original(s, folder)))
+                     for s in (*fl.KINETO_SCENARIOS, *fl.NSYS_SCENARIOS)}
+        print(f"{'kind':34} {'cases':>5} {'same':>5} {'noted':>5} {'refused':>7} {'silent':>6} {'crashed':>7}")
+        for kind in fl.KINDS:
+            tally = Counter()
+            for scenario in fl.SCENARIOS_OF[kind]:
+                for seed in range(seeds):
+                    path = fl.write_mangled(kind, scenario, seed, folder)
+                    try:
+                        mangled = fl.outcome(analyze(path))
+                    except StepscopeError:
+                        tally["refused"] += 1
+                        continue
+                    except Exception:  # a crash is what this looks for: print it and go on
+                        tally["crashed"] += 1
+                        print(f"  {kind} {scenario} seed {seed}:\n{traceback.format_exc()}")
+                        continue
+                    original = originals[scenario]
+                    if fl.silent_change(original, mangled, fl.NOTE_WORDS[kind]):
+                        tally["silent"] += 1
+                    elif (mangled.primary, mangled.step_time_us, mangled.steps) != (
+                            original.primary, original.step_time_us, original.steps):
+                        tally["noted"] += 1
+                    else:
+                        tally["same"] += 1
+            bad += tally["silent"] + tally["crashed"]
+            print(f"{kind:34} {sum(tally.values()):>5} {tally['same']:>5} {tally['noted']:>5} {tally['refused']:>7} "
+                  f"{tally['silent']:>6} {tally['crashed']:>7}")
+    return 1 if bad else 0
+
+
 def worktree(ref: str, into: Path) -> Path:
     subprocess.run(["git", "-C", str(ROOT), "worktree", "add", "--detach", str(into), ref], check=True,
                    capture_output=True)
@@ -88,7 +132,12 @@ def main() -> int:
     p.add_argument("--count", type=int, default=1000)
     p.add_argument("--against", metavar="REF", help="also run the cases with this git ref's stepscope")
     p.add_argument("--keep", type=Path, help="copy the folders of this checkout's failing cases here")
+    p.add_argument("--links", type=int, metavar="SEEDS",
+                   help="instead: every kind of broken link on every scenario, SEEDS seeds each (silent changes)")
     args = p.parse_args()
+    if args.links:
+        sys.path.insert(0, str(ROOT / "src"))
+        return links(args.links)
     print(f"{args.count} cases, seed {args.seed}, each child under RLIMIT_AS {MEMORY_LIMIT >> 30} GiB; "
           f"{os.cpu_count()} CPUs, load {os.getloadavg()[0]:.1f}", flush=True)
     results, wall = run(ROOT / "src", args.seed, args.count, args.keep)

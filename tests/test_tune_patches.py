@@ -7,7 +7,6 @@ import inspect
 import os
 import subprocess
 import sys
-import time
 
 import pytest
 
@@ -16,11 +15,9 @@ torch = pytest.importorskip("torch")
 from torch import nn  # noqa: E402
 from torch.utils.data import DataLoader, TensorDataset  # noqa: E402
 
-from stepscope.capture.session import StopProgram  # noqa: E402
-from stepscope.tune import clock as clock_module  # noqa: E402
-from stepscope.tune.apply import INSTALLERS, Patches  # noqa: E402
-from stepscope.tune.clock import StepClock  # noqa: E402
-from stepscope.tune.fixes import CODE_CHANGE, FIXES  # noqa: E402
+from stepscope.tune.child import install  # noqa: E402
+from stepscope.tune.fixes import CODE_CHANGES, FIXES  # noqa: E402
+from stepscope.tune.points import Points  # noqa: E402
 
 
 def here() -> int:
@@ -29,11 +26,10 @@ def here() -> int:
 
 @pytest.fixture
 def patches():
-    made: list[Patches] = []
+    made: list[Points] = []
 
-    def make(fixes: dict) -> Patches:
-        p = Patches(lambda: 0)
-        p.install(fixes)
+    def make(fixes: dict) -> Points:
+        p = install(fixes, Points(lambda: 0))
         made.append(p)
         return p
 
@@ -43,8 +39,8 @@ def patches():
 
 
 def test_every_fix_applied_from_outside_has_one_installer_and_the_rest_need_code() -> None:
-    assert set(INSTALLERS) == set(FIXES)
-    assert not set(CODE_CHANGE) & set(FIXES)
+    assert all(callable(f.install) for f in FIXES.values())
+    assert not set(CODE_CHANGES) & set(FIXES)
 
 
 def test_dataloader_overrides_are_recorded_at_the_users_line_and_undone(patches) -> None:
@@ -127,8 +123,7 @@ def test_model_found_at_its_first_forward_then_channels_last_and_autocast(patche
 
 def test_loss_per_step_from_backward() -> None:
     step = [0]
-    p = Patches(lambda: step[0])
-    p.install({})
+    p = install({}, Points(lambda: step[0]))
     try:
         w = torch.ones(2, requires_grad=True)
         for i in range(3):
@@ -165,9 +160,8 @@ def test_float16_autocast_scales_the_loss_and_skips_a_step_that_overflowed() -> 
             model.bias.fill_(0.05)
         return model
 
-    def train(fixes: dict, poison: bool = False) -> tuple[torch.Tensor, Patches]:
-        p = Patches(lambda: 0)
-        p.install(fixes)
+    def train(fixes: dict, poison: bool = False) -> tuple[torch.Tensor, Points]:
+        p = install(fixes, Points(lambda: 0))
         try:
             model = fresh()
             opt = torch.optim.SGD(model.parameters(), lr=0.1)
@@ -206,44 +200,6 @@ def test_non_blocking_leaves_pageable_copies_alone_and_is_undone(patches) -> Non
     assert torch.ones(2).to("cpu", torch.float64).dtype == torch.float64 and not p.applied
     p.undo()
     assert torch.Tensor.to is original
-
-
-# -- the step clock ------------------------------------------------------------------------------------
-
-def test_clock_times_the_slice_after_the_warmup_then_stops_the_program() -> None:
-    clock = StepClock(warmup=2, steps=3, min_seconds=0.0)
-    marks = 0
-    with pytest.raises(StopProgram):
-        while True:
-            time.sleep(0.01)
-            marks += 1
-            clock.mark("optimizer")
-    assert marks == 5 and clock.completed == 5 and clock.stop_requested
-    steps = clock.step_ns()
-    assert len(steps) == 3 and all(s >= 0.01e9 for s in steps) and clock.timing == "host clock"
-    assert len(clock.warmup_ns()) == 1  # one step between the first two boundaries
-    assert clock.slice_ns() == pytest.approx(sum(steps), rel=0.05)
-
-
-def test_clock_follows_the_strongest_source() -> None:
-    clock = StepClock(warmup=3, steps=100, min_seconds=0.0)
-    dropped: list[str] = []
-    clock.on_leader = dropped.append
-    clock.mark("forward")
-    clock.mark("forward")
-    clock.mark("optimizer")  # stronger: it leads, its count starts over, weaker hooks are dropped
-    clock.mark("forward")
-    assert clock.arbiter.leader == "optimizer" and clock.completed == 1 and dropped == ["forward", "optimizer"]
-
-
-def test_clock_stops_a_trial_far_slower_than_its_reference(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(clock_module, "ABORT_MIN_NS", 0.0)
-    clock = StepClock(warmup=10, steps=10, min_seconds=0.0, abort_step_ns=1e6)  # 1 ms steps were expected
-    with pytest.raises(StopProgram):
-        for _ in range(10):
-            time.sleep(0.01)  # 10 ms steps
-            clock.mark("optimizer")
-    assert clock.aborted and clock.completed == 3  # the first two boundaries, then one slow step after them
 
 
 def test_torch_compile_is_set_on_the_model_found_and_undone(patches) -> None:

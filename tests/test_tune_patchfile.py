@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from stepscope.tune.patchfile import suggest
+from stepscope.tune.suggest import suggest
 from stepscope.tune.wire import CallSite, LoaderSite, ModelInfo, OptimizerSite, Settings
 
 SCRIPT = textwrap.dedent('''\
@@ -116,6 +116,9 @@ def test_cuda_graphs_is_one_compile_call_and_a_bigger_batch_scales_the_expressio
     assert text is not None
     patched = apply(text, project, tmp_path)
     assert keywords(ast.parse(patched), "DataLoader")["batch_size"] == "2 * args.batch_size"
+    line = next(x for x in patched.splitlines() if "batch_size=" in x)
+    assert line.endswith("# stepscope tune: larger_batch; the learning rate must follow the batch (x2: linear "
+                         "scaling, with a warm-up)")
     assert patched.count(".compile(") == 1 and 'model.compile(mode="reduce-overhead")' in patched
 
 

@@ -12,13 +12,16 @@ from rich.console import Console
 from stepscope.model.tune import (
     TUNE_SCHEMA,
     Baseline,
+    FinalRecommendation,
     Measurement,
     NotTried,
     Numerics,
     PatternShare,
     Trial,
+    TrialRun,
     Tune,
     TuneDevice,
+    WindowStat,
     tune_from_json,
     tune_to_json,
 )
@@ -27,26 +30,36 @@ from stepscope.report.tune import TuneHtmlRenderer, TuneTerminalRenderer, ladder
 # The fields issue 12 gives for stepscope.tune/1: a document must carry at least these (more may be added).
 CONTRACT = {
     "top": {"schema", "command", "device", "baseline", "trials", "applied", "speedup", "final_patterns", "patch",
-            "not_tried"},
+            "not_tried", "speedup_interval", "final_samples_per_s", "min_gain", "final_recommendations"},
     "baseline": {"step_time_us", "steps_per_s", "samples_per_s", "spread", "runs", "patterns"},
     "trial": {"fixes", "params", "step_time_us", "steps_per_s", "samples_per_s", "speedup", "spread",
-              "estimated_speedup", "accepted", "reason", "numerics", "compile_s", "exit_code"},
+              "estimated_speedup", "accepted", "reason", "numerics", "compile_s", "exit_code",
+              # issue 22: each trial's interval and the windows it was measured on
+              "interval", "confidence", "windows", "runs", "decision"},
+    "run": {"arm", "rate", "windows"},
+    "window": {"samples", "seconds", "steps"},
     "numerics": {"ok", "max_rel_loss_diff"},
     "not_tried": {"id", "reason"},
 }
 
 
+def windows(ms: float) -> list[WindowStat]:
+    return [WindowStat(samples=320, seconds=ms / 100, steps=10) for _ in range(3)]
+
+
 def measured(ms: float) -> Measurement:
-    return Measurement(step_time_us=ms * 1e3, steps_per_s=1e3 / ms, samples_per_s=32e3 / ms, spread=0.05, steps=20,
-                       batch_size=32)
+    return Measurement(step_time_us=ms * 1e3, steps_per_s=1e3 / ms, samples_per_s=32e3 / ms, spread=0.05, steps=30,
+                       batch_size=32, windows=windows(ms))
 
 
 def sample_tune() -> Tune:
     trial = Trial(fixes=["dataloader_workers"], params={"dataloader_workers": {"num_workers": 4}},
                   step_time_us=20_000.0, steps_per_s=50.0, samples_per_s=1600.0, speedup=2.5, spread=0.04,
-                  estimated_speedup=2.13, accepted=True, reason="faster: 2.50x (noise band ±3%)", numerics=None,
-                  compile_s=None, exit_code=0, rung=1, tried=["dataloader_workers"], gain=2.5,
-                  estimated_samples_per_s=1363.2)
+                  estimated_speedup=2.13, accepted=True, reason="faster: 2.50x (2.30-2.70, 6 windows)",
+                  numerics=None, compile_s=None, exit_code=0, rung=1, tried=["dataloader_workers"], gain=2.5,
+                  estimated_samples_per_s=1363.2, interval=[2.3, 2.7], confidence=0.95, windows=6, decision="keep",
+                  runs=[TrialRun(arm=arm, rate=r, windows=windows(32e3 / r * 1e3 / 32)) for arm, r in
+                        (("reference", 640.0), ("candidate", 1600.0), ("reference", 640.0), ("candidate", 1600.0))])
     broken = Trial(fixes=["<script>alert(1)</script>", "dataloader_workers"], params={}, step_time_us=None,
                    steps_per_s=None, samples_per_s=None, speedup=None, spread=None, estimated_speedup=None,
                    accepted=False, reason="the program raised RuntimeError: <b>boom</b>",
@@ -56,8 +69,10 @@ def sample_tune() -> Tune:
                                                                           torch="2.13.0"),
                 baseline=Baseline(step_time_us=50_000.0, steps_per_s=20.0, samples_per_s=640.0, spread=0.05,
                                   runs=[measured(50), measured(51)],
-                                  patterns=[PatternShare(id="input_bound", share=0.6)], noise_band=0.03, drift=0.02),
-                trials=[trial, broken], applied=["dataloader_workers"], speedup=2.5,
+                                  patterns=[PatternShare(id="input_bound", share=0.6)], drift=0.02),
+                trials=[trial, broken], applied=["dataloader_workers"], speedup=2.5, speedup_interval=[2.3, 2.7],
+                speedup_windows=6, final_samples_per_s=1600.0, final_steps_per_s=50.0, min_gain=0.05,
+                final_recommendations=[FinalRecommendation(id="amp", title="bf16", estimated_speedup=1.31)],
                 final_patterns=[PatternShare(id="cpu_compute_bound", share=0.7)], patch="suggested.patch",
                 not_tried=[NotTried(id="remove_sync", reason="needs a code change", suggestion="no .item() per step")])
 
@@ -70,6 +85,8 @@ def test_a_tune_document_carries_every_field_of_the_contract() -> None:
     assert all(CONTRACT["trial"] <= set(t) for t in doc["trials"])
     assert CONTRACT["numerics"] <= set(doc["trials"][1]["numerics"])
     assert CONTRACT["not_tried"] <= set(doc["not_tried"][0])
+    run = doc["trials"][0]["runs"][1]
+    assert CONTRACT["run"] <= set(run) and CONTRACT["window"] <= set(run["windows"][0])
 
 
 def test_round_trip_and_refusal_of_other_schemas() -> None:
@@ -82,9 +99,10 @@ def test_round_trip_and_refusal_of_other_schemas() -> None:
 def test_the_ladder_table_rows() -> None:
     table = ladder_table(sample_tune())
     rows = [[c.text for c in row] for row in table.rows]
-    assert rows[0][:4] == ["0", "baseline (as written)", "640.0", "1.00x ±5%"]
-    assert rows[1][:7] == ["1", "+ dataloader_workers (num_workers=4)", "1,600.0", "2.50x ±4%", "2.50x on 0",
-                           "~2.13x", "kept"]
+    assert rows[0][:4] == ["0", "baseline (as written)", "640.0", "1.00x"]
+    assert rows[0][7] == "2 runs, 6 windows, first and last 2.0% apart"
+    assert rows[1] == ["1", "+ dataloader_workers (num_workers=4)", "1,600.0", "2.50x", "2.50x on 0", "~2.13x",
+                       "kept", "faster: 2.50x (2.30-2.70, 6 windows)"]
     assert rows[2][2:7] == ["-", "-", "", "-", "no"] and "RuntimeError" in rows[2][7]
 
 
@@ -92,7 +110,9 @@ def test_terminal_rendering() -> None:
     buffer = io.StringIO()
     Console(file=buffer, width=160, color_system=None).print(TuneTerminalRenderer().render(sample_tune()))
     text = buffer.getvalue()
-    assert "tuned: 2.50x measured, keeping dataloader_workers" in text
+    assert ("tuned: 2.50x (2.30-2.70, 6 windows) measured against the program as it is, keeping dataloader_workers"
+            in text)
+    assert "throughput: 640.0 -> 1,600.0 samples/s" in text and "next: amp ~1.31x" in text
     assert "now: cpu_compute_bound 70%" in text and "remove_sync" in text and "suggested.patch" in text
 
 

@@ -6,9 +6,9 @@ from __future__ import annotations
 
 import ast
 import hashlib
+import itertools
 import json
 import os
-import re
 import shutil
 import signal
 import subprocess
@@ -104,7 +104,8 @@ def test_input_bound_example_keeps_dataloader_workers(tmp_path: Path) -> None:
     # the core count, by a margin that holds when other work slows the step's compute on a shared 2-core machine
     # (benchmarks/bench_tune.py measures the issue's 0.5 ms case: docs/tune.md).
     done, doc = run_tune(tmp_path, out, "--fixes", "dataloader_workers", "--trial-seconds", "0.5", "--budget", "8m",
-                         str(script), "--work", "0", "--io-ms", "2.0", "--steps", "80", columns=80)
+                         "--max-rounds", "2", str(script), "--work", "0", "--io-ms", "2.0", "--steps", "80",
+                         columns=80)
     assert done.returncode == 0, done.stderr[-3000:]
     # A pipe keeps to COLUMNS (the closing "wrote FOLDER" line is a path, left whole).
     assert max(len(line) for line in done.stdout.splitlines() if not line.startswith("stepscope: wrote")) <= 80
@@ -113,17 +114,28 @@ def test_input_bound_example_keeps_dataloader_workers(tmp_path: Path) -> None:
     assert doc["schema"] == "stepscope.tune/1" and doc["status"] == "finished"
     assert doc["device"]["kind"] == "cpu"
     b = doc["baseline"]
-    assert len(b["runs"]) == 2 and b["batch_size"] == 32 and b["step_source"] == "optimizer"
+    assert len(b["runs"]) >= 2 and b["batch_size"] == 32 and b["step_source"] == "optimizer"
     assert b["patterns"][0]["id"] == "input_bound"
-    assert doc["applied"] == ["dataloader_workers"] and doc["speedup"] >= 1.5, doc["trials"]
+    assert doc["applied"] == ["dataloader_workers"], doc["trials"]
+    low, high = doc["speedup_interval"]
+    assert low < doc["speedup"] < high and doc["speedup"] >= 1.5  # storage waits hidden: 2-4x on this machine
     kept = [t for t in doc["trials"] if t["accepted"]]
-    assert len(kept) == 1 and kept[0]["gain"] > 1 + b["noise_band"] and kept[0]["estimated_speedup"]
+    assert len(kept) == 1 and kept[0]["estimated_speedup"]
+    # Kept by the rule: the interval's lower end above 1 + the smallest gain worth a change, from runs that
+    # alternated with the baseline's (each window of each run is in tune.json).
+    assert kept[0]["interval"][0] > 1 + doc["min_gain"] and kept[0]["decision"] == "keep"
+    arms = [r["arm"] for r in kept[0]["runs"]]
+    assert "candidate" in arms and all(a != c for a, c in itertools.pairwise(arms))
+    assert kept[0]["windows"] == sum(len(r["windows"]) for r in kept[0]["runs"] if r["arm"] == "candidate") >= 3
     workers = doc["applied_params"]["dataloader_workers"]["num_workers"]
     assert workers >= 2 and kept[0]["params"] == {"dataloader_workers": {"num_workers": workers}}
-    assert doc["final_patterns"] and doc["final_patterns"][0]["id"] != "input_bound"
+    # The tuned configuration waits on its loader less (with two workers on two busy cores it may still wait).
+    share = {p["id"]: p["share"] for p in doc["final_patterns"]}.get("input_bound", 0.0)
+    assert doc["final_patterns"] and share < b["patterns"][0]["share"]
     # The same seed and data: worker processes load the same batches, so the loss is the same at every step.
-    first = json.loads((out / "trials" / "00-baseline-first.json").read_text())
-    trial = json.loads((out / "trials" / f"{kept[0]['rung']:02d}-dataloader_workers.json").read_text())
+    first = json.loads((out / "trials" / "01-baseline.json").read_text())
+    candidate = next(r for r in kept[0]["runs"] if r["arm"] == "candidate")
+    trial = json.loads((out / candidate["log"]).with_suffix(".json").read_text())
     steps = min(len(first["losses"]), len(trial["losses"]))
     assert steps >= 20 and first["losses"][:steps] == trial["losses"][:steps]
     assert {"tune.json", "tune.txt", "tune.html", "suggested.patch"} <= {p.name for p in out.iterdir()}
@@ -160,7 +172,7 @@ def test_a_crash_and_a_hang_under_fixes_still_give_the_table(tmp_path: Path) -> 
     assert hung["status"] == "timed out" and hung["reason"] == "timed out after 25 s" and hung["exit_code"] is None
     assert doc["applied"] == [] and doc["speedup"] == 1.0 and doc["patch"] is None
     # The hung trial's process group was ended: nothing of it is left running.
-    assert processes_with(str(out / "trials" / f"{hung['rung']:02d}-set_to_none.spec.json")) == []
+    assert processes_with(str((out / hung["log"]).with_suffix(".spec.json"))) == []
 
 
 def test_sigterm_ends_the_tune_with_the_table_so_far(tmp_path: Path) -> None:
@@ -169,7 +181,7 @@ def test_sigterm_ends_the_tune_with_the_table_so_far(tmp_path: Path) -> None:
     out = tmp_path / "tune"
     proc = subprocess.Popen(tune_cmd(out, "--fixes", "set_to_none", "--trial-seconds", "0.3", str(script)),
                             cwd=tmp_path, env=env(), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-    spec = out / "trials" / "01-set_to_none.spec.json"
+    spec = out / "trials" / "02-set_to_none.spec.json"  # run 1 is the baseline; the diagnosis is no run of these
     deadline = time.monotonic() + 300
     while not spec.exists() and proc.poll() is None and time.monotonic() < deadline:
         time.sleep(0.2)
@@ -196,12 +208,12 @@ def test_bad_arguments_are_one_line_errors(tmp_path: Path) -> None:
 
 @pytest.mark.slow
 def test_cpu_bound_convolutional_example_keeps_only_what_is_faster(tmp_path: Path) -> None:
-    """ResNet-18 on 32 px images on the CPU: channels_last and bfloat16 autocast are tried; every one kept
-    cleared the noise band with its numerics intact, every other says why not. (torch.compile is left out: its
-    minute of compilation on 2 cores is too long for CI; tests/test_tune_patches.py applies it.)"""
+    """ResNet-18 on 32 px images on the CPU: channels_last and bfloat16 autocast are tried; every one kept had its
+    interval above the bar, from two runs, with its numerics intact; every other says why not. (torch.compile is
+    left out: its minute of compilation on 2 cores is too long for CI; tests/test_tune_patches.py applies it.)"""
     out = tmp_path / "tune"
     done, doc = run_tune(tmp_path, out, "--fixes", "channels_last,amp", "--trial-seconds", "1",
-                         "--trial-steps", "10", "--budget", "4m", "--no-final-diagnosis",
+                         "--trial-steps", "10", "--budget", "4m", "--max-rounds", "2", "--no-final-diagnosis",
                          str(EXAMPLES / "cifar_resnet.py"), "--image-size", "32", "--steps", "40",
                          "--num-images", "640", timeout=400)
     assert done.returncode == 0, done.stderr[-3000:]
@@ -209,14 +221,13 @@ def test_cpu_bound_convolutional_example_keeps_only_what_is_faster(tmp_path: Pat
     assert {"channels_last", "amp"} <= seen
     for t in doc["trials"]:
         if t["accepted"]:
-            # Each trial's own band: the drift is spread over the runs between the two compared (docs/tune.md),
-            # so the baseline's whole-run band (18% in one CI run) is not the bar a trial one run apart clears.
-            band = re.search(r"noise band ±(\d+)%", t["reason"])
-            assert t["reason"].startswith("faster") and band is not None, t["reason"]
-            assert t["gain"] > 1 + int(band.group(1)) / 100 - 0.005  # the band is printed rounded to 1%
+            # Kept by the rule: the interval above 1 + the smallest gain worth a change, from two runs at least.
+            assert t["reason"].startswith("faster: ") and t["interval"][0] > 1 + doc["min_gain"], t["reason"]
+            assert len([r for r in t["runs"] if r["arm"] == "candidate"]) >= 2
             assert t["numerics"] is not None and t["numerics"]["ok"]
         else:
-            assert t["reason"].startswith(("slower", "within noise", "numerics changed", "the program", "timed out"))
+            assert t["reason"].startswith(("slower", "no gain worth a change", "undecided", "numerics changed",
+                                           "the program", "timed out", "not measured")), t["reason"]
     amp = next((t for t in doc["trials"] if t["tried"] == ["amp"]), None)
     if amp is not None:
         assert amp["params"]["amp"] == {"dtype": "bfloat16"}

@@ -38,7 +38,10 @@ def _category_masks(trace: Trace, step_source: str) -> dict[str, np.ndarray]:
     launchers = host & trace.names_where(lambda s: COLLECTIVE_LAUNCHER.match(s) is not None)
     collective_ids = ev.external_id[launchers]
     collective_ids = collective_ids[collective_ids >= 0]
-    launched_by_collective = kernel & (ev.external_id >= 0) & np.isin(ev.external_id, collective_ids)
+    launched_by_collective = np.zeros(len(ev), dtype=bool)
+    rows = np.flatnonzero(kernel & (ev.external_id >= 0))  # isin on the kernels alone: it sorts what it is given
+    if len(rows) and len(collective_ids):
+        launched_by_collective[rows] = np.isin(ev.external_id[rows], collective_ids)
     collective_kernel = kernel & (trace.names_where(is_collective_kernel) | launched_by_collective)
     dataloader = host & trace.names_where(lambda s: DATALOADER.match(s) is not None)
     step_ranges = host & trace.names_where(lambda s: PROFILER_STEP.match(s) is not None)

@@ -250,9 +250,13 @@ def _stretch_to_gpu(trace: Trace, ids: list[str], cpu_start: np.ndarray, cpu_end
     end = np.maximum(cpu_end, gpu_end)
     start = cpu_start.copy()
     if n and counts.any():
-        unmatched = np.ones(len(ev), dtype=bool)
-        unmatched[gpu_rows[valid]] = False
-        unmatched_rows = np.flatnonzero(unmatched & trace.is_gpu_activity)
+        # Earlier GPU work: launched outside every step, or before the recording began (its correlation id names
+        # no recorded call), or, for work with no correlation id (its launch unknown), already running when the
+        # first step's host range began, so not launched in it.
+        unlinked = trace.is_gpu_activity & (launcher < 0)
+        no_id = np.flatnonzero(unlinked & (ev.correlation < 0))
+        unmatched_rows = np.concatenate([gpu_rows[~valid], np.flatnonzero(unlinked & (ev.correlation >= 0)),
+                                         no_id[ev.start[no_id] < cpu_start[0]]])
         start[0] = max(start[0], _end_of_earlier_gpu_work(trace, unmatched_rows, gpu_first[0], start[0]))
     for i in range(n):  # back to back: a step starts no earlier than the previous (moved) end
         if i:

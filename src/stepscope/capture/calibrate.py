@@ -38,6 +38,8 @@ MAX_EVENTS = 100_000  # a window of more events is calibrated at this many (seco
 SCALED = ("op", "launch")
 COUNTED = 20  # iterations recorded to count the events one iteration makes
 RUNTIME_CATEGORIES = ("cuda_runtime", "cuda_driver", "Runtime")
+# The loops' version: two hosts' speeds (plain_op_ns, plain_launch_ns) compare only when the same loops measured them.
+LOOP_VERSION = "training-step/1"
 
 
 @dataclass(frozen=True)
@@ -56,6 +58,7 @@ class ProfilerCost:
     plain_op_ns: float = 0.0  # the host's own speed, unprofiled: one operator of the CPU training step
     plain_launch_ns: float = 0.0  # and one runtime call of the GPU loop, with its operators (0 without CUDA)
     events_per_iteration: dict[str, dict[str, float]] | None = None  # what each loop recorded, per iteration
+    loop: str = ""  # LOOP_VERSION of the loops that measured it (empty: before versions were recorded)
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -105,7 +108,7 @@ def measure_profiler_cost(*, record_shapes: bool, profile_memory: bool, with_sta
         seconds=time.perf_counter() - t_start,
         plain_op_ns=plain["op"] / max(counts["op"]["op"], 1.0),
         plain_launch_ns=plain["launch"] / max(counts["launch"]["runtime"], 1.0) if cuda else 0.0,
-        events_per_iteration=counts,
+        events_per_iteration=counts, loop=LOOP_VERSION,
     )
 
 

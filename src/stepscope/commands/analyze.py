@@ -13,6 +13,7 @@ from stepscope.commands.argtypes import positive_int
 from stepscope.commands.output import going_on_when_reader_leaves, reader_may_leave, write_output
 from stepscope.commands.predict import origin_power
 from stepscope.commands.predict_options import add_predict_option, request_from_args
+from stepscope.commands.progress import ReadingProgress
 from stepscope.errors import StepscopeError
 from stepscope.pipeline import AnalyzeOptions, analyze
 from stepscope.ranks.inputs import rank_files
@@ -62,7 +63,12 @@ def run(args: argparse.Namespace) -> int:
         report = ranks.analyze_ranks(args, files, options, show_progress=not args.quiet and sys.stderr.isatty())
     else:
         power = origin_power(files[0]) if request is not None else None
-        report = analyze(args.paths, options.replace(power_w=power))
+        progress = ReadingProgress(files[0]) if not args.quiet and sys.stderr.isatty() else None
+        try:
+            report = analyze(args.paths, options.replace(power_w=power, read_progress=progress))
+        finally:
+            if progress is not None:
+                progress.close()
     to_stdout = args.json == "-"
     console = going_on_when_reader_leaves(make_console(width=args.width, stderr=to_stdout))
     if not args.quiet:

@@ -15,6 +15,8 @@ if TYPE_CHECKING:
 def add_cost_options(p: argparse.ArgumentParser) -> None:
     p.add_argument("--price", action="append", default=[], metavar="GPU=USD",
                    help="your price per GPU-hour, e.g. --price h100=2.49,l4=0.8 (overrides the dated table)")
+    p.add_argument("--target-host", metavar="RUN_FOLDER", help="a `stepscope run` folder (or its calibration.json) "
+                   "from the target machine: its host's measured speed replaces the origin's (docs/predict.md)")
 
 
 def add_predict_option(p: argparse.ArgumentParser) -> None:
@@ -33,7 +35,7 @@ def request_from_args(args: argparse.Namespace, wanted: str | None) -> PredictRe
     # Only with --predict: `stepscope run` reads these options before the user's program runs, which must not
     # load the hardware table and the analyses under predict.
     from stepscope import hardware
-    from stepscope.predict import PredictRequest, cost, gpus, parse_gpus
+    from stepscope.predict import PredictRequest, cost, gpus, host, parse_gpus
 
     table = hardware.load_table()
     names = parse_gpus(wanted)
@@ -46,4 +48,5 @@ def request_from_args(args: argparse.Namespace, wanted: str | None) -> PredictRe
         samples_per_epoch=getattr(args, "samples_per_epoch", None), steps_per_epoch=getattr(args, "steps_per_epoch",
                                                                                           None),
         host_speed=getattr(args, "host_speed", 1.0), origin=getattr(args, "origin", None),
+        target_host=host.read_host(args.target_host) if getattr(args, "target_host", None) else None,
     )

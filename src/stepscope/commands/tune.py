@@ -45,20 +45,27 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--budget", type=_duration, default=600.0, metavar="TIME",
                    help="time for the whole tune, e.g. 90s, 15m, 1h (10m)")
     p.add_argument("--max-trials", type=positive_int, metavar="N", help="at most N trials")
-    p.add_argument("--fixes", type=_ids, metavar="IDS",
-                   help="only these fixes (comma-separated): dataloader_workers, persistent_workers, pin_memory, "
-                        "non_blocking_copy, set_to_none, fused_optimizer, tf32, cudnn_benchmark, amp, "
-                        "channels_last, torch_compile, cuda_graphs, larger_batch")
+    fixes = p.add_argument("--fixes", type=_ids, metavar="IDS", help="only these fixes (comma-separated): %(ids)s")
+    fixes.ids = _FixIds()  # type: ignore[attr-defined]  # argparse formats help with the action's attributes
     p.add_argument("--skip-fixes", type=_ids, default=(), metavar="IDS", help="never these fixes")
     p.add_argument("--trial-steps", type=positive_int, default=20, metavar="N",
-                   help="steps timed per trial, at least (20)")
+                   help="steps timed per run, at least (20)")
+    p.add_argument("--windows", type=positive_int, default=3, metavar="N",
+                   help="windows the timed steps of a run are split in, each synchronised with the device at its "
+                        "ends (3)")
+    p.add_argument("--min-gain", type=_percent, default=0.05, metavar="PCT",
+                   help="the smallest gain worth a change: a fix is kept when its gain's 95%% interval is above "
+                        "1 + this (5%%)")
+    p.add_argument("--max-rounds", type=positive_int, default=3, metavar="N",
+                   help="runs of a candidate, alternating with the rung it builds on, while its gain is undecided "
+                        "(3)")
     p.add_argument("--warmup-steps", type=count, default=3, metavar="N",
                    help="steps run before the timing starts: worker start-up, compilation, autotuning (3)")
     p.add_argument("--trial-seconds", type=float, default=2.0, metavar="S",
-                   help="and time at least this long, if the program runs that long (2)")
+                   help="and time at least this long per run, if the program runs that long (2)")
     p.add_argument("--trial-timeout", type=_duration, metavar="TIME",
-                   help="longest one trial may run (default: 5x the baseline run, at least 2m; the baseline "
-                        "and profiled runs always get the default)")
+                   help="longest one run of a trial may take, compilation aside (default: 5x the baseline run, "
+                        "at least 2m; a compiling fix's first run gets 5m more)")
     p.add_argument("--allow-batch-change", action="store_true",
                    help="also try bigger batches (larger_batch): this changes the optimisation")
     p.add_argument("--batch-size", type=positive_int, metavar="N",
@@ -85,6 +92,25 @@ def _duration(text: str) -> float:
     return value
 
 
+class _FixIds:
+    """The registry's fix ids, as the help prints them (this verb's module is loaded only for `stepscope tune`)."""
+
+    def __str__(self) -> str:
+        return ", ".join(FIXES)
+
+
+def _percent(text: str) -> float:
+    """5, 5%, 0.05 -> 0.05."""
+    match = re.fullmatch(r"\s*(\d+(?:\.\d+)?)\s*(%?)\s*", text)
+    if not match:
+        raise argparse.ArgumentTypeError(f"not a percentage: {text!r} (e.g. 5%)")
+    value = float(match.group(1))
+    value = value / 100 if match.group(2) or value >= 1 else value
+    if value >= 1:
+        raise argparse.ArgumentTypeError("must be under 100%")
+    return value
+
+
 def _ids(text: str) -> tuple[str, ...]:
     ids = tuple(i.strip() for i in text.split(",") if i.strip())
     unknown = [i for i in ids if i not in known_ids()]
@@ -101,7 +127,8 @@ def main(args: argparse.Namespace) -> int:
         budget_s=args.budget, max_trials=args.max_trials, fixes=args.fixes, skip_fixes=tuple(args.skip_fixes),
         trial_steps=args.trial_steps, warmup_steps=args.warmup_steps, min_seconds=args.trial_seconds,
         trial_timeout_s=args.trial_timeout, allow_batch_change=args.allow_batch_change, batch_size=args.batch_size,
-        seed=args.seed, final_diagnosis=args.final_diagnosis)
+        seed=args.seed, final_diagnosis=args.final_diagnosis, windows=args.windows, min_gain=args.min_gain,
+        max_rounds=args.max_rounds)
     folder = runfolder.new_run_folder(f"{program.name}-tune", args.out)
     console = _console(args.width)  # a pipe keeps to COLUMNS, as analyze does: the tables fit it
     view = _View(console, folder, options.budget_s)

@@ -12,7 +12,6 @@ import json
 import os
 import re
 from dataclasses import dataclass
-from importlib import resources
 from pathlib import Path
 from typing import Any
 
@@ -77,7 +76,7 @@ def save_achievable(measurement: dict[str, Any], directory: Path | None = None) 
 
 
 def _shipped() -> list[Achievable]:
-    doc = json.loads((resources.files("stepscope.hardware") / "data" / "achievable.json").read_text())
+    doc = json.loads((Path(__file__).resolve().parent / "data" / "achievable.json").read_text())
     return [from_measurement(m, m.get("origin", "shipped with stepscope")) for m in doc["measurements"]]
 
 

@@ -30,17 +30,40 @@ class PatternShare(Struct, kw_only=True):
     share: float
 
 
-class Measurement(Struct, kw_only=True):
-    """One unprofiled run's steady state: the median step over the timed slice, and how much it varied."""
+class WindowStat(Struct, kw_only=True):
+    """One window of consecutive steps: what it delivered over its wall time (device synchronised at its ends)."""
 
-    step_time_us: float | None
+    samples: float  # samples, or steps when the batch size is unknown
+    seconds: float
+    steps: int = 0
+
+
+class Measurement(Struct, kw_only=True):
+    """One unprofiled run's steady state: throughput over its timed windows, and how much they varied."""
+
+    step_time_us: float | None  # wall time per step over the windows
     steps_per_s: float | None
     samples_per_s: float | None
-    spread: float | None  # half the interquartile range of the steps, over their median
+    spread: float | None  # half the range of the windows' throughputs, over the run's throughput
     steps: int  # steps timed
     batch_size: int | None = None
-    timing: str = "host clock"  # "host clock" | "cuda events" (device-side, one sync at each end of the slice)
+    timing: str = "host clock"  # "host clock" | "synchronised windows" (CUDA: one sync at each window's ends)
     wall_s: float | None = None  # the child process, start to end
+    windows: list[WindowStat] = msgspec.field(default_factory=list)  # the timed windows
+    warmup_s: float | None = None  # from the first step to the first timed window (compilation included)
+    compile_s: float | None = None  # in torch's compile callbacks
+    log: str | None = None  # the program's output, relative to the tune folder
+
+
+class TrialRun(Struct, kw_only=True):
+    """One run of a comparison: of the candidate, or of the rung it is compared with, in the order they ran."""
+
+    arm: str  # "reference" | "candidate"
+    rate: float | None  # samples/s (steps/s when the batch size is unknown) over its windows
+    windows: list[WindowStat] = msgspec.field(default_factory=list)
+    wall_s: float | None = None
+    compile_s: float | None = None
+    log: str | None = None
 
 
 class Baseline(Struct, kw_only=True):
@@ -50,8 +73,8 @@ class Baseline(Struct, kw_only=True):
     spread: float | None  # the relative standard error of that median (each run's step spread is in `runs`)
     runs: list[Measurement]  # first and last
     patterns: list[PatternShare]
-    noise_band: float | None = None  # over the whole tune; each trial's own band is in its reason (docs/tune.md)
-    drift: float | None = None  # |last - first| / mean of the two runs' medians
+    noise_band: float | None = None  # tunes before interleaved runs: the band gains had to clear; now null
+    drift: float | None = None  # |last - first| / mean of the first and last baseline runs' throughputs
     step_source: str | None = None
     batch_size: int | None = None
     max_rel_loss_diff: float | None = None  # first run vs last: the program's own run-to-run numerics
@@ -75,8 +98,8 @@ class Trial(Struct, kw_only=True):
     step_time_us: float | None
     steps_per_s: float | None
     samples_per_s: float | None
-    speedup: float | None  # against the baseline (samples/s ratio when the batch changed)
-    spread: float | None  # the speed-up's relative standard error (from both runs' step dispersion and counts)
+    speedup: float | None  # against the baseline: the gains of the rungs it builds on, times its own
+    spread: float | None  # the gain's relative standard error (from its bootstrap interval)
     estimated_speedup: float | None  # what stepscope had estimated for `tried`, from the baseline's diagnosis
     accepted: bool
     reason: str
@@ -95,12 +118,26 @@ class Trial(Struct, kw_only=True):
     # The estimate in the trial's unit: the rung it builds on, sped up by `estimated_speedup`.
     estimated_samples_per_s: float | None = None
     estimated_steps_per_s: float | None = None
+    interval: list[float] | None = None  # the gain's confidence interval [low, high] (bootstrap over windows)
+    confidence: float | None = None  # of that interval (0.95)
+    windows: int = 0  # the candidate's timed windows the gain is measured on
+    runs: list[TrialRun] = msgspec.field(default_factory=list)  # the comparison's runs, in the order they ran
+    decision: str = ""  # "keep" | "drop" | "undecided" (not kept) | "" (no comparison: a failure)
+    warmup_s: float | None = None  # the candidate's warm-up (to its first timed window), compilation included
 
 
 class NotTried(Struct, kw_only=True):
     id: str
     reason: str
     suggestion: str = ""  # the code change, for fixes that cannot be applied from outside
+    estimated_speedup: float | None = None
+
+
+class FinalRecommendation(Struct, kw_only=True):
+    """What the diagnosis of the tuned configuration still recommends, less what the ladder applied or measured."""
+
+    id: str
+    title: str
     estimated_speedup: float | None = None
 
 
@@ -112,7 +149,7 @@ class Tune(Struct, kw_only=True):
     baseline: Baseline | None
     trials: list[Trial]
     applied: list[str]
-    speedup: float | None  # measured: baseline median step / tuned median step (samples/s ratio if the batch changed)
+    speedup: float | None  # measured: the tuned configuration over the baseline, interleaved (throughput ratio)
     final_patterns: list[PatternShare]
     patch: str | None  # file name in the tune folder
     not_tried: list[NotTried]
@@ -127,6 +164,13 @@ class Tune(Struct, kw_only=True):
     notes: list[str] = msgspec.field(default_factory=list)
     patch_apply: list[str] = msgspec.field(default_factory=list)  # commands, each applying the patch alone
     patch_apply_in: str | None = None  # the folder they run in: the one the tune ran in
+    speedup_interval: list[float] | None = None  # the tuned configuration against the baseline, interleaved
+    speedup_windows: int = 0
+    final_runs: list[TrialRun] = msgspec.field(default_factory=list)  # that comparison's runs
+    final_samples_per_s: float | None = None  # the tuned configuration's throughput in it
+    final_steps_per_s: float | None = None
+    min_gain: float | None = None  # the smallest gain worth a change (a fix's interval must clear 1 + it)
+    final_recommendations: list[FinalRecommendation] = msgspec.field(default_factory=list)
 
 
 def tune_to_json(tune: Tune) -> bytes:

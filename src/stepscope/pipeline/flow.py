@@ -3,8 +3,9 @@ predict, assemble. Every verb, the Python API, the callbacks and tune's profiled
 
 from __future__ import annotations
 
+import dataclasses
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from stepscope.advice import advise
 from stepscope.errors import StepscopeError
@@ -12,9 +13,13 @@ from stepscope.model import report as s
 from stepscope.pipeline import assemble, ranks, sources
 from stepscope.pipeline.options import AnalyzeOptions
 from stepscope.pipeline.timeline import timeline_facts
-from stepscope.predict import predict
+from stepscope.predict import PredictRequest, predict
+from stepscope.predict.host import host_speed
 from stepscope.trace.load import read_trace
 from stepscope.trace.model import Trace
+
+if TYPE_CHECKING:
+    from stepscope.capture.calibrate import ProfilerCost
 
 
 def analyze(source: sources.Source, options: AnalyzeOptions | None = None, **changes: Any) -> s.Report:
@@ -34,7 +39,7 @@ def analyze(source: sources.Source, options: AnalyzeOptions | None = None, **cha
 
 def one_report(trace: str | Path | Trace, options: AnalyzeOptions) -> s.Report:
     """One trace's full Report (a path is read first)."""
-    trace = trace if isinstance(trace, Trace) else read_trace(trace)
+    trace = trace if isinstance(trace, Trace) else read_trace(trace, progress=options.read_progress)
     timeline = timeline_facts(trace, options)
     facts = timeline.facts
     if options.on_facts is not None:
@@ -43,9 +48,20 @@ def one_report(trace: str | Path | Trace, options: AnalyzeOptions) -> s.Report:
     advice = advise(facts, options.run, correct=not replayed)
     prediction, notes = None, ()
     if options.predict is not None:
+        request, host_note = _with_host(options.predict, options.calibration)
+        notes = (host_note,) if host_note else ()
         try:
-            prediction = predict(facts, options.predict, batch_size=options.batch_size, power_w=options.power_w,
+            prediction = predict(facts, request, batch_size=options.batch_size, power_w=options.power_w,
                                  step_range=options.step_range)
         except StepscopeError as exc:  # the analysis stands without it; say why there is none
-            notes = (f"no prediction: {exc.message}" + (f" ({exc.hint})" if exc.hint else ""),)
+            notes = (*notes, f"no prediction: {exc.message}" + (f" ({exc.hint})" if exc.hint else ""))
     return assemble.report(facts, advice, options, prediction, notes, timeline)
+
+
+def _with_host(request: PredictRequest, calibration: ProfilerCost | None) -> tuple[PredictRequest, str | None]:
+    """The request with the target host's speed from the two machines' calibrations, when the target's was given
+    (--target-host) and --host-speed was not; and what the prediction assumed of the host."""
+    if request.target_host is None or request.host_speed != 1.0:
+        return request, None
+    speed, how = host_speed(calibration.to_dict() if calibration is not None else None, request.target_host)
+    return (dataclasses.replace(request, host_speed=speed) if speed else request), f"prediction: {how}"

@@ -37,6 +37,8 @@ class AnalyzeOptions:
     reference: Reference | None = None
     calibration: ProfilerCost | None = None
     timing: str | Path | Trace | None = None
+    # Told how a one-file read goes (bytes read, total), for a progress bar on big traces (trace/load.read_trace).
+    read_progress: Callable[[int, int], None] | None = None
     # Handed the Facts of a one-trace analysis: for outputs that read the trace again (the annotated trace).
     on_facts: Callable[[Facts], None] | None = None
 
@@ -47,6 +49,7 @@ class AnalyzeOptions:
     def for_task(self, main: bool) -> AnalyzeOptions:
         """What a per-rank task on an engine is given: nothing that cannot travel to another process (the engine,
         the progress bar, the facts hook), and a prediction and run section for the main rank only."""
-        return self.replace(engine=None, progress=None, on_facts=None, predict=self.predict if main else None,
+        return self.replace(engine=None, progress=None, on_facts=None, read_progress=None,
+                            predict=self.predict if main else None,
                         run=self.run if main else None, capture_notes=self.capture_notes if main else (),
                         timing=self.timing if main else None)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import datetime as dt
 from dataclasses import dataclass, field
+from typing import Any
 
 import msgspec
 
@@ -34,6 +35,7 @@ class PredictRequest:
     steps_per_epoch: int | None = None
     host_speed: float = 1.0  # the target host runs host code this many times as fast as the origin's
     origin: str | None = None  # the origin GPU, when the trace's device name is not in the table
+    target_host: dict[str, Any] | None = None  # the target machine's calibration (--target-host): its host's speed
 
 
 def parse_gpus(text: str) -> tuple[str, ...]:

@@ -44,30 +44,31 @@ def ladder_table(tune: Tune) -> Table:
     if b is not None:
         base_rate = b.samples_per_s if unit(tune) == "samples/s" else b.steps_per_s
         rows.append([Cell("0", 0), Cell("baseline (as written)", None, "text"), Cell(_rate(base_rate), base_rate),
-                     Cell("1.00x" + (f" ±{share_cell(b.spread)}" if b.spread else ""), 1.0), Cell(""), Cell(""),
-                     Cell("", None, "text"), Cell(_baseline_note(tune), None, "text")])
+                     Cell("1.00x", 1.0), Cell(""), Cell(""), Cell("", None, "text"),
+                     Cell(_baseline_note(tune), None, "text")])
     for t in tune.trials:
-        spread = f" ±{share_cell(t.spread)}" if t.spread is not None and t.speedup is not None else ""
         on = "" if t.gain is None else f"{_x(t.gain)} on {t.builds_on}"
         rows.append([Cell(str(t.rung), t.rung), Cell(trial_label(t), None, "text mono"),
-                     Cell(_rate(_per_s(tune, t)), _per_s(tune, t)), Cell(_x(t.speedup) + spread, t.speedup),
+                     Cell(_rate(_per_s(tune, t)), _per_s(tune, t)), Cell(_x(t.speedup), t.speedup),
                      Cell(on, t.gain), Cell("~" + _x(t.estimated_speedup) if t.estimated_speedup else "-",
                                             t.estimated_speedup),
                      Cell("kept" if t.accepted else "no", None, "text"), Cell(t.reason, None, "text")])
     columns = [("rung", ""), ("fix", "text wrap"), (unit(tune), ""), ("vs baseline", ""), ("gain", ""),
                ("estimated", ""), ("kept", "text"), ("why", "text wrap")]
     return Table(columns, rows, id="ladder", title="Ladder", keep=(unit(tune), "vs baseline", "kept", "why"),
-                 note="Each rung adds its fix to the last kept rung (the gain is over that rung, which decides); "
-                      "speed-ups are medians of unprofiled steps.")
+                 note="Each rung adds its fix to the last kept rung; its gain over that rung, measured in runs that "
+                      "alternate with it, decides: kept when the 95% interval is above 1 + the smallest gain worth "
+                      "a change. Throughput is samples over wall time across windows of steps, unprofiled.")
 
 
 def _baseline_note(tune: Tune) -> str:
     b = tune.baseline
     if b is None:
         return ""
-    parts = [f"{len(b.runs)} run{'s' if len(b.runs) != 1 else ''}"]
+    windows = sum(len(r.windows) for r in b.runs)
+    parts = [f"{len(b.runs)} run{'s' if len(b.runs) != 1 else ''}" + (f", {windows} windows" if windows else "")]
     if b.drift is not None:
-        parts.append(f"drift {share_cell(b.drift, 1)}")
+        parts.append(f"first and last {share_cell(b.drift, 1)} apart")
     if b.noise_band is not None:
         parts.append(f"noise band ±{share_cell(b.noise_band)}")
     return ", ".join(parts)
@@ -92,16 +93,35 @@ def headline(tune: Tune) -> list[str]:
                      f"{extra}), torch {d.torch}; seed {tune.seed} in every trial")
     if tune.status != "finished":
         lines.append(f"status: {tune.status}")
-    if tune.applied and tune.speedup is None:
-        lines.append(f"tuned: keeping {', '.join(tune.applied)} (this tune recorded no overall speed-up)")
-    elif tune.applied:
-        lines.append(f"tuned: {_x(tune.speedup)} measured, keeping {', '.join(tune.applied)}")
+    if tune.applied:
+        lines.append(f"tuned: {speedup_text(tune)}, keeping {', '.join(tune.applied)}")
+        before = tune.baseline.samples_per_s if unit(tune) == "samples/s" and tune.baseline else (
+            tune.baseline.steps_per_s if tune.baseline else None)
+        after = tune.final_samples_per_s if unit(tune) == "samples/s" else tune.final_steps_per_s
+        if before and after:
+            lines.append(f"throughput: {_rate(before)} -> {_rate(after)} {unit(tune)} (unprofiled, synchronised "
+                         "windows)")
     elif tune.status == "finished":
         lines.append("tuned: no fix was faster beyond the noise; the program is kept as it is")
     if tune.final_patterns:
         now = ", ".join(f"{p.id} {share_cell(p.share)}" for p in tune.final_patterns[:3])
         lines.append(f"{'now' if tune.applied else 'diagnosis'}: {now}")
+    if tune.final_recommendations:  # the final diagnosis, less what the ladder applied or measured
+        nxt = ", ".join(f"{r.id}" + (f" ~{_x(r.estimated_speedup)}" if r.estimated_speedup else "")
+                        for r in tune.final_recommendations[:4])
+        lines.append(f"next: {nxt}")
     return lines
+
+
+def speedup_text(tune: Tune) -> str:
+    """'3.21x (2.95-3.48, 6 windows) measured against the program as it is', or why there is none."""
+    if tune.speedup is None:
+        return "this tune recorded no overall speed-up"
+    if tune.speedup_interval:
+        low, high = tune.speedup_interval
+        return (f"{tune.speedup:.2f}x ({low:.2f}-{high:.2f}, {tune.speedup_windows} windows) measured against the "
+                "program as it is")
+    return f"{tune.speedup:.2f}x measured"
 
 
 def to_rich(table: Table) -> RenderableType:

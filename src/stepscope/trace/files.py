@@ -7,6 +7,7 @@ Decompression streams: memory follows the data actually decompressed, never a si
 from __future__ import annotations
 
 import zlib
+from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
 
 from stepscope.errors import StepscopeError
@@ -20,27 +21,44 @@ _GZIP_MAGIC = b"\x1f\x8b"
 
 def gunzip(data: bytes, path: Path) -> bytearray:
     """Decompress every gzip member, step by step, into one growing buffer (glibc grows big ones in place)."""
-    limit = max(MIN_GZIP_LIMIT, MAX_GZIP_RATIO * len(data))
     out = bytearray()
-    view, pos = memoryview(data), 0
-    inflater = zlib.decompressobj(wbits=31)  # 31: a gzip header and trailer, both checked
-    while pos < len(view):
-        piece = view[pos : pos + _IN_CHUNK]
-        pos += len(piece)
-        out += inflater.decompress(piece)
-        if len(out) > limit:
-            raise StepscopeError(f"{path}: decompresses to over {MAX_GZIP_RATIO}x its size, more than any "
-                                 f"profiler trace does (stopped at {len(out) >> 20} MiB)")
-        if inflater.eof:
-            rest = inflater.unused_data + bytes(view[pos:])
-            if rest[:2] != _GZIP_MAGIC:
-                return out  # the last member; trailing padding is ignored, as gzip does
-            view, pos = memoryview(rest), 0
-            inflater = zlib.decompressobj(wbits=31)
-    if not inflater.eof:
-        raise StepscopeError(f"{path}: truncated gzip (the file ends inside the compressed data, "
-                             f"after {len(out):,} bytes of it)")
+    for piece in _inflate(iter([data]), len(data), path):
+        out += piece
     return out
+
+
+def _inflate(blocks: Iterable[bytes], size: int, path: Path) -> Iterator[bytes]:
+    """The decompressed pieces of every gzip member in a stream of compressed blocks (`size` bytes in all)."""
+    limit = max(MIN_GZIP_LIMIT, MAX_GZIP_RATIO * size)
+    done = 0
+    inflater = zlib.decompressobj(wbits=31)  # 31: a gzip header and trailer, both checked
+    member_ended, carry = False, b""
+    for block in blocks:
+        view, pos = memoryview(carry + block if carry else block), 0
+        carry = b""
+        while pos < len(view):
+            if member_ended:  # another member follows, or trailing padding (ignored, as gzip does)
+                if len(view) - pos < 2:
+                    carry = bytes(view[pos:])
+                    break
+                if bytes(view[pos : pos + 2]) != _GZIP_MAGIC:
+                    return
+                member_ended, inflater = False, zlib.decompressobj(wbits=31)
+            piece = view[pos : pos + _IN_CHUNK]
+            pos += len(piece)
+            out = inflater.decompress(piece)
+            done += len(out)
+            if done > limit:
+                raise StepscopeError(f"{path}: decompresses to over {MAX_GZIP_RATIO}x its size, more than any "
+                                     f"profiler trace does (stopped at {done >> 20} MiB)")
+            if out:
+                yield out
+            if inflater.eof:
+                pos -= len(inflater.unused_data)  # the next member starts there
+                member_ended = True
+    if not member_ended:
+        raise StepscopeError(f"{path}: truncated gzip (the file ends inside the compressed data, "
+                             f"after {done:,} bytes of it)")
 
 
 def read_bytes(path: Path) -> bytes | bytearray:
@@ -63,3 +81,52 @@ def read_bytes(path: Path) -> bytes | bytearray:
         if not data:
             raise StepscopeError(f"{path}: gzip holds an empty file")
     return data
+
+
+_READ_BLOCK = 8 << 20  # bytes read from the file at a time
+
+
+def read_pieces(path: Path) -> tuple[Iterator[bytes], int, Callable[[], int]]:
+    """The file's content (gunzipped when it is gzip) as a stream of pieces, for reading a file larger than memory
+    should hold at once; its size on disk, and a function telling how many of those bytes were read so far.
+    The same one-line errors as read_bytes."""
+    check_file(path)
+    try:
+        size = path.stat().st_size
+        handle = path.open("rb")
+    except OSError as exc:
+        raise StepscopeError(f"{path}: cannot read ({exc.strerror or exc})") from None
+    if size == 0:
+        handle.close()
+        raise StepscopeError(f"{path}: file is empty")
+
+    def blocks() -> Iterator[bytes]:
+        with handle:
+            while block := handle.read(_READ_BLOCK):
+                yield block
+
+    gzipped = handle.read(2) == _GZIP_MAGIC
+    handle.seek(0)
+    pieces = _inflate(blocks(), size, path) if gzipped else blocks()
+    return _checked(pieces, path, gzipped), size, lambda: size if handle.closed else handle.tell()
+
+
+def _checked(pieces: Iterator[bytes], path: Path, gzipped: bool) -> Iterator[bytes]:
+    try:
+        any_data = False
+        for piece in pieces:
+            any_data = True
+            yield piece
+    except zlib.error as exc:
+        raise StepscopeError(f"{path}: corrupt gzip ({exc})") from None
+    except OSError as exc:
+        raise StepscopeError(f"{path}: cannot read ({exc.strerror or exc})") from None
+    if gzipped and not any_data:
+        raise StepscopeError(f"{path}: gzip holds an empty file")
+
+
+def check_file(path: Path) -> None:
+    if not path.exists():
+        raise StepscopeError(f"{path}: no such file or folder")
+    if path.is_dir():
+        raise StepscopeError(f"{path}: is a folder, expected a trace file")

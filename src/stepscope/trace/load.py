@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from pathlib import Path
 
 from stepscope.errors import StepscopeError
@@ -48,8 +48,9 @@ def expand(paths: Iterable[str | Path]) -> list[Path]:
     return files
 
 
-def read_trace(path: str | Path) -> Trace:
-    """Read one file, choosing the reader by content, not by name alone."""
+def read_trace(path: str | Path, progress: Callable[[int, int], None] | None = None) -> Trace:
+    """Read one file, choosing the reader by content, not by name alone; `progress` is called with (bytes read,
+    file size) as a Kineto trace streams in."""
     path = Path(path)
     if path.suffix == ".nsys-rep":
         from stepscope.trace.nsys import export_and_read
@@ -62,7 +63,7 @@ def read_trace(path: str | Path) -> Trace:
     if path.suffix == ".sqlite" and path.is_file():
         raise StepscopeError(f"{path}: not an SQLite database (it does not start with {SQLITE_MAGIC[:15].decode()!r})",
                              hint="export a Nsight Systems report with: nsys export --type sqlite report.nsys-rep")
-    return read_kineto(path)
+    return read_kineto(path, progress)
 
 
 def load_traces(paths: Iterable[str | Path]) -> list[Trace]:

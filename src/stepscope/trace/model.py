@@ -164,22 +164,33 @@ class Events:
     @classmethod
     def from_columns(cls, **columns: np.ndarray) -> Events:
         """Build a sorted, read-only table; columns left out take their 'absent' value."""
+        return cls.consume(columns)
+
+    @classmethod
+    def consume(cls, columns: dict[str, np.ndarray]) -> Events:
+        """from_columns, emptying `columns` as it goes: each column given is let go once its sorted copy is made,
+        so a reader that holds no other reference peaks at the table plus one column, not two tables. A column
+        left out is its 'absent' value broadcast (read-only, no memory)."""
         n = len(columns["start"])
+        start = np.asarray(columns["start"]).astype(np.int64, copy=False)
+        dur = np.asarray(columns["dur"]).astype(np.int64, copy=False)
+        # Stable sort by start; longer events first at equal starts so enclosing ranges precede children.
+        ordered = bool(np.all((start[1:] > start[:-1]) | ((start[1:] == start[:-1]) & (dur[1:] <= dur[:-1]))))
+        order = None if ordered else np.lexsort((-dur, start))
+        del start, dur
         arrays: dict[str, np.ndarray] = {}
         for name, dtype in _EVENT_COLUMNS.items():
             if name in columns:
-                arrays[name] = np.asarray(columns[name]).astype(dtype, copy=False)
+                array = np.asarray(columns.pop(name)).astype(dtype, copy=False)
+                if len(array) != n:
+                    raise ValueError(f"events column {name!r} has {len(array)} rows, expected {n}")
+                arrays[name] = _frozen(array if order is None else array[order])
+                del array
             elif name in _DEFAULTS:
-                arrays[name] = np.full(n, _DEFAULTS[name], dtype=dtype)
+                arrays[name] = np.broadcast_to(np.array(_DEFAULTS[name], dtype=dtype), (n,))
             else:
                 raise ValueError(f"events column {name!r} is required")
-            if len(arrays[name]) != n:
-                raise ValueError(f"events column {name!r} has {len(arrays[name])} rows, expected {n}")
-        # Stable sort by start; longer events first at equal starts so enclosing ranges precede children.
-        order = np.lexsort((-arrays["dur"], arrays["start"]))
-        if not np.array_equal(order, np.arange(n)):
-            arrays = {k: v[order] for k, v in arrays.items()}
-        return cls(**{k: _frozen(v) for k, v in arrays.items()})
+        return cls(**arrays)
 
     def __len__(self) -> int:
         return len(self.start)

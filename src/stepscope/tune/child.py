@@ -9,17 +9,34 @@ written as JSON to the spec's `result` path, atomically.
 
 from __future__ import annotations
 
+import dataclasses
+import math
 import os
 import random
 import sys
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from stepscope.capture.program import Outcome, Program, run_program
-from stepscope.tune.apply import Patches
 from stepscope.tune.clock import StepClock
-from stepscope.tune.wire import ChildResult, DeviceInfo, TrialSpec, decode_spec, encode
+from stepscope.tune.compiling import CompileWatch
+from stepscope.tune.fixes import FIXES
+from stepscope.tune.points import Points
+from stepscope.tune.points.failure import PatchFailure, failures_since
+from stepscope.tune.wire import (
+    ChildResult,
+    DeviceInfo,
+    ReferenceWindows,
+    TrialSpec,
+    WindowResult,
+    decode_spec,
+    encode,
+)
 
-MIN_TIMED_STEPS = 5  # fewer timed steps than this is no measurement
+if TYPE_CHECKING:
+    from stepscope.capture.overhead import Reference
+
+MIN_WINDOWS = 2  # fewer timed windows than this is no measurement
 
 
 def seed_everything(seed: int) -> None:
@@ -35,7 +52,7 @@ def seed_everything(seed: int) -> None:
     torch.manual_seed(seed)  # every device's generator
 
 
-def measure(spec: TrialSpec, program: Program, patches: Patches, clock: StepClock) -> ChildResult:
+def measure(spec: TrialSpec, program: Program, patches: Points, clock: StepClock) -> ChildResult:
     from stepscope.capture.hooks import StepHooks
     from stepscope.capture.session import activate
 
@@ -50,32 +67,41 @@ def measure(spec: TrialSpec, program: Program, patches: Patches, clock: StepCloc
         hooks.remove()
         activate(previous)
         clock.close()
-    steps = clock.step_ns()
-    status = _status(outcome, clock.stop_requested, clock.aborted, clock.arbiter.leader, len(steps))
+    timed = clock.timed()
+    status = _status(outcome, clock.stop_requested, clock.aborted, clock.arbiter.leader, len(timed))
+    watch = clock.compiles
     return ChildResult(
         status=status, exit_code=0 if clock.stop_requested else outcome.exit_code, program_status=outcome.status,
         detail=outcome.detail, step_source=clock.arbiter.leader, batch_size=clock.batch_size,
-        steps_completed=clock.completed, warmup_ns=clock.warmup_ns(), step_ns=steps, slice_ns=clock.slice_ns(),
-        timing=clock.timing, losses=patches.losses.values())
+        steps_completed=clock.completed, warmup_ns=clock.warmup_ns(), step_ns=clock.step_ns(),
+        slice_ns=sum(w.seconds for w in timed) * 1e9 if timed else None, timing=clock.timing,
+        losses=patches.losses.values(), unit=clock.unit, warmup_s=round(clock.warmup_s(), 3),
+        windows=[WindowResult(steps=w.steps, samples=w.samples, seconds=w.seconds, start_s=round(w.start_s, 4),
+                              kind=w.kind) for w in clock.windows],
+        compile_s=round(watch.total_ns / 1e9, 3) if watch.events else None, compiles=watch.events)
 
 
-def _status(outcome: Outcome, stopped: bool, aborted: bool, leader: str | None, timed: int) -> str:
+def _status(outcome: Outcome, stopped: bool, aborted: bool, leader: str | None, windows: int) -> str:
     if aborted:
         return "slower"
     if outcome.failed and not stopped:
         return "failed"
     if leader is None:
         return "no steps"
-    return "measured" if timed >= MIN_TIMED_STEPS else "too few steps"
+    return "measured" if windows >= MIN_WINDOWS else "too few steps"
 
 
 def profile(spec: TrialSpec, program: Program) -> ChildResult:
-    """What `stepscope run` does, with the fixes in place: one profiled window, then its report.json."""
+    """What `stepscope run` does, with the fixes in place: one profiled window, then its report.json. For the
+    tuned configuration, the report is told what the tune measured and did (tune/story.py)."""
     from stepscope.capture.options import CaptureOptions
     from stepscope.capture.runner import capture_program
     from stepscope.runreport import live_report, nothing_recorded, write_report_files
+    from stepscope.tune.story import ladder_notes, with_ladder
 
     window = CaptureOptions(batch_size=spec.batch_size, telemetry=False)
+    if spec.skip is not None:
+        window = window.replace(skip=max(window.skip, spec.skip))
     folder = Path(spec.profile_folder or ".")
     folder.mkdir(parents=True, exist_ok=True)
     captured = capture_program(program, window, folder)
@@ -84,15 +110,35 @@ def profile(spec: TrialSpec, program: Program) -> ChildResult:
         return ChildResult(status="failed", exit_code=outcome.exit_code or 2, program_status=outcome.status,
                            detail=outcome.detail or nothing_recorded(result, window),
                            step_source=result.step_source)
-    report = live_report(result, window, command=program.command, exit_code=outcome.exit_code,
-                         program_status=outcome.status, folder=folder)
+    if spec.reference is not None:
+        ref = spec.reference
+        notes = ladder_notes(spec.ladder, ref.samples_per_s, sum(ref.steps) / sum(ref.seconds))
+        result = dataclasses.replace(result, reference=tune_reference(ref, result.batch_size) or result.reference,
+                                     notes=[*notes, *result.notes])
+    report = with_ladder(live_report(result, window, command=program.command, exit_code=outcome.exit_code,
+                                     program_status=outcome.status, folder=folder), spec.ladder)
     write_report_files(report, folder)
     return ChildResult(status="profiled", exit_code=0, program_status=outcome.status, detail=outcome.detail,
                        step_source=result.step_source, batch_size=result.batch_size,
                        steps_completed=result.steps_completed, report=str(folder / "report.json"))
 
 
-def device_info(patches: Patches) -> DeviceInfo:
+def tune_reference(ref: ReferenceWindows, batch: int | None) -> Reference | None:
+    """The tune's windows as the capture's unprofiled reference: the step time whose samples/s (batch / step)
+    are the tune's figure, and each window's mean step."""
+    from stepscope.capture.overhead import Reference
+
+    steps, seconds = sum(ref.steps), sum(ref.seconds)
+    if not steps or seconds <= 0:
+        return None
+    step_ns = batch / ref.samples_per_s * 1e9 if batch and ref.samples_per_s else seconds / steps * 1e9
+    values = tuple(s / n * 1e9 for n, s in zip(ref.steps, ref.seconds, strict=True) if n)
+    noise = (max(values) - min(values)) / 2 / step_ns if len(values) > 1 else 0.0
+    return Reference(method="stepscope tune: synchronised windows", step_ns=step_ns, values_ns=values, steps=steps,
+                     noise=noise)
+
+
+def device_info(patches: Points) -> DeviceInfo:
     import torch
 
     cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
@@ -134,20 +180,45 @@ def run_trial(spec: TrialSpec) -> ChildResult:
     seed_everything(spec.seed)
     import torch
 
-    clock = StepClock(warmup=spec.warmup, steps=spec.steps, min_seconds=spec.min_seconds,
-                      abort_step_ns=spec.abort_step_ns)
-    patches = Patches(lambda: clock.completed)
-    patches.install(spec.fixes)
+    windows = max(spec.windows, 1)
+    watch = CompileWatch()
+    if any(FIXES[f].compiles for f in spec.fixes if f in FIXES):
+        watch.ready(force=True)  # registered before the first compilation
+    clock = StepClock(warmup=spec.warmup, window_steps=math.ceil(spec.steps / windows),
+                      window_seconds=spec.min_seconds / windows, windows=windows, abort_step_ns=spec.abort_step_ns,
+                      compiles=watch)
+    before = len(PatchFailure.recorded)
+    points = Points(lambda: clock.completed)
+    if spec.mode == "measure":
+        points.loader.on_batch = clock.add_samples
+        loaders = points.settings.loaders
+        clock.burst_steps = lambda: loaders[0].num_workers + 1 if loaders and loaders[0].num_workers else 0
+    patches = install(spec.fixes, points)
     try:
         result = profile(spec, program) if spec.mode == "profile" else measure(spec, program, patches, clock)
     finally:
         patches.undo()
+    failed = failures_since(before)
+    if failed:  # stepscope's own patch failed (here or in a DataLoader worker): not the program's failure
+        result = ChildResult(status="patch failed", exit_code=1, program_status=result.program_status,
+                             detail=failed[0][1], failed_fix=failed[0][0])
     if torch.cuda.is_available() and torch.cuda.is_initialized():
         patches.settings.peak_memory_bytes = int(torch.cuda.max_memory_allocated())
     result.settings = patches.settings
     result.applied = dict(patches.applied)
     result.device = device_info(patches)
     return result
+
+
+def install(fixes: dict[str, dict], points: Points) -> Points:
+    """Each fix sets its part on the points (its `install`), then every point is put in place."""
+    unknown = sorted(set(fixes) - set(FIXES))
+    if unknown:
+        raise ValueError(f"no way to apply {', '.join(unknown)} from outside the program")
+    for fix_id, params in fixes.items():
+        FIXES[fix_id].install(points, params)
+    points.install()
+    return points
 
 
 def write_result(path: str, result: ChildResult) -> None:
@@ -166,7 +237,8 @@ def main(argv: list[str] | None = None) -> int:
     try:
         result = run_trial(spec)
     except Exception as exc:  # stepscope's own failure in the child: the parent reports it, without a traceback
-        result = ChildResult(status="failed", exit_code=1, program_status="exception",
+        fix = exc.fix if isinstance(exc, PatchFailure) else ""
+        result = ChildResult(status="patch failed", exit_code=1, program_status="exception", failed_fix=fix,
                              detail=f"stepscope could not run the trial: {type(exc).__name__}: {exc}")
     write_result(spec.result, result)
     return 0 if result.status in ("measured", "profiled", "slower") else (result.exit_code or 1)

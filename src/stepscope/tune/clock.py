@@ -1,36 +1,61 @@
-"""Step timing without a profiler, at the step boundaries `stepscope run` detects (capture's hooks and arbiter).
+"""Throughput without a profiler, at the step boundaries `stepscope run` detects (capture's hooks and arbiter).
 
-The clock takes the place of a capture session for `StepHooks`: it is told of each step boundary, skips the
-warm-up, then times a slice of steps and stops the program. On CUDA the host runs ahead of the device, so host
-timestamps of single steps measure enqueueing: there the slice is bracketed by one `torch.cuda.synchronize()`
-at each end and the steps inside it are timed with CUDA events recorded at the boundaries (never a sync per
-step). On a CPU the host clock is the step.
+The clock takes the place of a capture session for `StepHooks`: it is told of each step boundary, warms up until
+the step is steady, then times windows of consecutive steps and stops the program. A window's figure is samples
+(counted from the batches the main loader yields, else steps x the batch size, else steps) over its wall time,
+with the device synchronised at the window's ends (on CUDA the host runs ahead: host timestamps of single steps
+measure enqueueing). One synchronisation per window, never one per step.
+
+Warm-up knows compilation: it lasts at least `warmup` steps and until STEADY_AFTER_COMPILE steps have passed
+without compiling (compile, autotuning, CUDA graph capture); a window that a compilation fell in (a recompile on
+the last partial batch of an epoch) is set aside, and so are first windows clearly slower than the next (the
+end of a warm-up no count of steps foresaw). Either way another window is timed in its place.
 """
 
 from __future__ import annotations
 
 import _thread
-import itertools
 import statistics
 import threading
 import time
 from collections.abc import Callable
-from typing import Any
+from dataclasses import dataclass
 
 from stepscope.capture.arbiter import Mark, StepArbiter
 from stepscope.capture.batch import stronger_batch_size
 from stepscope.capture.session import StopProgram
+from stepscope.tune.compiling import CompileWatch
 
 ABORT_MIN_NS = 2e9  # a trial is stopped for slowness only after this much time in its slow steps
+STEADY_AFTER_COMPILE = 2  # steps without compiling before the windows start (CUDA graphs record at the next one)
+MAX_EXTRA_WARMUP = 200  # steps past the warm-up the clock waits for compiling to stop, at most
+STEADY_TOL = 0.15  # a first window this much slower than the next is still warm-up
+MAX_SET_ASIDE = 3  # windows set aside (warm-up, compilation), at most
+
+
+@dataclass
+class TimedWindow:
+    steps: int
+    samples: float
+    seconds: float
+    start_s: float  # from the first boundary
+    first_stamp: int  # index in `stamps` of its first boundary
+    kind: str = "timed"  # "timed" | "warm-up" (set aside: slower than the next) | "compiled" (a compilation in it)
 
 
 class StepClock:
-    def __init__(self, *, warmup: int, steps: int, min_seconds: float, abort_step_ns: float | None = None) -> None:
+    def __init__(self, *, warmup: int, window_steps: int, window_seconds: float, windows: int,
+                 abort_step_ns: float | None = None, compiles: CompileWatch | None = None,
+                 now: Callable[[], int] = time.perf_counter_ns) -> None:
         # The first boundary starts a step; a second lets the optimizer take the lead from a first forward.
         self.warmup = max(warmup, 2)
-        self.steps = steps
-        self.min_ns = min_seconds * 1e9
+        self.window_steps = max(window_steps, 1)
+        self.window_ns = window_seconds * 1e9
+        self.target = max(windows, 1)
         self.abort_step_ns = abort_step_ns
+        self.compiles = compiles or CompileWatch()
+        self._now = now
+        self.burst_steps: Callable[[], int] = lambda: 0  # steps a loader's burst spans (its workers, plus one)
         self.arbiter = StepArbiter()
         self.on_leader: Callable[[str], None] | None = None
         self.batch_size: int | None = None
@@ -39,18 +64,23 @@ class StepClock:
         self.stop_requested = False
         self.aborted = False
         self.stamps: list[int] = []  # host clock at each boundary of the leading source
-        self._t0: int | None = None
-        self._t1: int | None = None
-        self._events: list[Any] = []
+        self.windows: list[TimedWindow] = []  # every window, set aside ones included
+        self.compile_steps: set[int] = set()  # steps (by completed count) a compilation finished or ran in
+        self.samples = 0.0  # counted from the main loader's batches
+        self._counted = False
+        self._clean = 0  # steps since the last compiling one
+        self._events_seen = 0
+        self._open: tuple[int, int, float, int] | None = None  # (first step, t0 ns, samples, compile events)
+        self._open_stamp = 0
         self._cuda = False
         self._lock = threading.RLock()
 
-    # -- what StepHooks calls ----------------------------------------------------------------------
+    # -- what StepHooks and the loader point call -------------------------------------------------------
 
     def mark(self, source: str) -> None:
         if self.finished:
             return
-        now = time.perf_counter_ns()
+        now = self._now()
         with self._lock:
             kind = self.arbiter.mark(source)
             if kind is Mark.IGNORE:
@@ -60,9 +90,16 @@ class StepClock:
                 if self.on_leader:
                     self.on_leader(source)
             self.stamps.append(now)
-            done = self._advance(self.arbiter.completed)
+            done = self._advance(self.arbiter.completed, now)
         if done:
             self._stop_program()
+
+    def add_samples(self, n: int | None) -> None:
+        """A batch of `n` samples from the main loader (called in the main process, as the batch is yielded)."""
+        if n:
+            with self._lock:
+                self.samples += n
+                self._counted = True
 
     def set_batch_size(self, size: int | None, source: str) -> None:
         self.batch_size, self.batch_size_source = stronger_batch_size(
@@ -72,55 +109,87 @@ class StepClock:
     def completed(self) -> int:
         return self.arbiter.completed
 
-    # -- the slice ---------------------------------------------------------------------------------
+    @property
+    def unit(self) -> str:
+        """What a window counts: "samples" (batches counted, or the user's batch size) or "steps"."""
+        return "samples" if self._counted or self.batch_size_source == "user" else "steps"
 
-    def _advance(self, completed: int) -> bool:
-        """Start the slice after the warm-up, record its boundaries, end it; True when the program should stop."""
-        if completed == self.warmup:
-            self.arbiter.lock()
-            self._start_slice()
-            return False
-        if completed < self.warmup:
-            return self._too_slow(self.stamps)
-        if self._cuda:
-            self._record_event()
-        timed = completed - self.warmup
-        if timed >= self.steps and self.stamps[-1] - (self._t0 or 0) >= self.min_ns:
-            self._end_slice()
-            return True
-        return self._too_slow(self.stamps)
+    # -- warm-up and windows -----------------------------------------------------------------------------
 
-    def _start_slice(self) -> None:
+    def _advance(self, completed: int, now: int) -> bool:
+        """Warm up, open and close windows; True when the program should stop."""
+        self.compiles.ready()
+        compiled = self.compiles.events != self._events_seen or self.compiles.active
+        self._events_seen = self.compiles.events
+        if compiled:
+            self.compile_steps.add(completed)
+        self._clean = 0 if compiled else self._clean + 1
+        if self._open is None:
+            if completed >= self.warmup and (self._steady() or completed >= self.warmup + MAX_EXTRA_WARMUP):
+                self._start(completed, now)
+                return False
+            return self._too_slow()
+        first, t0, _, _ = self._open
+        if completed - first >= self.window_steps and now - t0 >= self.window_ns:
+            now = self._close(completed, now)
+            if len(self.timed()) >= self.target or len(self.windows) - len(self.timed()) > MAX_SET_ASIDE:
+                return True
+            self._open = (completed, now, self._samples_now(completed), self.compiles.events)
+            self._open_stamp = len(self.stamps) - 1
+        return self._too_slow()
+
+    def _steady(self) -> bool:
+        return not self.compile_steps or self._clean >= STEADY_AFTER_COMPILE
+
+    def _start(self, completed: int, now: int) -> None:
         import torch
 
+        # A loader with W workers delivers in bursts of up to W batches: a window spans two bursts at least.
+        self.window_steps = max(self.window_steps, 2 * self.burst_steps())
         self._cuda = bool(torch.cuda.is_available() and torch.cuda.is_initialized())
         if self._cuda:
             torch.cuda.synchronize()
-            self._record_event()
-        self._t0 = time.perf_counter_ns()
+            now = self._now()
+        self._open = (completed, now, self._samples_now(completed), self.compiles.events)
+        self._open_stamp = len(self.stamps) - 1
 
-    def _record_event(self) -> None:
-        import torch
-
-        event = torch.cuda.Event(enable_timing=True)
-        event.record()
-        self._events.append(event)
-
-    def _end_slice(self) -> None:
+    def _close(self, completed: int, now: int) -> int:
+        """End the open window at this boundary (synchronised with the device); the time it ended."""
         if self._cuda:
             import torch
 
             torch.cuda.synchronize()
-        self._t1 = time.perf_counter_ns()
+            now = self._now()
+        assert self._open is not None
+        first, t0, samples0, events0 = self._open
+        self._open = None
+        kind = "compiled" if self.compiles.events != events0 or self.compiles.active else "timed"
+        window = TimedWindow(steps=completed - first, samples=self._samples_now(completed) - samples0,
+                             seconds=(now - t0) / 1e9, start_s=(t0 - self.stamps[0]) / 1e9,
+                             first_stamp=self._open_stamp, kind=kind)
+        self.windows.append(window)
+        timed = self.timed()
+        if len(timed) == 2 and len(self.windows) - len(timed) < MAX_SET_ASIDE:
+            first_rate, next_rate = (w.samples / w.seconds for w in timed)
+            if first_rate < (1 - STEADY_TOL) * next_rate:
+                timed[0].kind = "warm-up"
+        return now
 
-    def _too_slow(self, stamps: list[int]) -> bool:
-        """The steps after the first are far slower than the baseline's: stop now, the answer is known."""
-        if self.abort_step_ns is None or len(stamps) < 3:
+    def _samples_now(self, completed: int) -> float:
+        if self.batch_size_source == "user" and self.batch_size:
+            return float(completed * self.batch_size)
+        return self.samples if self._counted else float(completed)
+
+    def _too_slow(self) -> bool:
+        """Steady steps far slower than the reference's (compiling ones aside): stop now, the answer is known."""
+        if self.abort_step_ns is None or len(self.stamps) < 3:
             return False
-        later = [b - a for a, b in itertools.pairwise(stamps[1:])]
-        if statistics.median(later) > self.abort_step_ns and sum(later) > max(ABORT_MIN_NS, 3 * self.abort_step_ns):
+        # stamps[i] is boundary i + 1: the step from stamps[i] to stamps[i + 1] is step i + 2
+        later = [self.stamps[i + 1] - self.stamps[i] for i in range(1, len(self.stamps) - 1)
+                 if i + 2 not in self.compile_steps]
+        if later and statistics.median(later) > self.abort_step_ns and \
+                sum(later) > max(ABORT_MIN_NS, 3 * self.abort_step_ns):
             self.aborted = True
-            self._end_slice()
             return True
         return False
 
@@ -136,35 +205,29 @@ class StepClock:
     # -- results -----------------------------------------------------------------------------------
 
     def close(self) -> None:
-        """The program has ended: a slice still open ends at its last boundary."""
-        if self._t0 is not None and self._t1 is None and self._cuda:
-            import torch
-
-            torch.cuda.synchronize()  # the events recorded so far can be read
+        """The program has ended (or was stopped): the compile watch comes off."""
+        self.compiles.remove()
 
     @property
     def timing(self) -> str:
-        return "cuda events" if self._cuda else "host clock"
+        return "synchronised windows" if self._cuda else "host clock"
+
+    def timed(self) -> list[TimedWindow]:
+        return [w for w in self.windows if w.kind == "timed"]
+
+    def warmup_s(self) -> float:
+        """From the first boundary to the first timed window (set-aside windows included)."""
+        timed = self.timed()
+        if timed:
+            return timed[0].start_s
+        return (self.stamps[-1] - self.stamps[0]) / 1e9 if len(self.stamps) > 1 else 0.0
 
     def warmup_ns(self) -> list[float]:
-        first = self.stamps[: self.warmup]
-        return [float(b - a) for a, b in itertools.pairwise(first)]
+        """The warm-up's steps (host clock), before the first window."""
+        end = self.windows[0].first_stamp if self.windows else len(self.stamps) - 1
+        return [float(self.stamps[i + 1] - self.stamps[i]) for i in range(end)]
 
     def step_ns(self) -> list[float]:
-        """The timed steps: device time between boundary events on CUDA, host time on a CPU."""
-        if self._t0 is None:
-            return []
-        if self._cuda:
-            return [1e6 * a.elapsed_time(b) for a, b in itertools.pairwise(self._events)]
-        timed = self.stamps[self.warmup - 1:]
-        return [float(b - a) for a, b in itertools.pairwise(timed)]
-
-    def slice_ns(self) -> float | None:
-        """The timed slice end to end: between the two syncs on CUDA, the two boundaries on a CPU; the sum of
-        the steps when the program ended inside the slice."""
-        if self._t0 is None:
-            return None
-        if self._t1 is None:
-            steps = self.step_ns()
-            return float(sum(steps)) if steps else None
-        return float(self._t1 - self._t0)
+        """Host-clock steps inside the timed windows (information: the figures are the windows')."""
+        return [float(self.stamps[i + 1] - self.stamps[i]) for w in self.timed()
+                for i in range(w.first_stamp, w.first_stamp + w.steps) if i + 1 < len(self.stamps)]

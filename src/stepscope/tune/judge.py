@@ -1,17 +1,19 @@
-"""Judging a trial against the rung it builds on: faster beyond the noise band, numerics intact, or why not."""
+"""A comparison's outcome as the ladder's row: the trial's throughput, its gain over the rung it builds on with the
+interval, kept or not and why, its numerics and compile time."""
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, field
 from typing import Any
 
-from stepscope.model.tune import Measurement, Numerics, Trial
+from stepscope.model.tune import Numerics, Trial
+from stepscope.tune.fixes import FIXES
+from stepscope.tune.measured import Run, rates
 from stepscope.tune.numerics import compare_losses, tolerance_for
-from stepscope.tune.stats import StepStats, noise_band, ratio_spread, summarize
-from stepscope.tune.trial import ChildRun
+from stepscope.tune.paired import DROP, KEEP, Gain
+from stepscope.tune.rounds import Outcome
 from stepscope.tune.wire import Settings
-
-COMPILING = ("torch_compile", "cuda_graphs", "cudnn_benchmark")
 
 
 @dataclass
@@ -20,112 +22,96 @@ class Rung:
 
     index: int
     fixes: dict[str, dict[str, Any]]
-    stats: StepStats
+    steps_per_s: float  # its throughput where it was measured
+    samples_per_s: float | None
+    speedup: float  # against the baseline: the gains of the rungs below it, times its own
     batch_size: int | None
     losses: list[float | None] = field(default_factory=list)
     settings: Settings = field(default_factory=Settings)
 
-    def per_sample_ns(self, batch: int | None) -> float:
-        """Step time scaled to the same samples as a batch of `batch` (step time when batches are unknown)."""
-        if self.batch_size and batch:
-            return self.stats.median_ns * batch / self.batch_size
-        return self.stats.median_ns
 
-
-def measurement(run: ChildRun) -> Measurement | None:
-    result = run.result
-    stats = summarize(result.step_ns) if result is not None else None
-    if result is None or stats is None:
+def numerics_for(tried: tuple[str, ...], base: Rung, run: Run) -> Numerics | None:
+    """The candidate's losses against the rung's, for fixes that change arithmetic (None for the others)."""
+    tolerance = tolerance_for(tried)
+    result = run.child.result
+    if tolerance is None or result is None:
         return None
-    return Measurement(**_rates(stats, result.batch_size), spread=round(stats.spread, 4), steps=stats.n,
-                       batch_size=result.batch_size, timing=result.timing, wall_s=round(run.wall_s, 2))
+    if base.batch_size and result.batch_size and base.batch_size != result.batch_size:
+        return Numerics(ok=True, max_rel_loss_diff=None, tolerance=tolerance, reference=base.index,
+                        detail="the batch changed: losses are not comparable step by step")
+    return compare_losses(base.losses, result.losses, tolerance, base.index)
 
 
-def _rates(stats: StepStats, batch: int | None) -> dict[str, float | None]:
-    per_s = 1e9 / stats.median_ns
-    return {"step_time_us": round(stats.median_ns / 1e3, 3), "steps_per_s": round(per_s, 4),
-            "samples_per_s": round(per_s * batch, 2) if batch else None}
-
-
-def slow_stats(run: ChildRun) -> StepStats | None:
-    """A trial stopped early for being far slower: its steps after the first, warm-up ones included."""
-    if run.result is None:
-        return None
-    return summarize(run.result.step_ns) or summarize(run.result.warmup_ns[1:])
-
-
-@dataclass(frozen=True)
-class Verdict:
-    trial: Trial
-    stats: StepStats | None
-
-
-def judge(run: ChildRun, *, rung: int, tried: tuple[str, ...], fixes: dict[str, dict[str, Any]],
-          base: Rung, baseline: Rung, estimate: float | None, estimate_from: Rung | None = None,
-          drift: float = 0.0) -> Verdict:
-    """The trial row for `run`, which added `tried` to `base`. The estimate is about the fix added to
-    `estimate_from` (the rung before the fix's first setting; `base` unless a setting is tried after another)."""
-    result = run.result
-    stats = slow_stats(run) if run.status == "slower" else (summarize(result.step_ns) if result else None)
+def trial_row(outcome: Outcome, *, rung: int, tried: tuple[str, ...], fixes: dict[str, dict[str, Any]], base: Rung,
+              estimate: float | None, estimate_from: Rung | None, min_gain: float) -> Trial:
+    """The trial row: what was measured, and the decision with its reason."""
+    runs = outcome.candidate_runs()
+    shown = runs[0] if runs else outcome.failure
+    result = shown.child.result if shown is not None else None
     batch = result.batch_size if result is not None else None
     row: dict[str, Any] = {
         "rung": rung, "fixes": list(fixes), "tried": list(tried), "params": {k: v for k, v in fixes.items() if v},
-        "builds_on": base.index, "estimated_speedup": estimate, "exit_code": run.returncode, "status": run.status,
-        "steps": stats.n if stats else 0, "batch_size": batch, "wall_s": round(run.wall_s, 2),
-        "log": f"{run.log.parent.name}/{run.log.name}", "numerics": None, "compile_s": None,
-        "step_time_us": None, "steps_per_s": None, "samples_per_s": None, "speedup": None, "spread": None,
-        "gain": None, "accepted": False,
+        "builds_on": base.index, "estimated_speedup": estimate, "numerics": outcome.numerics, "compile_s": None,
+        "exit_code": shown.child.returncode if shown else None, "status": shown.child.status if shown else "measured",
+        "steps": sum(r.steps for r in runs), "batch_size": batch, "wall_s": round(sum(r.child.wall_s for r in runs), 2),
+        "log": shown.log_name() if shown else None, "step_time_us": None, "steps_per_s": None, "samples_per_s": None,
+        "speedup": None, "spread": None, "gain": None, "accepted": False, "decision": outcome.decision,
+        "runs": [run.trial_run(arm) for arm, run in outcome.runs], "windows": sum(len(r.windows) for r in runs),
     }
     if estimate:
         start = estimate_from or base
-        per_s = 1e9 / start.stats.median_ns
-        row["estimated_steps_per_s"] = round(per_s * estimate, 4)
-        row["estimated_samples_per_s"] = round(per_s * start.batch_size * estimate, 2) if start.batch_size else None
+        row["estimated_steps_per_s"] = round(start.steps_per_s * estimate, 4)
+        if start.samples_per_s:
+            row["estimated_samples_per_s"] = round(start.samples_per_s * estimate, 2)
+    if result is not None:
+        row["warmup_s"] = result.warmup_s
+        row["compile_s"] = result.compile_s
+    if runs:
+        row.update(rates(runs, batch))
+    g = outcome.gain
+    if g is not None:
+        row.update(gain=round(g.ratio, 4), interval=[round(g.low, 4), round(g.high, 4)], confidence=g.confidence,
+                   speedup=round(base.speedup * g.ratio, 4), spread=round(_relative_se(g), 4))
+    row["accepted"] = outcome.decision == KEEP
+    row["reason"] = reason(outcome, base, min_gain)
+    for fix_id in tried if row["accepted"] else ():
+        note = FIXES[fix_id].kept_note if fix_id in FIXES else None
+        if note is not None:
+            row["reason"] += f"; {note(fixes.get(fix_id, {}))}"
     not_applied = [f for f in tried if result is not None and not result.applied.get(f)]
-    if run.problem or stats is None:
-        row["reason"] = run.problem or "nothing was timed"
-        return Verdict(Trial(**row), None)
-    row.update(_rates(stats, batch))
-    row["speedup"] = round(baseline.per_sample_ns(batch) / stats.median_ns, 4)
-    row["spread"] = round(ratio_spread(baseline.stats, stats), 4)  # the speed-up's relative standard error
-    gain = base.per_sample_ns(batch) / stats.median_ns
-    row["gain"] = round(gain, 4)
-    if any(f in COMPILING for f in tried) and result is not None:
-        row["compile_s"] = round(sum(max(w - stats.median_ns, 0.0) for w in result.warmup_ns) / 1e9, 2)
-    if run.status == "slower":
-        row["reason"] = (f"slower: {gain:.2f}x, steps of {stats.median_ns / 1e6:,.1f} ms against "
-                         f"{base.stats.median_ns / 1e6:,.1f} ms; stopped early")
-        return Verdict(Trial(**row), stats)
-    if not_applied and len(not_applied) == len(tried):
-        row["status"] = "not applied"
-        row["reason"] = f"{', '.join(not_applied)} found nothing to change in this program"
-        return Verdict(Trial(**row), stats)
-    numerics = _numerics(tried, base, result.losses if result else [], batch)
-    row["numerics"] = numerics
-    band = noise_band(base.stats, stats, drift)
-    accepted, reason = decide(gain, band, numerics)
-    if not_applied:
-        reason += f" ({', '.join(not_applied)} found nothing to change)"
-    row["accepted"], row["reason"] = accepted, reason
-    return Verdict(Trial(**row), stats)
+    if runs and not_applied:
+        if len(not_applied) == len(tried):
+            row["status"], row["accepted"] = "not applied", False
+            row["reason"] = f"{', '.join(not_applied)} found nothing to change in this program"
+        else:
+            row["reason"] += f" ({', '.join(not_applied)} found nothing to change)"
+    return Trial(**row)
 
 
-def _numerics(tried: tuple[str, ...], base: Rung, losses: list[float | None], batch: int | None) -> Numerics | None:
-    tolerance = tolerance_for(tried)
-    if tolerance is None:
-        return None
-    if base.batch_size and batch and base.batch_size != batch:
-        return Numerics(ok=True, max_rel_loss_diff=None, tolerance=tolerance, reference=base.index,
-                        detail="the batch changed: losses are not comparable step by step")
-    return compare_losses(base.losses, losses, tolerance, base.index)
+def _relative_se(g: Gain) -> float:
+    """The gain's relative standard error, from its interval (normal in the log)."""
+    z = 1.959964 if abs(g.confidence - 0.95) < 1e-9 else 1.644854
+    return (math.log(g.high) - math.log(g.low)) / (2 * z)
 
 
-def decide(gain: float, band: float, numerics: Numerics | None) -> tuple[bool, str]:
-    """Kept only when faster by more than the noise band and the numerics hold."""
-    if gain <= 1 - band:
-        return False, f"slower: {gain:.2f}x"
-    if gain <= 1 + band:
-        return False, f"within noise: {gain:.2f}x (noise band ±{band:.0%})"
-    if numerics is not None and not numerics.ok:
-        return False, f"numerics changed: {numerics.detail}"
-    return True, f"faster: {gain:.2f}x (noise band ±{band:.0%})"
+def reason(outcome: Outcome, base: Rung, min_gain: float) -> str:
+    """Why kept or not, with the measured gain and its interval: 'faster: 1.72x (1.55-1.90, 6 windows)'."""
+    g = outcome.gain
+    if outcome.decision == "failed" and outcome.failure is not None:
+        child = outcome.failure.child
+        if child.status == "slower":
+            return f"slower: its steps took over 3x those of rung {base.index}; stopped early"
+        return child.problem or "nothing was timed"
+    if outcome.decision == "numerics" and outcome.numerics is not None:
+        return f"numerics changed: {outcome.numerics.detail}"
+    if outcome.decision == "not applied":
+        return "found nothing to change in this program"
+    if g is None:
+        return f"not measured against rung {base.index}: {outcome.stopped or 'no run of it completed'}"
+    bar = f"needs > {1 + min_gain:.2f}x"
+    if outcome.decision == KEEP:
+        return f"faster: {g.text()}"
+    if outcome.decision == DROP:
+        return f"slower: {g.text()}" if g.high < 1 else f"no gain worth a change: {g.text()}; {bar}"
+    return f"undecided, not kept: {g.text()}; {bar}, {outcome.stopped}"
+

@@ -1,9 +1,10 @@
-"""The tune loop: measure the program as it is, diagnose it, try the fixes one rung at a time (each in a fresh
-child process, building on the fixes kept so far), measure the baseline again, and say what holds it back now."""
+"""The tune loop: measure the program as it is, diagnose it, try the fixes one rung at a time (each candidate
+measured against the rung it builds on in alternating fresh child processes, kept when its gain's interval clears
+the smallest gain worth a change), measure the tuned configuration against the program as it is, and say what
+holds it back now."""
 
 from __future__ import annotations
 
-import os
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -12,26 +13,23 @@ from typing import Any
 
 import msgspec
 
-from stepscope.atomic import write_atomic
 from stepscope.capture.program import Program
 from stepscope.errors import StepscopeError
-from stepscope.model.report import Report, from_json
+from stepscope.model.report import Report
 from stepscope.model.tune import NotTried, PatternShare, Trial, Tune, TuneDevice
-from stepscope.tune import review
+from stepscope.tune import finish, review, story
+from stepscope.tune.budget import PROFILE_FACTOR, Budget
 from stepscope.tune.fixes import FIXES
-from stepscope.tune.judge import Rung, judge
-from stepscope.tune.patchfile import suggest
+from stepscope.tune.judge import Rung, numerics_for, trial_row
+from stepscope.tune.measured import Run, config_key, rates
+from stepscope.tune.paired import CANDIDATE
 from stepscope.tune.plan import Candidate, PlanOptions, make_plan
-from stepscope.tune.stats import summarize
-from stepscope.tune.trial import ChildRun, run_child
+from stepscope.tune.rounds import Comparison, Fixes
+from stepscope.tune.trial import run_child
 from stepscope.tune.wire import ChildResult, DeviceInfo, TrialSpec
 from stepscope.version import __version__
 
-ABORT_RATIO = 3.0  # a trial whose steps take 3x the rung it builds on is stopped: the answer is known
-MIN_TRIAL_TIMEOUT_S = 120.0
-TRIAL_TIMEOUT_FACTOR = 5.0  # x the baseline's own run time
-PATCH = "suggested.patch"
-COMPILE_WARMUP = 2
+ABORT_RATIO = 3.0  # a candidate whose steps take 3x the rung it builds on is stopped: the answer is known
 
 
 @dataclass(frozen=True)
@@ -40,14 +38,17 @@ class TuneOptions:
     max_trials: int | None = None
     fixes: tuple[str, ...] | None = None
     skip_fixes: tuple[str, ...] = ()
-    trial_steps: int = 20
+    trial_steps: int = 20  # timed steps per run, at least, over ...
     warmup_steps: int = 3
-    min_seconds: float = 2.0
+    min_seconds: float = 2.0  # ... at least this long ...
+    windows: int = 3  # ... in this many windows
     trial_timeout_s: float | None = None
     allow_batch_change: bool = False
     batch_size: int | None = None
     seed: int = 0
     final_diagnosis: bool = True
+    min_gain: float = 0.05  # a fix is kept when its gain's interval is above 1 + this
+    max_rounds: int = 3  # candidate runs per comparison, at most
 
 
 @dataclass
@@ -67,13 +68,16 @@ class Tuner:
     started: float = field(default_factory=time.monotonic)
 
     def __post_init__(self) -> None:
+        o = self.options
         self.tune = Tune(generator=f"stepscope {__version__}", command=self.program.command, device=None,
                          baseline=None, trials=[], applied=[], speedup=None, final_patterns=[], patch=None,
-                         not_tried=[], status="running", seed=self.options.seed, budget_s=self.options.budget_s,
-                         folder=str(self.folder))
+                         not_tried=[], status="running", seed=o.seed, budget_s=o.budget_s, folder=str(self.folder),
+                         min_gain=o.min_gain)
+        self.budget = Budget(o.budget_s, o.trial_timeout_s, started=self.started)
+        self.history: list[Run] = []
         self.baseline: Rung | None = None
         self.current: Rung | None = None
-        self.first_run: ChildRun | None = None
+        self.labels: dict[str, str] = {config_key({}): "baseline"}
         self._trials_run = 0
 
     # -- the whole loop --------------------------------------------------------------------------------
@@ -83,9 +87,7 @@ class Tuner:
             self._baseline()
             candidates = self._plan()
             self._ladder(candidates)
-            self._last_baseline()
-            self._final_diagnosis()
-            self._write_patch()
+            self._final()
             self.tune.status = "finished"
         except StepscopeError:
             self.tune.status = "failed"
@@ -94,82 +96,90 @@ class Tuner:
             self.tune.status = "interrupted"
             self.tune.notes.append("interrupted: the table holds the trials finished before")
         finally:
-            self.tune.elapsed_s = round(self.elapsed(), 1)
             self._changed()
         return self.tune
 
     def elapsed(self) -> float:
-        return time.monotonic() - self.started
-
-    def left(self) -> float:
-        return self.options.budget_s - self.elapsed()
+        return self.budget.elapsed()
 
     def _changed(self) -> None:
         self.tune.elapsed_s = round(self.elapsed(), 1)
+        if self.tune.baseline is not None:
+            patterns = self.tune.baseline.patterns
+            self.tune.baseline = review.baseline_section(self._runs_of({}), patterns)
         self.events.changed(self.tune)
+
+    def _runs_of(self, fixes: Fixes) -> list[Run]:
+        key = config_key(fixes)
+        return [r for r in self.history if r.key == key]
 
     # -- children ----------------------------------------------------------------------------------------
 
-    def _spec(self, fixes: dict[str, dict[str, Any]], mode: str = "measure", abort_ns: float | None = None,
-              profile_folder: Path | None = None) -> TrialSpec:
+    def spec(self, fixes: Fixes, mode: str = "measure", abort_ns: float | None = None,
+             profile_folder: Path | None = None) -> TrialSpec:
         o = self.options
-        # Compiled models compile at their second call (the first finds them) and CUDA graphs record at the next
-        # ones: two more steps of warm-up.
-        warmup = o.warmup_steps + (COMPILE_WARMUP if any(f in fixes for f in ("torch_compile", "cuda_graphs")) else 0)
         return TrialSpec(target=self.program.target, args=list(self.program.args), module=self.program.module,
-                         fixes=fixes, seed=o.seed, mode=mode, warmup=warmup, steps=o.trial_steps,
-                         min_seconds=o.min_seconds, abort_step_ns=abort_ns, batch_size=o.batch_size,
-                         profile_folder=str(profile_folder) if profile_folder else None)
+                         fixes=fixes, seed=o.seed, mode=mode, warmup=o.warmup_steps, steps=o.trial_steps,
+                         min_seconds=o.min_seconds, windows=o.windows, abort_step_ns=abort_ns,
+                         batch_size=o.batch_size, profile_folder=str(profile_folder) if profile_folder else None)
 
-    def _timeout(self, reserve: float, trial: bool) -> float:
-        """A trial's limit is --trial-timeout when given; the baseline and profiled runs always get the default."""
-        base = self.first_run.wall_s if self.first_run is not None else 60.0
-        limit = max(MIN_TRIAL_TIMEOUT_S, TRIAL_TIMEOUT_FACTOR * base)
-        if trial and self.options.trial_timeout_s:
-            limit = self.options.trial_timeout_s
-        return max(min(limit, self.left() - reserve), 1.0)
+    def _measure(self, fixes: Fixes, arm: str, *, check_budget: bool = True) -> Run | None:
+        """One measured run of a configuration (None when the budget has no room for it and the end)."""
+        key = config_key(fixes)
+        compiles = any(FIXES[f].compiles for f in fixes if f in FIXES)
+        if check_budget and not self.budget.fits(self.budget.expected(key, compiles), self._reserve()):
+            return None
+        name = f"{len(self.history) + 1:02d}-{self.labels.get(key, 'run')}"
+        abort = None
+        if arm == CANDIDATE and self.current is not None:
+            factor = max((p.get("factor", 1) for f, p in fixes.items() if f == "larger_batch"), default=1)
+            abort = ABORT_RATIO * factor / self.current.steps_per_s * 1e9
+        self.events.phase(f"run {len(self.history) + 1}: {self.labels.get(key, key)}")
+        start = self.elapsed()
+        child = run_child(self.spec(fixes, abort_ns=abort), self.folder / "trials", name,
+                          self.budget.timeout(key, compiles, trial=bool(fixes)))
+        self.budget.ran(key, child.wall_s)
+        run = Run(key=key, child=child, at=(start + self.elapsed()) / 2, index=len(self.history))
+        self.history.append(run)
+        return run
 
-    def _child(self, name: str, spec: TrialSpec, reserve: float = 0.0, trial: bool = False) -> ChildRun:
-        return run_child(spec, self.folder / "trials", name, self._timeout(reserve, trial))
+    def _reserve(self) -> float:
+        current = self.current
+        if current is None or not current.fixes:
+            return 0.0
+        compiles = any(FIXES[f].compiles for f in current.fixes if f in FIXES)
+        return self.budget.reserve(config_key({}), config_key(current.fixes), compiles,
+                                   self.options.final_diagnosis)
 
     # -- the baseline ----------------------------------------------------------------------------------
 
     def _baseline(self) -> None:
         self.events.phase("baseline: the program as it is, without the profiler")
-        run = self._child("00-baseline-first", self._spec({}))
-        if run.problem or run.result is None:
-            raise StepscopeError(f"{self.program.target}: could not measure the program as it is: {run.problem}",
-                                 hint=f"its output is in {run.log}", exit_code=2)
-        self.first_run = run
-        result = run.result
-        stats = summarize(result.step_ns)
-        assert stats is not None
-        self.baseline = self.current = Rung(0, {}, stats, result.batch_size, result.losses, result.settings)
+        run = self._measure({}, "reference", check_budget=False)
+        assert run is not None
+        if not run.ok or run.child.result is None:
+            raise StepscopeError(f"{self.program.target}: could not measure the program as it is: "
+                                 f"{run.child.problem or run.child.status}", hint=f"its output is in {run.child.log}",
+                                 exit_code=2)
+        result = run.child.result
+        self.budget.baseline_s = run.child.wall_s
+        figures = rates([run], result.batch_size)
+        self.baseline = self.current = Rung(0, {}, figures["steps_per_s"] or 0.0, figures["samples_per_s"], 1.0,
+                                            result.batch_size, result.losses, result.settings)
         self.tune.device = _device(result)
-        self.tune.baseline = review.baseline_section([run], [], result)
+        self.tune.baseline = review.baseline_section([run], [])
         self._changed()
-
-    def _diagnose(self, name: str, fixes: dict[str, dict[str, Any]]) -> Report | None:
-        folder = self.folder / name
-        run = self._child(f"{name}-profile", self._spec(fixes, "profile", profile_folder=folder))
-        if run.problem or run.result is None or not run.result.report:
-            self.tune.notes.append(f"the {name} diagnosis failed: {run.problem or 'no report'}")
-            return None
-        try:
-            return from_json(Path(run.result.report).read_bytes())
-        except (OSError, ValueError, msgspec.DecodeError) as exc:
-            self.tune.notes.append(f"the {name} diagnosis could not be read: {exc}")
-            return None
 
     def _plan(self) -> list[Candidate]:
         self.events.phase("diagnosis: one profiled window, as stepscope run")
         report = self._diagnose("baseline", {})
-        assert self.first_run is not None and self.first_run.result is not None and self.tune.baseline is not None
+        first = self.history[0].child.result
+        assert first is not None and self.tune.baseline is not None
         if report is not None:
-            self.tune.baseline.patterns = _patterns(report)
+            self.tune.baseline.patterns = patterns_of(report)
             self.tune.baseline_report = "baseline/report.json"
         o = self.options
-        plan = make_plan(report, self.first_run.result.settings, self.first_run.result.device or _cpu(), PlanOptions(
+        plan = make_plan(report, first.settings, first.device or DeviceInfo(kind="cpu", name="CPU"), PlanOptions(
             only=o.fixes, skip=o.skip_fixes, allow_batch_change=o.allow_batch_change,
             timed_steps=o.warmup_steps + o.trial_steps))
         self.tune.not_tried.extend(plan.not_tried)
@@ -189,16 +199,9 @@ class Tuner:
     def _stop_reason(self) -> str:
         if self.options.max_trials is not None and self._trials_run >= self.options.max_trials:
             return f"--max-trials {self.options.max_trials} reached"
-        if self.left() < self._reserve() + self._least_trial():
+        if not self.budget.fits(2 * self.budget.baseline_s, self._reserve()):
             return "the budget ran out (--budget)"
         return ""
-
-    def _reserve(self) -> float:
-        """Time kept for the last baseline run: the first one's, and half again for a machine that slows."""
-        return 1.5 * self.first_run.wall_s if self.first_run is not None else 0.0
-
-    def _least_trial(self) -> float:
-        return 0.5 * self.first_run.wall_s if self.first_run is not None else 0.0
 
     def _skip(self, candidates: list[Candidate], reason: str) -> None:
         for c in candidates:
@@ -219,7 +222,9 @@ class Tuner:
         for option in candidate.options:
             if kept is not None and self._stop_reason():
                 return
-            trial = self._run_trial(candidate, {**self.current.fixes, **option}, self.current, start)
+            trial = self._compare(candidate, option, start)
+            if trial is None:  # not tried: stepscope's own failure, or no room for a compilation
+                return
             if not trial.accepted:
                 if kept is not None or trial.status != "measured":
                     return
@@ -229,76 +234,96 @@ class Tuner:
                 kept.reason += f"; superseded by {_params_text(option)}"
             kept = trial
 
-    def _run_trial(self, candidate: Candidate, fixes: dict[str, dict[str, Any]], on: Rung, start: Rung) -> Trial:
-        assert self.baseline is not None
+    def _compare(self, candidate: Candidate, option: Fixes, start: Rung) -> Trial | None:
+        assert self.current is not None
+        base = self.current
+        fixes = {**base.fixes, **option}
+        label = "+".join(candidate.fixes) + "".join(f"-{v}" for p in option.values() for v in p.values()
+                                                    if isinstance(v, int))
+        self.labels[config_key(fixes)] = label
+        compiles = any(FIXES[f].compiles for f in candidate.fixes)
+        need = self.budget.expected(config_key(fixes), compiles) + self.budget.expected(config_key(base.fixes), False)
+        if not self.budget.fits(need, self._reserve()):
+            self._skip([candidate], f"the budget left ({max(self.budget.left(), 0):.0f} s) is less than its runs "
+                                    f"may take (~{need:.0f} s{', compilation included' if compiles else ''})")
+            return None
         self._trials_run += 1
         rung = len(self.tune.trials) + 1
-        label = "+".join(candidate.fixes)
-        self.events.phase(f"trial {rung}: {label} {_params_text(fixes, candidate.fixes)}".rstrip())
-        factor = max((p.get("factor", 1) for f, p in fixes.items() if f == "larger_batch"), default=1)
-        spec = self._spec(fixes, abort_ns=ABORT_RATIO * on.stats.median_ns * factor)
-        run = self._child(f"{rung:02d}-{label}", spec, reserve=self._reserve(), trial=True)
-        verdict = judge(run, rung=rung, tried=candidate.fixes, fixes=fixes, base=on, baseline=self.baseline,
-                        estimate=candidate.estimate, estimate_from=start)
-        self.tune.trials.append(verdict.trial)
-        if verdict.trial.accepted and verdict.stats is not None and run.result is not None:
-            self.current = Rung(rung, fixes, verdict.stats, run.result.batch_size, run.result.losses,
-                                run.result.settings)
+        self.events.phase(f"trial {rung}: {label}")
+        comparison = Comparison(measure=self._measure, history=self.history, min_gain=self.options.min_gain,
+                                max_rounds=self.options.max_rounds, seed=self.options.seed, tried=candidate.fixes,
+                                check_numerics=lambda run: numerics_for(candidate.fixes, base, run))
+        outcome = comparison.run(base.fixes, fixes)
+        if outcome.failure is not None and outcome.failure.child.status == "stepscope failed":
+            self.tune.not_tried.append(NotTried(
+                id="+".join(candidate.fixes), estimated_speedup=candidate.estimate,
+                reason=f"{outcome.failure.child.problem}; its log: {outcome.failure.log_name()}"))
+            self._changed()
+            return None
+        trial = trial_row(outcome, rung=rung, tried=candidate.fixes, fixes=fixes, base=base,
+                          estimate=candidate.estimate, estimate_from=start, min_gain=self.options.min_gain)
+        self.tune.trials.append(trial)
+        first = outcome.candidate_runs()[0] if outcome.candidate_runs() else None
+        if trial.accepted and first is not None and first.child.result is not None:
+            result = first.child.result
+            self.current = Rung(rung, fixes, trial.steps_per_s or 0.0, trial.samples_per_s, trial.speedup or 1.0,
+                                result.batch_size, result.losses, result.settings)
+        review.settle(self.tune)
         self._changed()
-        return verdict.trial
+        return trial
 
     # -- the end ---------------------------------------------------------------------------------------
 
-    def _last_baseline(self) -> None:
-        assert self.first_run is not None and self.baseline is not None
-        self.events.phase("baseline again: how much the machine drifted")
-        run = self._child("99-baseline-last", self._spec({}))
-        review.finish(self, run)
-        self._changed()
-
-    def _final_diagnosis(self) -> None:
-        applied = self.tune.applied
-        if not applied:
+    def _final(self) -> None:
+        review.settle(self.tune)
+        assert self.current is not None and self.baseline is not None
+        if not self.tune.applied:
+            self.tune.speedup = 1.0
             assert self.tune.baseline is not None
             self.tune.final_patterns = list(self.tune.baseline.patterns)
             return
-        if not self.options.final_diagnosis or self.left() < self._reserve():
-            self.tune.notes.append("no final diagnosis: " + ("turned off" if not self.options.final_diagnosis
-                                                             else "the budget ran out"))
+        self.events.phase("the tuned configuration against the program as it is")
+        tuned = self.current
+        comparison = Comparison(measure=lambda fixes, arm: self._measure(fixes, arm, check_budget=False),
+                                history=self.history, min_gain=self.options.min_gain, max_rounds=1,
+                                seed=self.options.seed)
+        outcome = comparison.run({}, tuned.fixes)
+        review.final_figures(self.tune, outcome, tuned.batch_size)
+        self._changed()
+        self._final_diagnosis(tuned, [run for arm, run in outcome.runs if arm == CANDIDATE])
+        finish.write_patch(self.tune, tuned.settings, self.folder)
+
+    def _diagnose(self, name: str, fixes: Fixes, spec: TrialSpec | None = None) -> Report | None:
+        timeout = self.budget.timeout(config_key(fixes), False, trial=False) * 2
+        spec = spec or self.spec(fixes, "profile", profile_folder=self.folder / name)
+        return finish.diagnose(spec, self.folder, name, timeout, self.tune.notes)
+
+    def _final_diagnosis(self, tuned: Rung, runs: list[Run]) -> None:
+        if not self.options.final_diagnosis:
+            self.tune.notes.append("no final diagnosis: turned off")
+            return
+        expected = PROFILE_FACTOR * self.budget.expected(config_key(tuned.fixes), False)
+        if not self.budget.fits(expected, 0.0):
+            self.tune.notes.append("no final diagnosis: the budget ran out")
             return
         self.events.phase("final diagnosis: one profiled window with the kept fixes")
-        report = self._diagnose("final", {k: self.tune.applied_params.get(k, {}) for k in applied})
+        ladder = story.ladder_entries(self.tune)
+        spec = msgspec.structs.replace(self.spec(tuned.fixes, "profile", profile_folder=self.folder / "final"),
+                                       ladder=ladder, reference=finish.reference_windows(runs, self.tune),
+                                       skip=finish.warmup_steps(runs) + 2)
+        report = self._diagnose("final", tuned.fixes, spec)
         if report is not None:
-            self.tune.final_patterns = _patterns(report)
+            self.tune.final_patterns = patterns_of(report)
             self.tune.final_report = "final/report.json"
-
-    def _write_patch(self) -> None:
-        applied, device = self.tune.applied, self.tune.device
-        if not applied or self.current is None:
-            return
-        where = device.name if device else "this machine"
-        measured = (f"measured {self.tune.speedup:.2f}x together" if self.tune.speedup
-                    else "not measured together (each was measured on the rung it was tried on)")
-        header = [f"stepscope tune: kept {', '.join(applied)}, {measured} on {where}"]
-        params = {f: self.tune.applied_params.get(f, {}) for f in applied}
-        text, unplaced, commands = suggest(params, applied, self.current.settings, device.kind if device else "cpu",
-                                           header, str(self.folder / PATCH))
-        if text:
-            write_atomic(self.folder / PATCH, text, what="patch")
-            self.tune.patch = PATCH
-            self.tune.patch_apply, self.tune.patch_apply_in = commands, os.getcwd()
-        for fix in unplaced:
-            self.tune.notes.append(f"{fix} is not in the patch (its place in the code was not found): "
-                                   f"{FIXES[fix].code}")
+            self.tune.final_recommendations = story.final_recommendations(report, ladder)
 
 
-def _patterns(report: Report) -> list[PatternShare]:
+def patterns_of(report: Report) -> list[PatternShare]:
     return [PatternShare(id=p.id, share=p.share) for p in report.patterns]
 
 
-def _params_text(fixes: dict[str, dict[str, Any]], only: tuple[str, ...] | None = None) -> str:
-    parts = [f"{k}={v}" for fix, params in fixes.items() if only is None or fix in only for k, v in params.items()]
-    return ", ".join(parts)
+def _params_text(fixes: dict[str, dict[str, Any]]) -> str:
+    return ", ".join(f"{k}={v}" for params in fixes.values() for k, v in params.items())
 
 
 def _device(result: ChildResult) -> TuneDevice | None:
@@ -307,7 +332,3 @@ def _device(result: ChildResult) -> TuneDevice | None:
         return None
     return TuneDevice(kind=d.kind, name=d.name, count=d.count, compute_capability=d.compute_capability,
                       total_memory_bytes=d.total_memory_bytes, cpu_cores=d.cpu_cores, torch=d.torch)
-
-
-def _cpu() -> DeviceInfo:
-    return DeviceInfo(kind="cpu", name="CPU")

@@ -17,18 +17,8 @@ import statistics
 from collections.abc import Iterable, Sequence
 
 from stepscope.model.tune import Numerics
+from stepscope.tune.fixes import FIXES
 
-# Largest relative loss difference in the first steps each fix may make. Reduced precision rounds every op
-# (bfloat16 keeps 8 bits of mantissa); TF32 keeps 10 bits in matmuls only; fusion, layouts and kernel choices
-# reorder float32 sums, which moves the loss by rounding only.
-TOLERANCE = {
-    "amp": 0.05,
-    "tf32": 0.02,
-    "torch_compile": 0.01,
-    "cuda_graphs": 0.01,
-    "channels_last": 0.01,
-    "cudnn_benchmark": 0.01,
-}
 EARLY_STEPS = 2
 TREND_SE = 3.0  # the mean loss may move this many standard errors ...
 TREND_MIN = 0.02  # ... and always 2%
@@ -36,8 +26,11 @@ TINY = 1e-8
 
 
 def tolerance_for(fix_ids: Iterable[str]) -> float | None:
-    """The tolerance for fixes tried together (the loosest applies); None when none of them changes numerics."""
-    found = [TOLERANCE[f] for f in fix_ids if f in TOLERANCE]
+    """The tolerance for fixes tried together (the loosest applies); None when none of them changes numerics.
+
+    Each fix holds its own (tune/fixes/): reduced precision rounds every op (bfloat16 keeps 8 bits of mantissa),
+    TF32 keeps 10 bits in matmuls only; fusion, layouts and kernel choices reorder float32 sums (rounding only)."""
+    found = [t for f in fix_ids if f in FIXES and (t := FIXES[f].tolerance) is not None]
     return max(found) if found else None
 
 

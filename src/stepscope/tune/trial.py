@@ -30,6 +30,7 @@ class ChildRun:
     log: Path
     problem: str  # "" when the child measured (or profiled); else why not, in a few words
     status: str  # measured | profiled | slower | crashed | out of memory | timed out | no steps | too few steps
+    # | stepscope failed (its own patch, not the program)
 
 
 def child_env(seed: int) -> dict[str, str]:
@@ -111,6 +112,9 @@ def _classify(result: ChildResult | None, returncode: int | None, wall: float, l
                         status)
     if result.status in ("measured", "profiled"):
         return ChildRun(result, returncode, wall, log, "", result.status)
+    if result.status == "patch failed":
+        return ChildRun(result, returncode, wall, log, f"{result.detail} (stepscope's own failure, not the "
+                        "program's: the fix is left untried)", "stepscope failed")
     if result.status == "failed":
         status = "out of memory" if _oom(result.detail) else "crashed"
         return ChildRun(result, returncode, wall, log, f"the program {result.detail or 'failed'}", status)

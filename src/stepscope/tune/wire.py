@@ -20,11 +20,32 @@ class TrialSpec(Wire, kw_only=True):
     mode: str = "measure"  # "measure": time steps, no profiler; "profile": what `stepscope run` does
     warmup: int = 3  # steps run before the timed slice
     steps: int = 20  # at least this many timed steps ...
-    min_seconds: float = 2.0  # ... and at least this long
+    min_seconds: float = 2.0  # ... and at least this long, over ...
+    windows: int = 3  # ... this many windows, each synchronised with the device at its ends
     abort_step_ns: float | None = None  # steps this slow (median, after the first) end the trial: far slower
     batch_size: int | None = None  # the user's word on samples per step
     result: str = ""  # where the child writes its ChildResult
     profile_folder: str | None = None  # mode "profile": the run folder
+    skip: int | None = None  # mode "profile": unprofiled steps before the window (past a compilation)
+    ladder: list[LadderEntry] = msgspec.field(default_factory=list)  # mode "profile": what the ladder did
+    reference: ReferenceWindows | None = None  # mode "profile": the tune's own measurement of this configuration
+
+
+class LadderEntry(Wire, kw_only=True):
+    """What the ladder did with a fix, for the final diagnosis."""
+
+    id: str
+    kept: bool
+    text: str  # "applied by stepscope tune (1.72x ...)" | "measured: 1.03x (...), not kept"
+
+
+class ReferenceWindows(Wire, kw_only=True):
+    """The tuned configuration as the tune measured it unprofiled: the final diagnosis' unprofiled reference."""
+
+    steps: list[int]
+    seconds: list[float]
+    batch_size: int | None = None
+    samples_per_s: float | None = None
 
 
 class LoaderSite(Wire, kw_only=True):
@@ -78,6 +99,16 @@ class DeviceInfo(Wire, kw_only=True):
     torch: str = ""
 
 
+class TransformSite(Wire, kw_only=True):
+    """A loader's dataset transform, as uint8_transfer sees it."""
+
+    file: str | None  # the source file of the class holding it, when it is the user's
+    chain: list[str]  # its transforms' class names
+    ending: str = ""  # the float conversion (+ normalisation) uint8_transfer moves to the device; '' if none
+    mean: list[float] | None = None
+    std: list[float] | None = None
+
+
 class Settings(Wire, kw_only=True):
     """What the program used, seen from the patched constructors and calls."""
 
@@ -88,10 +119,21 @@ class Settings(Wire, kw_only=True):
     model: ModelInfo | None = None
     model_site: CallSite | None = None  # where the model's first forward was called
     peak_memory_bytes: int | None = None
+    transforms: list[TransformSite] = msgspec.field(default_factory=list)  # each loader's dataset transform
+    batch_copies: list[CallSite] = msgspec.field(default_factory=list)  # where a uint8 image batch was copied
+    calls: dict[str, list[CallSite]] = msgspec.field(default_factory=dict)  # fix id -> call sites its patch saw
+
+
+class WindowResult(Wire, kw_only=True):
+    steps: int
+    samples: float  # or steps, when the unit is steps
+    seconds: float
+    start_s: float  # from the run's first step boundary
+    kind: str = "timed"  # "timed" | "warm-up" | "compiled" (set aside)
 
 
 class ChildResult(Wire, kw_only=True):
-    status: str  # measured | slower | too few steps | no steps | failed | profiled
+    status: str  # measured | slower | too few steps | no steps | failed | profiled | patch failed (stepscope's)
     exit_code: int
     program_status: str  # capture.program.Outcome.status
     detail: str = ""
@@ -108,6 +150,12 @@ class ChildResult(Wire, kw_only=True):
     device: DeviceInfo | None = None
     notes: list[str] = msgspec.field(default_factory=list)
     report: str | None = None  # mode "profile": the report.json written
+    windows: list[WindowResult] = msgspec.field(default_factory=list)  # every window, set aside ones included
+    unit: str = "steps"  # what the windows count: "samples" | "steps"
+    warmup_s: float | None = None  # from the first step boundary to the first timed window
+    compile_s: float | None = None  # in torch's compile callbacks (tracing, backward compile, CUDA graph recording)
+    compiles: int = 0
+    failed_fix: str = ""  # status "patch failed": the fix whose patch failed ('' when stepscope failed elsewhere)
 
 
 def encode(obj: Wire) -> bytes:

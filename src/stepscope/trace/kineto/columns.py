@@ -3,14 +3,17 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from itertools import compress
 from operator import attrgetter
 from pathlib import Path
 
 import numpy as np
 
 from stepscope.errors import StepscopeError
+from stepscope.trace.growing import GrowingColumn
 from stepscope.trace.kineto.dialect import (
     CATEGORY_KIND,
+    KNOWN_OTHER_CATEGORIES,
     MEMORY_EVENT_NAME,
     OTHER_ACCELERATOR_DEVICE_CATEGORIES,
     OTHER_ACCELERATOR_RUNTIME_CATEGORIES,
@@ -19,8 +22,18 @@ from stepscope.trace.kineto.dialect import (
 )
 from stepscope.trace.kineto.inputs import InputsInterner
 from stepscope.trace.kineto.meta import trace_meta
-from stepscope.trace.kineto.schema import Args, Instant, InstantUpper, Metadata, Scalar, Span, TraceFile
+from stepscope.trace.kineto.schema import (
+    EVENT_TYPES,
+    Args,
+    Instant,
+    InstantUpper,
+    Metadata,
+    Scalar,
+    Span,
+    TraceFile,
+)
 from stepscope.trace.kineto.values import as_int, float_column, int_column
+from stepscope.trace.links import link_notes, without_repeats
 from stepscope.trace.model import NONE, Events, Kind, MemoryEvents, Trace
 from stepscope.trace.names import MAX_NAME_CHARS, bounded_name
 from stepscope.trace.source_annotations import OWN_ANNOTATION_PREFIX
@@ -29,6 +42,11 @@ from stepscope.trace.validation import MAX_SPAN_NS, launches_without_kernels
 _PID, _TID, _TS, _DUR = attrgetter("pid"), attrgetter("tid"), attrgetter("ts"), attrgetter("dur")
 _DEVICE, _STREAM, _BYTES, _FLOPS = attrgetter("device"), attrgetter("stream"), attrgetter("bytes"), attrgetter("flops")
 _CORRELATION, _SEQUENCE, _FWD_TID = attrgetter("correlation"), attrgetter("sequence"), attrgetter("fwd_tid")
+_EXTERNAL, _EXTERNAL_OLD = attrgetter("external_id"), attrgetter("external_id_old")
+_INPUT_DIMS = attrgetter("input_dims")
+SPAN, INSTANT, METADATA = 1, 2, 3
+EVENT_TYPE_CODE = {t: {Span: SPAN, Instant: INSTANT, InstantUpper: INSTANT, Metadata: METADATA}.get(t, 0)
+                   for t in EVENT_TYPES}
 MAX_SPAN_US = MAX_SPAN_NS / 1000
 
 
@@ -36,11 +54,12 @@ MAX_SPAN_US = MAX_SPAN_NS / 1000
 class ColumnBuilder:
     """Accumulates numpy columns batch by batch; names are interned across batches."""
 
-    columns: dict[str, list[np.ndarray]] = field(default_factory=dict)
+    columns: dict[str, GrowingColumn] = field(default_factory=dict)
     names: dict[Scalar, int] = field(default_factory=dict)
     categories: set[str | None] = field(default_factory=set)
     kind_of: dict[str | None, tuple[int, bool]] = field(default_factory=dict)
-    memory: dict[str, list[np.ndarray]] = field(default_factory=dict)
+    category_code: dict[str | None, int] = field(default_factory=dict)  # each category's place in kind_of
+    memory: dict[str, GrowingColumn] = field(default_factory=dict)
     process_names: dict[int, str] = field(default_factory=dict)
     thread_names: dict[tuple[int, int], str] = field(default_factory=dict)
     inputs: InputsInterner = field(default_factory=InputsInterner)
@@ -49,6 +68,8 @@ class ColumnBuilder:
     replaced_bytes: int = 0  # bytes that were not UTF-8, replaced
     unreadable_events: int = 0  # events whose fields have types no dialect uses
     shortened_names: int = 0
+    untimed_spans: int = 0  # spans without a time or a duration: left out
+    unknown_categories: dict[str | None, int] = field(default_factory=dict)  # spans per category no dialect has
 
     def _kind(self, cat: str | None) -> tuple[int, bool]:
         """(kind, on a device) for a category, decided once per distinct category."""
@@ -57,65 +78,75 @@ class ColumnBuilder:
             if kind is None:
                 kind = Kind.RUNTIME if cat in OTHER_ACCELERATOR_RUNTIME_CATEGORIES else Kind.OTHER
             on_device = kind >= Kind.KERNEL or cat in OTHER_ACCELERATOR_DEVICE_CATEGORIES
+            self.category_code[cat] = len(self.kind_of)
             self.kind_of[cat] = (int(kind), bool(on_device))
             self.categories.add(cat)
+            if cat not in CATEGORY_KIND and cat not in OTHER_ACCELERATOR_RUNTIME_CATEGORIES | KNOWN_OTHER_CATEGORIES:
+                self.unknown_categories[cat] = 0
         return self.kind_of[cat]
 
     def _append(self, **arrays: np.ndarray) -> None:
         for key, array in arrays.items():
-            self.columns.setdefault(key, []).append(array)
+            if key not in self.columns:
+                self.columns[key] = GrowingColumn(array.dtype)
+            self.columns[key].extend(array)
 
     def add(self, events: list) -> None:
-        spans = [
-            ev for ev in events
-            if type(ev) is Span and ev.dur is not None and ev.ts is not None and ev.cat not in SKIPPED_CATEGORIES
-        ]
-        for ev in events:
-            if type(ev) is Metadata:
-                self._metadata(ev)
-        memory = [ev for ev in events if (type(ev) is Instant or type(ev) is InstantUpper)
-                  and ev.name == MEMORY_EVENT_NAME and ev.args is not None and ev.ts is not None]
+        # Events by type in C loops (flows and counters, a third of a trace, are only skipped).
+        types = np.fromiter(map(EVENT_TYPE_CODE.__getitem__, map(type, events)), dtype=np.int8, count=len(events))
+        every_span = list(compress(events, (types == SPAN).tolist()))
+        skipped = SKIPPED_CATEGORIES
+        spans = [ev for ev in every_span if ev.dur is not None and ev.ts is not None and ev.cat not in skipped]
+        if len(spans) < len(every_span):
+            self.untimed_spans += sum(ev.cat not in skipped for ev in every_span) - len(spans)
+        for ev in compress(events, (types == METADATA).tolist()):
+            self._metadata(ev)
+        memory = [ev for ev in compress(events, (types == INSTANT).tolist())
+                  if ev.name == MEMORY_EVENT_NAME and ev.args is not None and ev.ts is not None]
         if memory:
             self._add_memory(memory)
         if not spans:
             return
         cats = [ev.cat for ev in spans]
-        for cat in set(cats):
+        distinct = set(cats)
+        for cat in distinct:
             self._kind(cat)
-        kind = np.fromiter((self.kind_of[c][0] for c in cats), dtype=np.int8, count=len(cats))
-        on_device = np.fromiter((self.kind_of[c][1] for c in cats), dtype=bool, count=len(cats))
+        if not distinct.isdisjoint(self.unknown_categories):
+            for cat in cats:
+                if cat in self.unknown_categories:
+                    self.unknown_categories[cat] += 1
+        # Each category's kind and place (host or device), looked up once per distinct category.
+        codes = np.fromiter(map(self.category_code.__getitem__, cats), dtype=np.int32, count=len(cats))
+        kind = np.array([k for k, _ in self.kind_of.values()], dtype=np.int8)[codes]
+        on_device = np.array([d for _, d in self.kind_of.values()], dtype=bool)[codes]
         # Intern names: str caches its hash, so the second lookup of each name is cheap.
         names = [ev.name for ev in spans]
         for name in dict.fromkeys(names):
             if name not in self.names:
                 self.names[name] = len(self.names)
-                self._add_string(name if isinstance(name, str) else str(name))
+                self._add_string(name if isinstance(name, str) else "" if name is None else str(name))
         name_ids = np.fromiter(map(self.names.__getitem__, names), dtype=np.int32, count=len(names))
         no_args = Args()
         args = [ev.args or no_args for ev in spans]
-        pid = int_column(list(map(_PID, spans)))
-        tid = int_column(list(map(_TID, spans)))
+        pid, tid = _ints(_PID, spans), _ints(_TID, spans)
         # Device events carry device and stream in args; old traces only as pid and tid.
-        arg_device = int_column(list(map(_DEVICE, args)))
-        arg_stream = int_column(list(map(_STREAM, args)))
-        external = int_column([a.external_id if a.external_id is not None else a.external_id_old for a in args])
+        arg_device, arg_stream = _ints(_DEVICE, args), _ints(_STREAM, args)
+        external = _ints(_EXTERNAL, args)
+        if (old := external == NONE).any():  # old Kineto spells it "external id"
+            external[old] = _ints(_EXTERNAL_OLD, args)[old]
         self._append(
             kind=kind, pid=pid, tid=tid, name=name_ids, external_id=external,
-            device=np.where(on_device, np.where(arg_device >= 0, arg_device, pid), NONE),
+            device=np.where(on_device, np.where(arg_device >= 0, arg_device, pid), NONE).astype(np.int32),
             stream=np.where(on_device, np.where(arg_stream >= 0, arg_stream, tid), NONE),
-            ts=np.array(list(map(_TS, spans)), dtype=np.float64),
-            dur=np.array(list(map(_DUR, spans)), dtype=np.float64),
-            correlation=int_column(list(map(_CORRELATION, args))),
-            sequence=int_column(list(map(_SEQUENCE, args))),
-            fwd_tid=int_column(list(map(_FWD_TID, args))),
-            bytes=int_column(list(map(_BYTES, args))),
-            flops=float_column(list(map(_FLOPS, args))),
-            inputs=self._inputs(args),
+            ts=np.fromiter(map(_TS, spans), dtype=np.float64, count=len(spans)),
+            dur=np.fromiter(map(_DUR, spans), dtype=np.float64, count=len(spans)),
+            correlation=_ints(_CORRELATION, args), sequence=_ints(_SEQUENCE, args), fwd_tid=_ints(_FWD_TID, args),
+            bytes=_ints(_BYTES, args), flops=_floats(_FLOPS, args), inputs=self._inputs(args),
         )
 
     def _inputs(self, args: list[Args]) -> np.ndarray:
         """Each span's recorded inputs (record_shapes) as an index into the interned table, else -1."""
-        if not any(a.input_dims for a in args):
+        if not any(map(_INPUT_DIMS, args)):  # an empty Raw is false
             return np.full(len(args), NONE, dtype=np.int32)
         intern = self.inputs.intern
         return np.fromiter((intern(a.input_dims, a.input_type, a.concrete) for a in args), np.int32, len(args))
@@ -141,7 +172,9 @@ class ColumnBuilder:
             "tid": int_column([ev.tid for ev in events]),
         }
         for key, array in columns.items():
-            self.memory.setdefault(key, []).append(array)
+            if key not in self.memory:
+                self.memory[key] = GrowingColumn(array.dtype)
+            self.memory[key].extend(array)
 
     def _metadata(self, ev: Metadata) -> None:
         if ev.args is None or not isinstance(ev.args.name, str):
@@ -154,9 +187,8 @@ class ColumnBuilder:
     def finish(self, parsed: TraceFile, path: Path) -> Trace:
         if not self.columns and not self.memory:
             raise StepscopeError(f"{path}: the trace has no events with a duration (nothing to analyse)")
-        cols = {k: np.concatenate(v) for k, v in self.columns.items()}
-        self.columns.clear()
-        mem = {k: np.concatenate(v) for k, v in self.memory.items()}
+        cols = {k: self.columns.pop(k).take() for k in list(self.columns)}
+        mem = {k: self.memory.pop(k).take() for k in list(self.memory)}
         cols, mem = self._in_range(cols, mem)
         mem_ts = mem.pop("ts", np.zeros(0))
         ts_us = cols.pop("ts", np.zeros(0))
@@ -164,8 +196,11 @@ class ColumnBuilder:
             raise StepscopeError(f"{path}: the trace has no events with a usable time (nothing to analyse)")
         t0 = float(min(ts_us.min() if len(ts_us) else np.inf, mem_ts.min() if len(mem_ts) else np.inf))
         # Subtract the origin in µs before scaling: epoch-sized µs floats keep their fraction that way.
-        start = np.rint((ts_us - t0) * 1000.0).astype(np.int64)
-        dur = np.rint(cols.pop("dur", np.zeros(0)) * 1000.0).astype(np.int64)
+        start = _ns(ts_us, t0)
+        del ts_us
+        dur = _ns(cols.pop("dur", np.zeros(0)), 0.0)
+        for absent in [k for k in _MOSTLY_ABSENT if k in cols and _all_absent(cols[k])]:
+            del cols[absent]  # the table's default, broadcast, holds no memory
         strings = tuple(self.strings)
         kind = cols.get("kind", np.zeros(0, np.int8))
         name = cols.get("name", np.zeros(0, np.int32))
@@ -174,7 +209,9 @@ class ColumnBuilder:
         copy_kind, host_memory = _copy_columns(kind, name, strings)
         if not cols:
             cols = {k: np.zeros(0, np.int64) for k in ("kind", "pid", "tid", "name")}
-        table = Events.from_columns(start=start, dur=dur, copy_kind=copy_kind, host_memory=host_memory, **cols)
+        cols.update(start=start, dur=dur, copy_kind=copy_kind, host_memory=host_memory)
+        del start, dur, copy_kind, host_memory, kind, name
+        table = Events.consume(cols)
         empty = np.zeros(0, np.int64)
         memory = MemoryEvents.from_columns(
             time=np.rint((mem_ts - t0) * 1000.0).astype(np.int64),
@@ -182,6 +219,7 @@ class ColumnBuilder:
             total_allocated=mem.get("total_allocated", empty), total_reserved=mem.get("total_reserved", empty),
             addr=mem.get("addr"), pid=mem.get("pid"), tid=mem.get("tid"),
         )
+        table = without_repeats(table, self.notes)
         meta = trace_meta(parsed, path, table, strings, t0, categories={c for c in self.categories if c},
                           process_names=self.process_names, thread_names=self.thread_names,
                           notes=self._reader_notes(table, strings))
@@ -197,14 +235,23 @@ class ColumnBuilder:
             bad = np.concatenate([ts[~keep], dur[~keep], mem_ts[~keep_mem]])
             self.notes.append(f"{dropped} events with a time or duration out of range (e.g. "
                               f"{_worst(bad):.4g} µs) were left out")
-            cols = {k: v[keep] for k, v in cols.items()}
-            mem = {k: v[keep_mem] for k, v in mem.items()}
+            for k in cols:  # one column at a time
+                cols[k] = cols[k][keep]
+            for k in mem:
+                mem[k] = mem[k][keep_mem]
         return cols, mem
 
     def _reader_notes(self, table: Events, strings: tuple[str, ...]) -> list[str]:
         notes = list(self.notes)
+        if self.untimed_spans:
+            notes.append(f"{self.untimed_spans:,} events without a time or a duration (ts, dur) were left out")
+        if unknown := {c: n for c, n in self.unknown_categories.items() if n}:
+            listed = ", ".join(f"{c or 'none'!r}: {n:,}" for c, n in sorted(unknown.items(), key=lambda kv: -kv[1]))
+            notes.append(f"{sum(unknown.values()):,} events have a category no profiler dialect uses (cat {listed}): "
+                         "taken as other host work")
         if note := launches_without_kernels(table, strings):
             notes.append(note)
+        notes += link_notes(table, strings)
         if self.replaced_bytes:
             notes.append(f"{self.replaced_bytes} bytes that are not UTF-8 (in names) were replaced by U+FFFD")
         if self.unreadable_events:
@@ -215,10 +262,48 @@ class ColumnBuilder:
         return notes
 
 
+def _ints(get: attrgetter, items: list) -> np.ndarray:
+    """A column of ids: in one C loop when every value is an int (absent ones default to -1), else value by
+    value as int_column does (null, floats out of range, "0x0" strings). Ids no int64 holds are absent."""
+    try:
+        column = np.fromiter(map(get, items), dtype=np.int64, count=len(items))
+    except (TypeError, ValueError, OverflowError):
+        return int_column(list(map(get, items)))
+    wild = (column >= 2**62) | (column <= -(2**62))
+    if wild.any():
+        column[wild] = NONE
+    return column
+
+
+def _floats(get: attrgetter, items: list) -> np.ndarray:
+    try:
+        return np.fromiter(map(get, items), dtype=np.float64, count=len(items))
+    except (TypeError, ValueError, OverflowError):
+        return float_column(list(map(get, items)))
+
+
+_MOSTLY_ABSENT = ("sequence", "fwd_tid", "bytes", "flops", "inputs", "external_id", "correlation")
+
+
+def _all_absent(column: np.ndarray) -> bool:
+    return bool(np.isnan(column).all()) if column.dtype.kind == "f" else bool((column == NONE).all())
+
+
+def _ns(us: np.ndarray, origin: float) -> np.ndarray:
+    """µs floats as integer ns from `origin`, computed in place (the float column is the caller's to lose)."""
+    us = us.astype(np.float64, copy=True) if not us.flags.writeable else us
+    us -= origin
+    us *= 1000.0
+    np.rint(us, out=us)
+    return us.astype(np.int64)
+
+
 def plausible_times(ts: np.ndarray, dur: np.ndarray, mem_ts: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """Masks of the spans and samples whose times lie within MAX_SPAN_US of the trace's median time and whose
     durations are finite, non-negative and under MAX_SPAN_US."""
-    times = np.concatenate([ts, mem_ts])
+    # The median of at most ~100k evenly spaced times: as robust to a few wild values, without copying them all.
+    step = max(1, (len(ts) + len(mem_ts)) // 100_000)
+    times = np.concatenate([ts[::step], mem_ts[::step]])
     finite = times[np.isfinite(times)]
     middle = float(np.median(finite)) if len(finite) else 0.0
     with np.errstate(invalid="ignore"):

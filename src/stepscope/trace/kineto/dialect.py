@@ -35,6 +35,10 @@ CATEGORY_KIND: dict[str, Kind] = {
 OTHER_ACCELERATOR_RUNTIME_CATEGORIES = frozenset({"mtia_runtime", "privateuse1_runtime"})
 OTHER_ACCELERATOR_DEVICE_CATEGORIES = frozenset({"mtia_ccp_events", "mtia_insight"})
 
+# Categories real traces write that stepscope reads as plain host work (no note): the accelerator's own device
+# events, and kinds of spans Kineto writes beside the ones above.
+KNOWN_OTHER_CATEGORIES = OTHER_ACCELERATOR_DEVICE_CATEGORIES | frozenset({"cpu_instant_event", "python_function"})
+
 # Events kept out of the table: profiler spans, flow arrows (correlation ids carry the same link).
 SKIPPED_CATEGORIES = frozenset({"Trace", "ac2g", "async_gpu", "fwdbwd", "flow"})
 

@@ -9,14 +9,14 @@ The types live in `schema`, the columns are built in `columns`, the metadata in 
 from __future__ import annotations
 
 import gc
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import msgspec
 import numpy as np
 
 from stepscope.errors import StepscopeError
-from stepscope.trace.files import read_bytes
+from stepscope.trace.files import read_bytes, read_pieces
 from stepscope.trace.kineto.columns import ColumnBuilder
 from stepscope.trace.kineto.repair import repair, replace_invalid_utf8, strip_bom, where
 from stepscope.trace.kineto.schema import (
@@ -27,33 +27,73 @@ from stepscope.trace.kineto.schema import (
     DeviceProperties,
     TraceFile,
 )
+from stepscope.trace.kineto.stream import EventBatches, NotStreamable
 from stepscope.trace.model import Trace
 
 BATCH = 16_384  # events decoded to Python objects at once
 BATCH_BYTES = 64 << 20  # ... or fewer, when their JSON is this large (events with megabyte names)
 
 
-def read_kineto(path: str | Path) -> Trace:
-    """Read one Kineto trace file into the columnar model."""
+Progress = Callable[[int, int], None]  # (bytes of the file read, its size)
+
+
+def read_kineto(path: str | Path, progress: Progress | None = None) -> Trace:
+    """Read one Kineto trace file into the columnar model: streamed when it is plain JSON (memory follows the
+    columns, not the text), else whole, with the repairs a strict parser needs."""
     path = Path(path)
-    data = read_bytes(path)
     # Hundreds of thousands of small objects are made and none is cyclic: the collector only costs time.
     gc_was_enabled = gc.isenabled()
     gc.disable()
     try:
-        builder = ColumnBuilder()
-        parsed, data = _decode_outline(data, path, builder.notes)
-        if parsed.traceEvents is None:
-            raise _not_a_trace(parsed, path)
-        events = parsed.traceEvents
-        parsed.traceEvents = None
-        for lo, hi in _batches(events):
-            builder.add(_decode_batch(events[lo:hi], builder))
-        del events, data
-        return builder.finish(parsed, path)
+        try:
+            return _read_streaming(path, progress)
+        except NotStreamable:
+            return _read_whole(path)
     finally:
         if gc_was_enabled:
             gc.enable()
+
+
+def _read_streaming(path: Path, progress: Progress | None) -> Trace:
+    pieces, size, position = read_pieces(path)
+    builder = ColumnBuilder()
+
+    def decode(text: bytes) -> list | None:
+        try:
+            return BATCH_DECODER.decode(text)
+        except (msgspec.ValidationError, msgspec.DecodeError, UnicodeDecodeError, RecursionError):
+            pass
+        try:  # valid JSON with a type surprise: event by event; not JSON: a wrong cut (or a file to repair)
+            raws = LIST_DECODER.decode(text)
+        except (msgspec.ValidationError, msgspec.DecodeError, UnicodeDecodeError, RecursionError):
+            return None
+        return _decode_batch(raws, builder)
+
+    batches = EventBatches(pieces, decode)
+    for events in batches:
+        builder.add(events)
+        if progress is not None:
+            progress(position(), size)
+    try:
+        outline = batches.outline
+        parsed = TraceFile(traceEvents=[]) if outline[:1] == b"[" else FILE_DECODER.decode(outline)
+    except (msgspec.ValidationError, msgspec.DecodeError, UnicodeDecodeError, RecursionError):
+        raise NotStreamable from None
+    return builder.finish(parsed, path)
+
+
+def _read_whole(path: Path) -> Trace:
+    data = read_bytes(path)
+    builder = ColumnBuilder()
+    parsed, data = _decode_outline(data, path, builder.notes)
+    if parsed.traceEvents is None:
+        raise _not_a_trace(parsed, path)
+    events = parsed.traceEvents
+    parsed.traceEvents = None
+    for lo, hi in _batches(events):
+        builder.add(_decode_batch(events[lo:hi], builder))
+    del events, data
+    return builder.finish(parsed, path)
 
 
 def _batches(events: list[msgspec.Raw]) -> Iterator[tuple[int, int]]:

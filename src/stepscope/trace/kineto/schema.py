@@ -13,17 +13,18 @@ Scalar = int | float | str | None
 
 
 class Args(msgspec.Struct, gc=False):
-    """The span args stepscope reads."""
+    """The span args stepscope reads. Absent ids default to -1 (the model's "absent"), not None, so that a column
+    of them converts to numpy in one C loop; an explicit null takes the slower path that handles it."""
 
-    external_id: Scalar = msgspec.field(default=None, name="External id")
-    external_id_old: Scalar = msgspec.field(default=None, name="external id")
-    correlation: Scalar = None
-    sequence: Scalar = msgspec.field(default=None, name="Sequence number")
-    fwd_tid: Scalar = msgspec.field(default=None, name="Fwd thread id")
-    device: Scalar = None
-    stream: Scalar = None
-    bytes: Scalar = None
-    flops: Scalar = None
+    external_id: Scalar = msgspec.field(default=-1, name="External id")
+    external_id_old: Scalar = msgspec.field(default=-1, name="external id")
+    correlation: Scalar = -1
+    sequence: Scalar = msgspec.field(default=-1, name="Sequence number")
+    fwd_tid: Scalar = msgspec.field(default=-1, name="Fwd thread id")
+    device: Scalar = -1
+    stream: Scalar = -1
+    bytes: Scalar = -1
+    flops: Scalar = float("nan")
     # record_shapes: kept raw and interned (kineto.inputs), decoded once per distinct signature
     input_dims: msgspec.Raw = msgspec.field(default=msgspec.Raw(), name="Input Dims")  # empty when absent
     input_type: msgspec.Raw = msgspec.field(default=msgspec.Raw(), name="Input type")
@@ -47,8 +48,8 @@ class NameArgs(msgspec.Struct, gc=False):
 class Span(msgspec.Struct, tag_field="ph", tag="X", gc=False):
     cat: str | None = None
     name: Scalar = None
-    pid: Scalar = None
-    tid: Scalar = None
+    pid: Scalar = -1
+    tid: Scalar = -1
     ts: float | None = None  # a string here sends the batch down the lenient path, which converts it
     dur: float | None = None
     args: Args | None = None
@@ -77,6 +78,7 @@ _IGNORED_PHASES = "BEbneCstfPNODVvRc()"
 _Ignored = tuple(
     msgspec.defstruct(f"_Ignored{i}", [], tag_field="ph", tag=ph, gc=False) for i, ph in enumerate(_IGNORED_PHASES)
 )
+EVENT_TYPES = (Span, Instant, InstantUpper, Metadata, *_Ignored)
 AnyEvent = Union[(Span, Instant, InstantUpper, Metadata, *_Ignored)]
 
 

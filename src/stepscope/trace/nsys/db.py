@@ -42,6 +42,7 @@ class NsysDatabase:
         self.strings: dict[str, int] = {}  # our string table, in first-seen order
         self.notes: list[str] = []
         self.shortened_names = 0
+        self.unknown_names = 0  # rows whose name id is not in StringIds (or has no text there)
         self._long: dict[str, str] = {}  # long names already shortened
 
     def execute(self, sql: str, parameters: Iterable = ()) -> sqlite3.Cursor:
@@ -96,6 +97,8 @@ class NsysDatabase:
         """Our string index per distinct id, and each row's position among the distinct ids."""
         unique, inverse = np.unique(ids, return_inverse=True)
         found = self.lookup(unique.tolist())
+        if missing := [i for i in unique.tolist() if i not in found]:
+            self.unknown_names += int(np.isin(inverse.reshape(-1), np.flatnonzero(np.isin(unique, missing))).sum())
         lut = np.array([self.intern(clean(found.get(i, f"<unknown name {i}>"))) for i in unique.tolist()],
                        dtype=np.int32)
         return lut, inverse.reshape(-1)

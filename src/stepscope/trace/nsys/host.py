@@ -52,6 +52,9 @@ def runtime_calls(ex: NsysDatabase) -> Block | None:
         return None
     rows = np.concatenate(parts) if len(parts) > 1 else parts[0]
     if not (rows[:, 1] >= rows[:, 0]).all():
+        backwards = int((rows[:, 1] < rows[:, 0]).sum())
+        ex.notes.append(f"{backwards:,} of {len(rows):,} CUDA API calls end before they start (end < start): "
+                        "left out, with the syncs and launches among them")
         rows = rows[rows[:, 1] >= rows[:, 0]]
     corr = absent_if(rows[:, 3] & INVALID_ID, INVALID_ID)
     lut, inverse = ex.name_lut(rows[:, 3] >> 32, clean=lambda s: VERSION_SUFFIX.sub("", s))

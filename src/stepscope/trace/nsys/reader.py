@@ -14,6 +14,7 @@ from pathlib import Path
 import numpy as np
 
 from stepscope.errors import StepscopeError
+from stepscope.trace.links import link_notes, without_repeats
 from stepscope.trace.model import NONE, Events, Kind, Trace, TraceMeta
 from stepscope.trace.names import MAX_NAME_CHARS
 from stepscope.trace.nsys import gpu as nsys_gpu
@@ -82,7 +83,7 @@ def _assemble(ex: NsysDatabase, blocks: list[Block]) -> Trace:
     columns.pop("process", None)
     start = columns.pop("start")
     t0 = int(start.min())
-    events = Events.from_columns(start=start - t0, dur=end - start, **columns)
+    events = without_repeats(Events.from_columns(start=start - t0, dur=end - start, **columns), ex.notes)
     host = np.flatnonzero(events.device < 0)
     cuda = events.of_kind(Kind.KERNEL, Kind.MEMCPY, Kind.MEMSET, Kind.RUNTIME).any()
     devices = nsys_meta.devices(ex)
@@ -93,8 +94,13 @@ def _assemble(ex: NsysDatabase, blocks: list[Block]) -> Trace:
     if ex.shortened_names:
         ex.notes.append(f"{ex.shortened_names} names longer than {MAX_NAME_CHARS:,} characters were shortened "
                         "(their first characters and a hash are kept)")
+    if ex.unknown_names:
+        where = "the export has no StringIds table" if "StringIds" not in ex.tables else "StringIds lacks their ids"
+        ex.notes.append(f"{ex.unknown_names:,} events have no name ({where}): they cannot be recognised as syncs, "
+                        "collectives or steps, and count by their kind alone")
     if note := launches_without_kernels(events, tuple(ex.strings)):
         ex.notes.append(note)
+    ex.notes.extend(link_notes(events, tuple(ex.strings)))
     process_names, thread_names = nsys_meta.thread_names(ex, events.pid[host], events.tid[host])
     epoch = nsys_meta.session_start(ex)
     meta = TraceMeta(

@@ -7,6 +7,7 @@ import os
 import sys
 import sysconfig
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
 _MISSING = object()
@@ -47,7 +48,7 @@ def _library_roots() -> tuple[str, ...]:
 
     paths = sysconfig.get_paths()
     roots = {paths.get("stdlib"), paths.get("purelib"), paths.get("platlib"),
-             os.path.dirname(torch.__file__), os.path.dirname(os.path.dirname(os.path.abspath(__file__)))}
+             os.path.dirname(torch.__file__), str(Path(__file__).resolve().parents[2])}  # stepscope/
     return tuple(os.path.realpath(r) + os.sep for r in roots if r)
 
 
@@ -56,12 +57,12 @@ def user_site(skip: int = 2) -> tuple[str | None, int | None]:
     frame = sys._getframe(skip)
     while frame is not None:
         name = frame.f_code.co_filename
-        if not _is_library(name):
+        if not is_library(name):
             return os.path.abspath(name), frame.f_lineno
         frame = frame.f_back
     return None, None
 
 
 @functools.lru_cache(maxsize=512)
-def _is_library(filename: str) -> bool:
+def is_library(filename: str) -> bool:
     return filename.startswith("<") or os.path.realpath(filename).startswith(_library_roots())

@@ -9,7 +9,8 @@ from collections import Counter
 from collections.abc import Callable
 from typing import Any
 
-from stepscope.tune.patching import Patcher, user_site
+from stepscope.tune.points.failure import owned_by
+from stepscope.tune.points.undo import Patcher, user_site
 from stepscope.tune.wire import CallSite, OptimizerSite, Settings
 
 MAX_SITES = 16
@@ -47,11 +48,12 @@ class OptimizerPatch:
 
         def __init__(optimizer: Any, params: Any, *args: Any, **kwargs: Any) -> None:
             if kwargs.get("fused") is None and kwargs.get("foreach") is None and os.getpid() == patch.pid:
-                params = list(params)  # it may be a generator: looked at here, then passed on
-                want = patch.fused if patch.fused in names else "foreach"
-                if want in names and (want != "fused" or _all_on_cuda(params)):
-                    kwargs[want] = True
-                    patch.applied["fused_optimizer"] += 1
+                with owned_by("fused_optimizer"):
+                    params = list(params)  # it may be a generator: looked at here, then passed on
+                    want = patch.fused if patch.fused in names else "foreach"
+                    if want in names and (want != "fused" or _all_on_cuda(params)):
+                        kwargs[want] = True
+                        patch.applied["fused_optimizer"] += 1
             original(optimizer, params, *args, **kwargs)
 
         return __init__
@@ -91,6 +93,7 @@ class ZeroGradPatch:
         self.applied = applied
         self.force = False
         self._seen: set[tuple[str | None, int | None]] = set()
+        self.pid = os.getpid()
 
     def install(self, patcher: Patcher) -> None:
         import torch
@@ -102,6 +105,9 @@ class ZeroGradPatch:
         patch = self
 
         def zero_grad(obj: Any, set_to_none: bool = True) -> None:
+            if os.getpid() != patch.pid:
+                original(obj, set_to_none=set_to_none)
+                return
             if len(patch._seen) < MAX_SITES:
                 site = user_site(2)
                 if site not in patch._seen:

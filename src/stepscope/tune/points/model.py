@@ -9,14 +9,18 @@ import os
 from collections import Counter
 from typing import Any
 
-from stepscope.tune.patching import Patcher, user_site
+from stepscope.tune.points.failure import owned_by
+from stepscope.tune.points.uint8 import Uint8Batches
+from stepscope.tune.points.undo import Patcher, user_site
 from stepscope.tune.wire import CallSite, ModelInfo, Settings
 
 
 class ModelPatch:
-    def __init__(self, settings: Settings, applied: Counter[str]) -> None:
+    def __init__(self, settings: Settings, applied: Counter[str], uint8: Uint8Batches | None = None) -> None:
         self.settings = settings
         self.applied = applied
+        self.uint8 = uint8 or Uint8Batches()
+        self._uint8_hooked = False
         self.channels_last = False
         self.amp_dtype: str | None = None  # "bfloat16" | "float16"
         self.compile_mode: str | None = None  # "default" | "reduce-overhead"
@@ -39,7 +43,7 @@ class ModelPatch:
             handle.remove()
         self._handles = []
 
-    def _before(self, module: Any, args: Any) -> None:
+    def _before(self, module: Any, args: Any) -> Any:
         if (self.model is None and self._depth == 0 and os.getpid() == self.pid
                 and next(iter(module.parameters()), None) is not None):
             self._remove_hooks()  # global hooks slow every module call: only the first one is needed
@@ -48,8 +52,21 @@ class ModelPatch:
             self.settings.model_site = CallSite(file=file, line=line)
             self.settings.model = describe(module)
             self._apply(module)
-            return
+            return self._uint8_inputs(module, args)
         self._depth += 1
+        return None
+
+    def _uint8_inputs(self, module: Any, args: Any) -> Any:
+        """A uint8 image batch that reaches the model uncopied is converted here (a program on the CPU)."""
+        if not self.uint8.active or not isinstance(args, tuple):
+            return None
+        if module is self.model and self._patcher is not None and not self._uint8_hooked:
+            self._uint8_hooked = True
+            handle = module.register_forward_pre_hook(self._uint8_inputs)
+            self._patcher.on_undo(handle.remove)
+        if not any(self.uint8.marked(a) for a in args):
+            return None
+        return tuple(self.uint8.convert(a) if self.uint8.marked(a) else a for a in args)
 
     def _after(self, module: Any, args: Any, output: Any) -> None:
         self._depth = max(self._depth - 1, 0)
@@ -59,19 +76,23 @@ class ModelPatch:
 
         assert self._patcher is not None
         if self.channels_last and self.settings.model is not None and self.settings.model.conv:
-            model.to(memory_format=torch.channels_last)  # parameters change in place: the optimizer keeps them
-            self._patcher.on_undo(lambda: model.to(memory_format=torch.contiguous_format))
-            self.applied["channels_last"] += 1
+            with owned_by("channels_last"):
+                model.to(memory_format=torch.channels_last)  # parameters change in place: the optimizer keeps them
+                self._patcher.on_undo(lambda: model.to(memory_format=torch.contiguous_format))
+                self.applied["channels_last"] += 1
         if self.amp_dtype is not None:
-            self._patcher.replace(model, "forward", autocast_forward(model.forward, _device_type(model),
-                                                                     getattr(torch, self.amp_dtype)))
-            self.applied["amp"] += 1
+            with owned_by("amp"):
+                self._patcher.replace(model, "forward", autocast_forward(model.forward, _device_type(model),
+                                                                         getattr(torch, self.amp_dtype)))
+                self.applied["amp"] += 1
         if self.compile_mode is not None and hasattr(model, "compile"):
-            model.compile(**({} if self.compile_mode == "default" else {"mode": self.compile_mode}))
-            self._patcher.on_undo(lambda: setattr(model, "_compiled_call_impl", None))
-            self.applied["torch_compile"] += 1
-            if self.compile_mode == "reduce-overhead":
-                self.applied["cuda_graphs"] += 1
+            fix = "cuda_graphs" if self.compile_mode == "reduce-overhead" else "torch_compile"
+            with owned_by(fix):
+                model.compile(**({} if self.compile_mode == "default" else {"mode": self.compile_mode}))
+                self._patcher.on_undo(lambda: setattr(model, "_compiled_call_impl", None))
+                self.applied["torch_compile"] += 1
+                if self.compile_mode == "reduce-overhead":
+                    self.applied["cuda_graphs"] += 1
 
 
 def autocast_forward(forward: Any, device_type: str, dtype: Any) -> Any:

@@ -1,0 +1,73 @@
+"""One story at the end of a tune: the diagnosis of the tuned configuration knows the ladder.
+
+Its report is given, before it is assembled, what the tune measured unprofiled (the tuned configuration's windows:
+its unprofiled reference, so its samples/s are the tune's) and notes of what the ladder did; once assembled, a
+copy of it leaves out the recommendations the ladder applied or measured as no gain ("measured: 1.03x (0.98-1.08,
+6 windows), not kept" is said instead). The same list, without them, is the tune's `final_recommendations`.
+"""
+
+from __future__ import annotations
+
+import msgspec
+
+from stepscope.model.report import Recommendation, Report
+from stepscope.model.tune import FinalRecommendation, Trial, Tune
+from stepscope.tune.fixes import carrying
+from stepscope.tune.wire import LadderEntry
+
+
+def ladder_entries(tune: Tune) -> list[LadderEntry]:
+    """Per fix the ladder tried: kept, or measured and not kept (its last measurement); failures say nothing."""
+    entries: dict[str, LadderEntry] = {}
+    for t in tune.trials:
+        for fix in t.tried:
+            if fix in tune.applied:
+                entries[fix] = LadderEntry(id=fix, kept=True, text=f"applied by stepscope tune ({_measured(t)})")
+            elif t.decision in ("drop", "undecided") and t.gain is not None:
+                entries[fix] = LadderEntry(id=fix, kept=False, text=f"measured: {_measured(t)}, not kept")
+    return list(entries.values())
+
+
+def _measured(t: Trial) -> str:
+    if t.interval:
+        return f"{t.gain:.2f}x ({t.interval[0]:.2f}-{t.interval[1]:.2f}, {t.windows} windows)"
+    return f"{t.gain:.2f}x"
+
+
+def known(rec: Recommendation, ladder: list[LadderEntry]) -> LadderEntry | None:
+    """What the ladder did with the fix that carries out this recommendation, if anything."""
+    fix = carrying(rec.id)
+    return next((e for e in ladder if e.id == fix), None) if fix is not None else None
+
+
+def with_ladder(report: Report, ladder: list[LadderEntry]) -> Report:
+    """The report without the recommendations the ladder applied or measured as no gain (a new Report: the one
+    given is left as it was), a note for each of those measured."""
+    kept, notes = [], []
+    for rec in report.recommendations:
+        entry = known(rec, ladder)
+        if entry is None:
+            kept.append(rec)
+        elif not entry.kept:
+            notes.append(f"{rec.id} (estimated ~{rec.estimated_speedup:.2f}x): {entry.text}"
+                         if rec.estimated_speedup else f"{rec.id}: {entry.text}")
+    return msgspec.structs.replace(report, recommendations=kept, notes=[*report.notes, *notes])
+
+
+def final_recommendations(report: Report, ladder: list[LadderEntry]) -> list[FinalRecommendation]:
+    return [FinalRecommendation(id=r.id, title=r.title, estimated_speedup=r.estimated_speedup)
+            for r in report.recommendations if known(r, ladder) is None]
+
+
+def ladder_notes(ladder: list[LadderEntry], samples_per_s: float | None, steps_per_s: float | None) -> list[str]:
+    """The notes the final diagnosis starts with: the tune's own measurement and what it applied."""
+    notes = []
+    if samples_per_s or steps_per_s:
+        rate = f"{samples_per_s:,.1f} samples/s" if samples_per_s else f"{steps_per_s:,.3g} steps/s"
+        notes.append(f"stepscope tune measured this configuration unprofiled at {rate} (synchronised windows, "
+                     "interleaved with the program as it was): its unprofiled reference here")
+    applied = [e.id for e in ladder if e.kept]
+    if applied:
+        notes.append(f"stepscope tune applied {', '.join(applied)} from outside the program: their recommendations "
+                     "are not repeated")
+    return notes

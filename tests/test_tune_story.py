@@ -1,0 +1,98 @@
+"""One story at the end of a tune: the final diagnosis never recommends a fix the ladder kept or measured as no gain
+(it says what was measured instead), and its unprofiled figure is the tune's own measurement of the tuned
+configuration, so the tune's headline and the final report agree on samples/s."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from stepscope.model.report import Recommendation, Report, Source, Summary
+from stepscope.model.tune import Trial, Tune
+from stepscope.tune.story import final_recommendations, ladder_entries, with_ladder
+from stepscope.tune.wire import LadderEntry, ReferenceWindows, TrialSpec
+
+EXAMPLES = Path(__file__).resolve().parent.parent / "examples"
+WALK = Path(__file__).parent / "data" / "gpu_h100_r5" / "walk_w0" / "trace_default.json.gz"
+
+
+def trial(rung: int, tried: list[str], decision: str, gain: float | None, accepted: bool) -> Trial:
+    return Trial(fixes=tried, params={}, step_time_us=None, steps_per_s=None, samples_per_s=None, speedup=None,
+                 spread=None, estimated_speedup=None, accepted=accepted, reason="", numerics=None, compile_s=None,
+                 exit_code=0, rung=rung, tried=tried, gain=gain, decision=decision,
+                 interval=[gain - 0.05, gain + 0.05] if gain else None, windows=6)
+
+
+def test_the_ladder_as_the_final_diagnosis_is_told_it() -> None:
+    tune = Tune(command=["x.py"], device=None, baseline=None, applied=["dataloader_workers", "amp"], speedup=2.0,
+                final_patterns=[], patch=None, not_tried=[], trials=[
+                    trial(1, ["dataloader_workers"], "keep", 1.8, True),
+                    trial(2, ["larger_batch"], "drop", 1.03, False),
+                    trial(3, ["channels_last"], "undecided", 1.04, False),
+                    trial(4, ["torch_compile"], "failed", None, False),  # crashed: nothing measured to say
+                    trial(5, ["amp"], "keep", 1.2, True)])
+    entries = {e.id: e for e in ladder_entries(tune)}
+    assert set(entries) == {"dataloader_workers", "larger_batch", "channels_last", "amp"}
+    assert entries["larger_batch"] == LadderEntry(id="larger_batch", kept=False,
+                                                  text="measured: 1.03x (0.98-1.08, 6 windows), not kept")
+    assert entries["amp"].kept and entries["amp"].text == "applied by stepscope tune (1.20x (1.15-1.25, 6 windows))"
+
+
+def test_a_real_diagnosis_repeats_nothing_the_ladder_did() -> None:
+    """The H100 diagnosis of the published walk-through loop recommends seven fixes; the ladder kept three of
+    them, measured one as no gain, and saw another crash: the rest, and only the rest, are still recommended."""
+    from stepscope import analyze
+
+    report = analyze(WALK, batch_size=32)
+    before = [r.id for r in report.recommendations]
+    assert {"dataloader_workers", "pin_memory", "non_blocking_copy", "torch_compile", "cuda_graphs"} <= set(before)
+    ladder = [LadderEntry(id=i, kept=True, text="applied by stepscope tune (2.00x)")
+              for i in ("dataloader_workers", "pin_memory", "non_blocking_copy")]
+    ladder.append(LadderEntry(id="torch_compile", kept=False, text="measured: 1.03x (0.98-1.08, 6 windows), not kept"))
+    told = with_ladder(report, ladder)
+    expected = [i for i in before if i not in ("dataloader_workers", "pin_memory", "non_blocking_copy",
+                                               "torch_compile")]
+    assert [r.id for r in told.recommendations] == expected and "cuda_graphs" in expected
+    estimate = next(r.estimated_speedup for r in report.recommendations if r.id == "torch_compile")
+    assert told.notes[-1] == f"torch_compile (estimated ~{estimate:.2f}x): measured: 1.03x (0.98-1.08, 6 windows), " \
+                             "not kept"
+    assert [r.id for r in report.recommendations] == before  # the report given is left as it was
+    assert [f.id for f in final_recommendations(told, ladder)] == expected
+
+
+def test_a_recommendation_carried_out_by_another_fix_is_not_repeated() -> None:
+    """cpu_bf16 is bfloat16 autocast on a CPU: amp kept, it is done."""
+    report = Report(source=Source(paths=["t"], format="live"), device=None, steps=[],
+                    summary=Summary(step_time_us=1.0, breakdown_us={}, gpu_utilization=None),
+                    recommendations=[Recommendation(id=i, title=i, evidence={}, location=None, estimated_speedup=1.5)
+                                     for i in ("cpu_bf16", "cpu_threads")])
+    told = with_ladder(report, [LadderEntry(id="amp", kept=True, text="applied")])
+    assert [r.id for r in told.recommendations] == ["cpu_threads"]
+
+
+def test_the_final_report_takes_the_tunes_figure_and_its_ladder(tmp_path: Path) -> None:
+    """The final diagnosis as the tune's child runs it, in this process: an input-bound example, told that the
+    ladder measured more workers as no gain and that the tune measured this configuration at 400 samples/s."""
+    pytest.importorskip("torch")
+    from stepscope.tune.child import run_trial
+
+    ladder = [LadderEntry(id="dataloader_workers", kept=False, text="measured: 1.03x (0.98-1.08, 6 windows), not kept")]
+    reference = ReferenceWindows(steps=[10, 10], seconds=[0.5, 0.3], batch_size=32, samples_per_s=400.0)
+    spec = TrialSpec(target=str(EXAMPLES / "pattern_input_bound.py"), args=["--steps", "40", "--io-ms", "1.5"],
+                     mode="profile", profile_folder=str(tmp_path / "final"), skip=7, ladder=ladder,
+                     reference=reference)
+    result = run_trial(spec)
+    assert result.status == "profiled", result.detail
+    report = json.loads((tmp_path / "final" / "report.json").read_text())
+    run = report["run"]
+    # Its unprofiled figure is the tune's: 32 samples / 400 samples/s = 80 ms a step; per window 50 and 30 ms.
+    assert run["unprofiled_step_us"] == 80_000.0 and run["reference"]["values_us"] == [50_000.0, 30_000.0]
+    assert run["reference"]["method"] == "stepscope tune: synchronised windows" and run["skip"] == 7
+    assert report["notes"][0].startswith("stepscope tune measured this configuration unprofiled at 400.0 samples/s")
+    # Input bound, with no workers: the diagnosis recommends them, and the ladder's measurement is said instead.
+    assert report["patterns"][0]["id"] == "input_bound"
+    assert "dataloader_workers" not in [r["id"] for r in report["recommendations"]]
+    assert any(n.startswith("dataloader_workers (estimated ~") and n.endswith(
+        "measured: 1.03x (0.98-1.08, 6 windows), not kept") for n in report["notes"])
