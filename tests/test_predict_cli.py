@@ -89,11 +89,14 @@ def test_bad_options_are_one_line_errors(tmp_path: Path, capsys, args: list[str]
     assert message in err and "Traceback" not in err
 
 
-def test_a_gpu_the_table_does_not_know_needs_origin(capsys) -> None:
-    path = kineto_trace("a100_convnet_ddp_rank0.json.gz")  # NVIDIA A100-PG509-200
-    assert main(["predict", str(path), "--gpu", "h100", "-q"]) == 2
-    err = capsys.readouterr().err
-    assert "'NVIDIA A100-PG509-200' is not in the hardware table" in err and "--origin" in err
+def test_a_gpu_the_table_does_not_spell_is_taken_by_its_family_and_sm_count(capsys) -> None:
+    """NVIDIA A100-PG509-200 (the A100 SXM4 40GB board, 108 SMs) is no row's name: the A100 row with its SM count is
+    taken, and the prediction says so (naming --origin to say otherwise)."""
+    path = kineto_trace("a100_convnet_ddp_rank0.json.gz")
+    assert main(["predict", str(path), "--gpu", "h100", "--json", "-", "-q"]) == 0
+    doc = json.loads(capsys.readouterr().out)
+    said = " ".join([*doc["notes"], *json.dumps(doc["prediction"]).split("\\n")])
+    assert "'NVIDIA A100-PG509-200' is not in the hardware table" in said and "108 SMs" in said and "--origin" in said
     assert main(["predict", str(path), "--gpu", "h100", "--origin", "a100-sxm-40gb", "-q"]) == 0
 
 

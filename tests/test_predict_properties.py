@@ -21,7 +21,7 @@ from stepscope.predict.gpus import roofs
 from stepscope.predict.scaling import scale
 from stepscope.predict.target import run_target
 from stepscope.predict.work import gpu_work
-from stepscope.replay import blocking_calls, replay
+from stepscope.replay import device_waits, replay
 from stepscope.trace import intervals as iv
 from stepscope.trace.kineto import read_kineto
 from stepscope.trace.model import Kind, Trace
@@ -56,14 +56,34 @@ def test_the_same_gpu_predicts_the_measured_step_on_our_h100_traces(workload: st
     assert p.targets[0].bottleneck == p.origin.bottleneck
 
 
-def _host_time_outside_waits(trace: Trace) -> int:
-    """Total duration of host ops and runtime calls that do not overlap a call blocked on the device."""
+def _host_events_outside_waits(trace: Trace) -> list[tuple[int, int, int]]:
+    """(kind, name, n-th of its kind and name) of the host ops and runtime calls that do not overlap a call that
+    waits on the device (a sync, a pageable copy, a launch into a full launch queue): the replay keeps the host's
+    order, so the n-th of a kind and name is the same event before and after."""
     ev = trace.events
-    calls = blocking_calls(trace)
+    calls = device_waits(trace)
     waits = iv.union(ev.start[calls], ev.end[calls])
     host = np.flatnonzero(ev.of_kind(Kind.CPU_OP, Kind.RUNTIME, Kind.PYTHON))
-    free = host[iv.coverage(waits, ev.start[host], ev.end[host]) == 0]
-    return int(ev.dur[free].sum())
+    nth: dict[tuple[int, int], int] = {}
+    keys = []
+    for row in host.tolist():
+        key = (int(ev.kind[row]), int(ev.name[row]))
+        nth[key] = nth.get(key, -1) + 1
+        keys.append((*key, nth[key]))
+    free = iv.coverage(waits, ev.start[host], ev.end[host]) == 0
+    return [k for k, f in zip(keys, free, strict=True) if f]
+
+
+def _durations(trace: Trace) -> dict[tuple[int, int, int], int]:
+    ev = trace.events
+    host = np.flatnonzero(ev.of_kind(Kind.CPU_OP, Kind.RUNTIME, Kind.PYTHON))
+    nth: dict[tuple[int, int], int] = {}
+    out = {}
+    for row in host.tolist():
+        key = (int(ev.kind[row]), int(ev.name[row]))
+        nth[key] = nth.get(key, -1) + 1
+        out[(*key, nth[key])] = int(ev.dur[row])
+    return out
 
 
 @pytest.mark.parametrize(("trace", "target"), [
@@ -78,7 +98,11 @@ def test_the_hosts_own_time_never_shrinks(trace: str, target: str) -> None:
     work = gpu_work(original, device, origin_roofs)  # type: ignore[arg-type]
     run = run_target(compute_facts(original), device, work, origin_roofs,  # type: ignore[arg-type]
                      roofs(TABLE.lookup(target).spec, TABLE))  # type: ignore[union-attr]
-    assert _host_time_outside_waits(run.trace) == _host_time_outside_waits(original)
+    free = _host_events_outside_waits(original)
+    before, after = _durations(original), _durations(run.trace)
+    # Never less (to 0.1%: a few events with the same start, cudaEventQuery polls, can trade places and their n-th);
+    # more where a slower GPU fills the launch queue that the origin's never filled.
+    assert free and sum(after[k] for k in free) >= sum(before[k] for k in free) * (1 - 1e-3)
     facts = compute_facts(run.trace)
     host = compute_facts(original).breakdown.mean()
     assert facts.steps.duration.mean() >= host["dataloader"] + host["cpu_exec"] + host["runtime"] - 1

@@ -9,6 +9,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from stepscope.advice.context import Context
+from stepscope.replay import whatif as w
 from stepscope.units import ns_text
 
 CAVEAT = "An estimate from this trace's timeline, not a measurement."
@@ -96,3 +97,35 @@ def bigger_batch(ctx: Context, k: int) -> Estimate:
     speedup = k * step / new if new else 1.0
     return Estimate(speedup, f"Batch {k}x bigger: {how}; step {ns_text(step)} -> ~{ns_text(new)} for {k}x the "
                                        f"samples ({speedup:.2f}x samples/s). {CAVEAT}")
+
+
+# Replays are made for traces up to this many events: beyond it each costs seconds, and the formulas stand in.
+REPLAY_MAX_EVENTS = 150_000
+
+
+def replayed(ctx: Context, fix: str, **params: float | int | bool | None) -> Estimate | None:
+    """The fix's gain as the replay of the step's changed graph (stepscope.replay.whatif), on the timeline the report
+    reads (for a live capture, the one without the profiler's cost); None where that fix cannot be replayed on this
+    trace (nothing it would change, no GPU, or a trace too large to replay per fix)."""
+    trace = ctx.facts.trace
+    if ctx.accelerator != "gpu" or len(trace.events) > REPLAY_MAX_EVENTS:
+        return None
+    makers = {
+        "dataloader_workers": lambda: w.more_workers(trace, int(params.get("workers") or WORKERS_ASSUMED),
+                                                     params.get("free_cores"),  # type: ignore[arg-type]
+                                                     bool(params.get("waits_on_storage"))),
+        "pin_memory": lambda: w.pinned_copies(trace, float(params["pinned_gb_s"] or PINNED_GB_S_DEFAULT)),
+        "larger_batch": lambda: w.bigger_batch(trace, float(params.get("k") or 2)),
+        "uint8_transfer": lambda: w.uint8_inputs(trace),
+        "amp": lambda: w.amp(trace, AMP_FACTOR),
+        "cuda_graphs": lambda: w.cuda_graphs(trace),
+        "set_to_none": lambda: w.set_to_none(trace),
+    }
+    result = makers[fix]()
+    if result is None or result.base_ns <= 0:
+        return None
+    per = " per sample" if result.samples_factor != 1 else ""
+    return Estimate(result.speedup, (
+        f"The step's graph replayed with the change: step {ns_text(result.base_ns)} -> ~{ns_text(result.step_ns)}"
+        + (f" for {result.samples_factor:g}x the samples" if per else "")
+        + f" ({result.speedup:.2f}x{per}); assumed: {'; '.join(result.assumptions)}. {CAVEAT}"))

@@ -29,8 +29,8 @@ def add_predict_option(p: argparse.ArgumentParser) -> None:
 def request_from_args(args: argparse.Namespace, wanted: str | None) -> PredictRequest | None:
     """The prediction the options ask for, with every GPU name checked now (before any analysis)."""
     if wanted is None:
-        if getattr(args, "price", None):
-            raise StepscopeError("--price needs --predict GPUS")
+        if getattr(args, "price", None) or getattr(args, "target_host", None):
+            raise StepscopeError("--price and --target-host need --predict GPUS")
         return None
     # Only with --predict: `stepscope run` reads these options before the user's program runs, which must not
     # load the hardware table and the analyses under predict.

@@ -51,6 +51,7 @@ class _Origin:
     name: str
     spec: GpuSpec
     view: StepView
+    note: str | None = None  # what matching the trace's device name to a row had to assume
 
 
 def _origin(facts: Facts, request: PredictRequest, table: HardwareTable) -> _Origin:
@@ -73,6 +74,7 @@ def _origin(facts: Facts, request: PredictRequest, table: HardwareTable) -> _Ori
                                  hint="say which row it is with --origin GPU, or add it in your hardware file "
                                       "(docs/hardware.md)")
         spec = match.spec
+        return _Origin(device=device, name=name, spec=spec, view=view(facts, device), note=match.note)
     return _Origin(device=device, name=name or spec.name, spec=spec, view=view(facts, device))
 
 
@@ -161,7 +163,7 @@ def predict(facts: Facts, request: PredictRequest, *, batch_size: int | None = N
     """The prediction section for a trace's facts: each requested GPU's step time, cost and energy."""
     table = table or load_table()
     origin = _origin(facts, request, table)
-    warnings: list[str] = []
+    warnings: list[str] = [origin.note] if origin.note else []
     targets, prices = [], []
     specs = [resolve(table, g, "target GPU") for g in request.gpus]
     for spec in dict.fromkeys(specs):

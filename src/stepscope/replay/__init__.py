@@ -9,7 +9,7 @@ pipeline hands it the trace, the run's reference and its calibration in one plac
 """
 
 from stepscope.replay.blocking import blocking_calls
-from stepscope.replay.engine import replay
+from stepscope.replay.engine import device_waits, replay
 from stepscope.replay.host_clock import HostCost
 
-__all__ = ["HostCost", "blocking_calls", "replay"]
+__all__ = ["HostCost", "blocking_calls", "device_waits", "replay"]

@@ -57,3 +57,51 @@ def batch_waits(trace: Trace) -> BatchWaits:
     waited = ev.dur[rows] > own + WAITED_NS
     ready = np.where(waited, ev.end[rows] - own, -np.inf)
     return BatchWaits(rows.astype(np.int64), own, ready)
+
+
+# A launch call this much longer than the median launch, with this many launches still queued when it returned, waited
+# for room in the device's launch queue: the host was as far ahead as CUDA lets it be.
+QUEUE_FACTOR = 5.0
+QUEUE_MIN_NS = 50_000
+QUEUE_MIN_DEPTH = 64
+
+
+@dataclass(frozen=True)
+class QueueWaits:
+    """Launch calls that waited for room in the launch queue (the host a full queue ahead of the device)."""
+
+    rows: np.ndarray  # the launch calls
+    awaited: np.ndarray  # per call, the device activity (index into the replay's DeviceOps) whose start made room
+    tail: np.ndarray  # the call's end after that start, as recorded
+    own_ns: float  # what a launch takes with room in the queue (the median launch)
+
+    def __len__(self) -> int:
+        return len(self.rows)
+
+
+def queue_waits(trace: Trace, launch: np.ndarray, start: np.ndarray, link: np.ndarray,
+                position: np.ndarray, by_position: np.ndarray) -> QueueWaits:
+    """The launch calls that blocked on a full queue. `launch`, `start`: each activity's launch and start; `link`:
+    its launching call (-1: none); `position`: its place in launch order, `by_position` the inverse."""
+    ev = trace.events
+    linked = np.flatnonzero(link >= 0)
+    empty = QueueWaits(np.zeros(0, np.int64), np.zeros(0, np.int64), np.zeros(0), 0.0)
+    if len(linked) < QUEUE_MIN_DEPTH:
+        return empty
+    calls = link[linked]
+    dur = ev.dur[calls]
+    own = float(np.median(dur))
+    long = dur > max(QUEUE_FACTOR * own, QUEUE_MIN_NS)
+    if not long.any():
+        return empty
+    ends = ev.end[calls[long]]
+    # Launched before the call returned and not started by then: what was queued.
+    queued = (np.searchsorted(np.sort(launch), ends, side="right")
+              - np.searchsorted(np.sort(start), ends, side="right"))
+    deep = queued >= QUEUE_MIN_DEPTH
+    if not deep.any():
+        return empty
+    ops = linked[long][deep]
+    depth = int(np.median(queued[deep]))
+    awaited = by_position[np.maximum(position[ops] - depth, 0)]
+    return QueueWaits(calls[long][deep], awaited, (ends[deep] - start[awaited]).astype(np.float64), own)

@@ -9,40 +9,48 @@ from dataclasses import dataclass, field, replace
 
 import numpy as np
 
-from stepscope.replay.blocking import BatchWaits, batch_waits, blocking_calls
+from stepscope.analysis.launches import launching_call
+from stepscope.replay.blocking import BatchWaits, QueueWaits, batch_waits, blocking_calls, queue_waits
 from stepscope.replay.device import DeviceOps, device_ops
 from stepscope.replay.host_clock import HostClock, HostCost, host_clock
 from stepscope.trace.model import DeviceInfo, Events, Kind, Trace
 
 SYNC_TOLERANCE_NS = 10_000  # a stream whose work ended this much after a sync returned was not waited for
 _DROPPED_KINDS = (Kind.GPU_ANNOTATION, Kind.GPU_SYNC)  # projections of host ranges; no analysis reads them
-_SYNC, _BATCH = 0, 1
+_SYNC, _BATCH, _QUEUE = 0, 1, 2
 
 
 @dataclass(frozen=True)
 class _Waits:
-    """The host's waits in start order: syncs (kind _SYNC) and batches from workers (_BATCH)."""
+    """The host's waits in start order: syncs (kind _SYNC), batches from workers (_BATCH) and launches that waited
+    for room in a full launch queue (_QUEUE)."""
 
     start: np.ndarray
     end: np.ndarray
     kind: np.ndarray
-    own: np.ndarray  # a batch wait's own time when its batch is ready
+    own: np.ndarray  # a batch wait's (a queue wait's) own time when its batch is ready (the queue has room)
     ready: np.ndarray  # when a batch arrived (-inf: it did not wait)
+    awaited: np.ndarray  # a queue wait's device activity whose start made room (-1: not a queue wait)
+    tail: np.ndarray  # a queue wait's end after that start, as recorded
 
     @classmethod
-    def of(cls, trace: Trace, calls: np.ndarray, batches: BatchWaits) -> _Waits:
-        """The waits of `calls` (blocking calls' rows) and `batches`."""
+    def of(cls, trace: Trace, calls: np.ndarray, batches: BatchWaits, queue: QueueWaits) -> _Waits:
+        """The waits of `calls` (blocking calls' rows), `batches` and `queue`."""
         ev = trace.events
-        rows = np.concatenate([calls, batches.rows])
-        kind = np.concatenate([np.full(len(calls), _SYNC), np.full(len(batches), _BATCH)])
-        own = np.concatenate([np.zeros(len(calls)), batches.own_ns])
-        ready = np.concatenate([np.full(len(calls), -np.inf), batches.ready])
+        rows = np.concatenate([calls, batches.rows, queue.rows])
+        n_c, n_b, n_q = len(calls), len(batches), len(queue)
+        kind = np.concatenate([np.full(n_c, _SYNC), np.full(n_b, _BATCH), np.full(n_q, _QUEUE)])
+        own = np.concatenate([np.zeros(n_c), batches.own_ns, np.full(n_q, queue.own_ns)])
+        ready = np.concatenate([np.full(n_c, -np.inf), batches.ready, np.full(n_q, -np.inf)])
+        awaited = np.concatenate([np.full(n_c + n_b, -1), queue.awaited]).astype(np.int64)
+        tail = np.concatenate([np.zeros(n_c + n_b), queue.tail])
         order = np.argsort(ev.start[rows], kind="stable")
-        return cls(ev.start[rows][order], ev.end[rows][order], kind[order], own[order], ready[order])
+        return cls(ev.start[rows][order], ev.end[rows][order], kind[order], own[order], ready[order],
+                   awaited[order], tail[order])
 
     def intervals(self) -> list[tuple[np.ndarray, np.ndarray]]:
         """Where the host waited, for the host clock (a batch wait that did not wait is host work)."""
-        waited = (self.kind == _SYNC) | np.isfinite(self.ready)
+        waited = (self.kind != _BATCH) | np.isfinite(self.ready)
         return [(self.start[waited], self.end[waited])]
 
 
@@ -66,7 +74,7 @@ def _simulate(ops: DeviceOps, dur: np.ndarray, launch_at: np.ndarray, waits: _Wa
     c = 0
     for i in ops.order.tolist():
         while c < len(waits.start) and waits.start[c] < ops.key[i]:
-            _wait(state, waits, c, wait_start[c], wait_end[c], last, ops.end, new_end, host_speed)
+            _wait(state, waits, c, wait_start[c], wait_end[c], last, ops, new_start, new_end, done, host_speed)
             c += 1
         at = launch_at[i] + state.shift + ops.latency[i]
         p = ops.prev[i]
@@ -80,19 +88,25 @@ def _simulate(ops: DeviceOps, dur: np.ndarray, launch_at: np.ndarray, waits: _Wa
         done[i] = True
         last[int(ops.stream[i])] = i
     while c < len(waits.start):
-        _wait(state, waits, c, wait_start[c], wait_end[c], last, ops.end, new_end, host_speed)
+        _wait(state, waits, c, wait_start[c], wait_end[c], last, ops, new_start, new_end, done, host_speed)
         c += 1
     return new_start, state
 
 
 def _wait(state: _State, waits: _Waits, c: int, h_start: float, h_end: float, last: dict[int, int],
-          measured_end: np.ndarray, new_end: np.ndarray, host_speed: float) -> None:
+          ops: DeviceOps, new_start: np.ndarray, new_end: np.ndarray, done: np.ndarray, host_speed: float) -> None:
     """One wait of the host. A sync ends when the work it waited for ends in the new timeline (plus the time it
     took after that work, as measured), or after its own time when it did not wait. A batch wait ends when the
-    batch is ready (the workers keep their own clock) or after its own time."""
+    batch is ready (the workers keep their own clock) or after its own time. A launch into a full queue returns
+    when the activity ahead of it starts (as long after as recorded), or after a launch's own time."""
     s, e = int(waits.start[c]), int(waits.end[c])
+    measured_end = ops.end
     began = h_start + state.shift
-    if waits.kind[c] == _BATCH:
+    if waits.kind[c] == _QUEUE:
+        a = int(waits.awaited[c])
+        room = (new_start[a] if done[a] else ops.start[a]) + waits.tail[c]
+        end = max(began + waits.own[c] / host_speed, room)
+    elif waits.kind[c] == _BATCH:
         if np.isfinite(waits.ready[c]):  # it waited: the call ends its own time after the batch arrives
             end = max(began, float(waits.ready[c])) + waits.own[c] / host_speed
         else:
@@ -124,6 +138,21 @@ def _host_map(state: _State, clock: HostClock, host_speed: float, times: np.ndar
     k = np.searchsorted(ends, times, side="right") - 1
     shift = np.where(k >= 0, shifts[np.maximum(k, 0)] if len(shifts) else 0.0, 0.0)
     return clock.deflate(times) / host_speed + shift
+
+
+def _queue_waits(trace: Trace, ops: DeviceOps) -> QueueWaits:
+    position = np.empty(len(ops), dtype=np.int64)
+    position[ops.order] = np.arange(len(ops))
+    link = launching_call(trace)[ops.rows]
+    return queue_waits(trace, ops.launch, ops.start, link, position, ops.order)
+
+
+def device_waits(trace: Trace) -> np.ndarray:
+    """Rows of the host calls that wait on the device: syncs, copies from or to pageable memory, and launches into a
+    full launch queue; sorted by start."""
+    ops = device_ops(trace, np.flatnonzero(trace.is_gpu_activity))
+    rows = np.union1d(blocking_calls(trace), _queue_waits(trace, ops).rows)
+    return rows[np.argsort(trace.events.start[rows], kind="stable")]
 
 
 @dataclass(frozen=True)
@@ -158,7 +187,7 @@ def replay_with_clock(trace: Trace, *, rows: np.ndarray | None = None, new_dur: 
     calls = blocking_calls(trace)
     if unblock is not None and len(unblock):
         calls = calls[~np.isin(calls, unblock)]
-    waits = _Waits.of(trace, calls, batch_waits(trace))
+    waits = _Waits.of(trace, calls, batch_waits(trace), _queue_waits(trace, ops))
     clock = host_clock(trace, host_cost or HostCost(), waits.intervals(), cut)
     launch_at = clock.deflate(ops.launch) / host_speed
     wait_start = clock.deflate(waits.start) / host_speed

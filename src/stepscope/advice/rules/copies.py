@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from stepscope.advice.context import Context
 from stepscope.advice.recommendation import MIN_GAIN, recommendation
-from stepscope.advice.whatif import pinned_gb_s, step_without
+from stepscope.advice.whatif import pinned_gb_s, replayed, step_without
 from stepscope.model import report as s
 from stepscope.units import bytes_text, rounded_ratio, us_from_ns
 
@@ -26,8 +26,8 @@ def pin_memory(ctx: Context, patterns: list[s.Pattern]) -> list[s.Recommendation
     measured = ctx.host_to_device.pageable_gb_s
     target, how = pinned_gb_s(ctx)
     saved = exposed * max(0.0, 1 - measured / target) if measured else 0.0
-    est = step_without(ctx, saved, f"Copies at pinned-memory speed ({how}; pageable ones reach "
-                                   f"{measured or 0:.1f} GB/s)")
+    est = replayed(ctx, "pin_memory", pinned_gb_s=target) or step_without(
+        ctx, saved, f"Copies at pinned-memory speed ({how}; pageable ones reach {measured or 0:.1f} GB/s)")
     title = (f"Pin host memory for the {bytes_text(pageable)} per step copied to the GPU: "
              "DataLoader(..., pin_memory=True)")
     return [recommendation(ctx, "pin_memory", title, {
@@ -68,8 +68,9 @@ def uint8_transfer(ctx: Context, patterns: list[s.Pattern]) -> list[s.Recommenda
         return []
     n_img, c, hgt, wid = shape
     saved = 0.75 * ctx.part_ns("copy_htod", "copy_sync")
-    est = step_without(ctx, saved, "A quarter of the bytes to copy (uint8 instead of float32); the exposed copy "
-                                   "time shrinks with them")
+    est = replayed(ctx, "uint8_transfer") or step_without(
+        ctx, saved, "A quarter of the bytes to copy (uint8 instead of float32); the exposed copy time shrinks with "
+                    "them")
     title = (f"Send the {n_img}x{c}x{hgt}x{wid} float32 image batch ({bytes_text(h2d.largest_copy_bytes)}) "
              "as uint8 and normalise on the GPU")
     return [recommendation(ctx, "uint8_transfer", title, {

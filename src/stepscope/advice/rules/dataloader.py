@@ -14,7 +14,7 @@ from stepscope.advice.context import Context
 from stepscope.advice.found import MIN_SHARE
 from stepscope.advice.location import rows_named
 from stepscope.advice.recommendation import recommendation
-from stepscope.advice.whatif import CAVEAT, WORKERS_ASSUMED, Estimate, gpu_busy_ns, step_without
+from stepscope.advice.whatif import CAVEAT, WORKERS_ASSUMED, Estimate, gpu_busy_ns, replayed, step_without
 from stepscope.analysis.categories import DATALOADER
 from stepscope.model import report as s
 from stepscope.units import ns_text, rounded_ratio, us_from_ns
@@ -100,6 +100,9 @@ def _first_workers(ctx: Context, wait: float, target: int, free: int | None) -> 
         cpu = min(_loader_work(ctx), wait)
         return step_without(ctx, wait - cpu, "DataLoader waiting hidden by one worker; its CPU work stays (no "
                                              "free core)", floor, why)
+    by_replay = replayed(ctx, "dataloader_workers", workers=target, free_cores=free)
+    if by_replay is not None:
+        return by_replay
     loading = ctx.dataloader.host_ns * ctx.host_scale if ctx.accelerator == "gpu" else wait
     floor_ns = max(floor, loading / target)
     why = why if floor >= loading / target else f"the workers still need 1/{target} of the loading time per batch"

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from stepscope.advice.context import Context
 from stepscope.advice.recommendation import MIN_GAIN, recommendation
-from stepscope.advice.whatif import AMP_FACTOR, TF32_FACTOR, step_without
+from stepscope.advice.whatif import AMP_FACTOR, TF32_FACTOR, replayed, step_without
 from stepscope.model import report as s
 from stepscope.units import rounded_ratio, share_text, us_from_ns
 
@@ -38,7 +38,7 @@ def amp(ctx: Context, patterns: list[s.Pattern]) -> list[s.Recommendation]:
     if eligible < MATMUL_MIN_SHARE * mm.kernel or mm.half > HALF_MAX_SHARE * mm.total:
         return []
     gpu_saved = mm.fp32 * (1 - 1 / AMP_FACTOR["fp32"]) + mm.tf32 * (1 - 1 / AMP_FACTOR["tf32"])
-    est = step_without(ctx, gpu_saved * ctx.compute_share,
+    est = replayed(ctx, "amp") or step_without(ctx, gpu_saved * ctx.compute_share,
                        f"Matmul/conv kernel time / {AMP_FACTOR['fp32']:.0f} from fp32 and / {AMP_FACTOR['tf32']:.0f} "
                        "from TF32 under AMP, counted where the GPU is the bottleneck "
                        f"({share_text(ctx.compute_share)})")

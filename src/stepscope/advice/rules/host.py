@@ -19,6 +19,7 @@ from stepscope.advice.whatif import (
     gpu_busy_ns,
     mixed_saving,
     per_step_update_ns,
+    replayed,
     step_without,
 )
 from stepscope.analysis.costs import UNTRACED
@@ -85,7 +86,7 @@ def larger_batch(ctx: Context, patterns: list[s.Pattern]) -> list[s.Recommendati
     k_max = int(MEMORY_HEADROOM / use) if use else None
     if k_max is not None and k_max < 2:
         return []
-    est = bigger_batch(ctx, 2)
+    est = replayed(ctx, "larger_batch", k=2) or bigger_batch(ctx, 2)
     if est.speedup < (CPU_LARGER_BATCH_MIN_GAIN if cpu else LARGER_BATCH_MIN_GAIN):
         return []
     what = "the optimizer's update and the Python of each step" if cpu else "the per-step host overhead"
@@ -101,8 +102,9 @@ def cuda_graphs(ctx: Context, patterns: list[s.Pattern]) -> list[s.Recommendatio
     if not _holds(patterns, "launch_bound") or ctx.launches < GRAPH_MIN_LAUNCHES or _first_call_cost(patterns):
         return []
     wait = ctx.part_ns("launch")
-    est = step_without(ctx, wait, "Launch gaps removed by replaying the step as one graph", gpu_busy_ns(ctx),
-                       "the step cannot be shorter than the GPU's busy time")
+    est = replayed(ctx, "cuda_graphs") or step_without(
+        ctx, wait, "Launch gaps removed by replaying the step as one graph", gpu_busy_ns(ctx),
+        "the step cannot be shorter than the GPU's busy time")
     how = ("torch.compile(model, mode='reduce-overhead')" if not compiled(ctx)
            else "mode='reduce-overhead' in the torch.compile call already used")
     title = f"Capture the step in a CUDA graph ({how}) if its shapes are static"
@@ -188,7 +190,8 @@ def set_to_none(ctx: Context, patterns: list[s.Pattern]) -> list[s.Recommendatio
     z = ctx.zeroing
     if ctx.accelerator != "gpu" or z.launches < ZEROING_MIN_LAUNCHES:
         return []
-    est = step_without(ctx, mixed_saving(ctx, z.host_ns, z.gpu_ns), "Gradients set to None instead of zeroed")
+    est = replayed(ctx, "set_to_none") or step_without(ctx, mixed_saving(ctx, z.host_ns, z.gpu_ns),
+                                                        "Gradients set to None instead of zeroed")
     title = (f"Set gradients to None instead of zeroing them ({z.launches:.0f} kernels per step): "
              "optimizer.zero_grad(set_to_none=True)")
     return [recommendation(ctx, "set_to_none", title, {
