@@ -9,6 +9,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from stepscope.advice.context import Context
+from stepscope.replay import whatif as w
 from stepscope.units import ns_text
 
 CAVEAT = "An estimate from this trace's timeline, not a measurement."
@@ -106,8 +107,6 @@ def replayed(ctx: Context, fix: str, **params: float | int | bool | None) -> Est
     """The fix's gain as the replay of the step's changed graph (stepscope.replay.whatif), on the timeline the report
     reads (for a live capture, the one without the profiler's cost); None where that fix cannot be replayed on this
     trace (nothing it would change, no GPU, or a trace too large to replay per fix)."""
-    from stepscope.replay import whatif as w
-
     trace = ctx.facts.trace
     if ctx.accelerator != "gpu" or len(trace.events) > REPLAY_MAX_EVENTS:
         return None

@@ -35,8 +35,7 @@ def request_from_args(args: argparse.Namespace, wanted: str | None) -> PredictRe
     # Only with --predict: `stepscope run` reads these options before the user's program runs, which must not
     # load the hardware table and the analyses under predict.
     from stepscope import hardware
-    from stepscope.predict import PredictRequest, cost, gpus, parse_gpus
-    from stepscope.predict.host import read_host
+    from stepscope.predict import PredictRequest, cost, gpus, host, parse_gpus
 
     table = hardware.load_table()
     names = parse_gpus(wanted)
@@ -49,5 +48,5 @@ def request_from_args(args: argparse.Namespace, wanted: str | None) -> PredictRe
         samples_per_epoch=getattr(args, "samples_per_epoch", None), steps_per_epoch=getattr(args, "steps_per_epoch",
                                                                                           None),
         host_speed=getattr(args, "host_speed", 1.0), origin=getattr(args, "origin", None),
-        target_host=read_host(args.target_host) if getattr(args, "target_host", None) else None,
+        target_host=host.read_host(args.target_host) if getattr(args, "target_host", None) else None,
     )

@@ -93,11 +93,9 @@ def _duration(text: str) -> float:
 
 
 class _FixIds:
-    """The registry's fix ids, read only when the help is printed (the CLI starts without loading the fixes)."""
+    """The registry's fix ids, as the help prints them (this verb's module is loaded only for `stepscope tune`)."""
 
     def __str__(self) -> str:
-        from stepscope.tune.fixes import FIXES
-
         return ", ".join(FIXES)
 
 
