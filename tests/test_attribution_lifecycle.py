@@ -124,3 +124,33 @@ def test_a_window_begun_inside_a_forward_names_modules_by_their_path(tmp_path) -
     summary = module_summary(facts.trace, facts.steps)
     assert summary is not None
     assert {m.path for m in summary.modules} == {"model.blocks.0", "model.blocks.1"}
+
+
+def test_a_mode_stopped_inside_its_own_handler_comes_off_at_the_next_sweep() -> None:
+    """torch takes a mode off its stack while the mode handles a call and puts it back after: a stop made then
+    (a step boundary inside `loss.backward()`) cannot pop it. Left there it would see every later call, and send
+    each through functions others patched a second time (a tune patch of Tensor.to converted a batch twice)."""
+    from torch.overrides import TorchFunctionMode
+
+    from stepscope.attribution.line_ranges import sweep, take_off
+
+    class StopsItself(TorchFunctionMode):
+        def __torch_function__(self, func, types, args=(), kwargs=None):  # type: ignore[no-untyped-def]
+            self.taken = take_off(self)
+            return func(*args, **(kwargs or {}))
+
+    mode = StopsItself()
+    mode.__enter__()
+    torch.ones(1).add(1)
+    assert mode.taken is False and torch._C._len_torch_function_stack() == 1  # torch put it back
+    sweep()
+    assert torch._C._len_torch_function_stack() == 0
+
+    # A mode pushed above ours stays, in its place.
+    ours, theirs = TorchFunctionMode(), TorchFunctionMode()
+    ours.__enter__()
+    theirs.__enter__()
+    assert take_off(ours) and torch._C._len_torch_function_stack() == 1
+    assert torch._C._get_function_stack_at(0) is theirs
+    theirs.__exit__(None, None, None)
+    assert nothing_installed()

@@ -168,6 +168,29 @@ def test_in_a_trial_workers_send_uint8_and_the_model_sees_the_same_numbers(chain
     assert points.settings.batch_copies and points.settings.batch_copies[0].file == __file__
 
 
+def test_under_a_mode_of_the_programs_own_a_batch_is_converted_once(tv) -> None:
+    """A TorchFunctionMode (a library's, or a profiler's left on the stack) hands `Tensor.to` back to the patched
+    method from its handler: the patch must run once, not convert the already normalised batch again."""
+    from torch.overrides import TorchFunctionMode
+
+    class PassThrough(TorchFunctionMode):
+        def __torch_function__(self, func, types, args=(), kwargs=None):  # type: ignore[no-untyped-def]
+            return func(*args, **(kwargs or {}))
+
+    T = tv
+    dataset = Images(T.Compose([T.Resize(8), T.ToTensor(), T.Normalize(MEAN, STD)]))
+    expected = [x for x, _ in DataLoader(dataset, batch_size=8, num_workers=2, multiprocessing_context="fork")]
+    points = install({"uint8_transfer": {}}, Points(lambda: 0))
+    try:
+        with PassThrough():
+            copied = [x.to("cpu") for x, _ in DataLoader(dataset, batch_size=8, num_workers=2,
+                                                           multiprocessing_context="fork")]
+    finally:
+        points.undo()
+    assert len(copied) == len(expected) == 4
+    assert all(torch.equal(got, want) for got, want in zip(copied, expected, strict=True))
+
+
 FUNCTIONAL = {
     "compose": ("", "    transform = T.Compose([T.Resize(8), T.ToTensor(), T.Normalize(MEAN, STD)])\n"),
     "functional": ("import torchvision.transforms.functional as F\n\n\ndef transform(img):\n"

@@ -16,6 +16,7 @@ the run unattributed and says why in `error`.
 
 from __future__ import annotations
 
+import contextlib
 import sys
 from types import TracebackType
 from typing import Any
@@ -64,8 +65,10 @@ class Attribution:
             return
         try:
             # These import torch: this package is imported inside the user's program before it has.
-            from stepscope.attribution.line_ranges import CallSitePatches, LineMode
+            from stepscope.attribution.line_ranges import CallSitePatches, LineMode, sweep
             from stepscope.attribution.module_ranges import ModuleRanges
+
+            sweep()  # a mode stopped inside its own handler earlier comes off before another goes on
 
             user = UserCode(self.code_root, libraries=self.libraries)
             self._patches = CallSitePatches(user)
@@ -89,16 +92,12 @@ class Attribution:
             self._remove_hooks()
 
     def stop(self) -> None:
-        """Take everything out again; the mode is popped when it is on top of the mode stack, else disarmed."""
+        """Take everything out again: the mode comes off this thread's mode stack wherever it sits."""
         mode, self._mode = self._mode, None
         if mode is not None and mode is not _NO_MODE:
             mode.active = False
             try:
-                import torch
-
-                stack_len = torch._C._len_torch_function_stack()
-                if stack_len and torch._C._get_function_stack_at(stack_len - 1) is mode:
-                    mode.__exit__(None, None, None)
+                _line_ranges().take_off(mode)  # on another thread's stack it stays, disarmed: it passes calls on
             except Exception as exc:
                 self.error = f"source attribution did not stop cleanly: {type(exc).__name__}: {exc}"
         self._remove_hooks()
@@ -133,8 +132,9 @@ class Survey:
         if self._mode is not None or torch_compile_in_use():  # a mode would make torch.compile recompile
             return
         try:
-            from stepscope.attribution.line_ranges import LineSurvey  # imports torch: only once the survey starts
+            from stepscope.attribution.line_ranges import LineSurvey, sweep  # import torch: once it starts
 
+            sweep()
             self._mode = LineSurvey(UserCode(self.code_root))
             self._mode.__enter__()
         except Exception:
@@ -146,19 +146,18 @@ class Survey:
         if mode is None:
             return 0.0, None
         mode.active = False
-        try:
-            import torch
-
-            depth = torch._C._len_torch_function_stack()
-            if depth and torch._C._get_function_stack_at(depth - 1) is mode:
-                mode.__exit__(None, None, None)
-        except Exception:
-            pass
+        with contextlib.suppress(Exception):  # never cost the run
+            _line_ranges().take_off(mode)
         total = sum(mode.counts.values())
         if not total:
             return 0.0, None
         (file, line), top = mode.counts.most_common(1)[0]
         return top / total, f"{mode.user.display(file) or file}:{line}"
+
+
+def _line_ranges() -> Any:
+    """The line-range module, loaded once a mode was made (it imports torch, which this package must not)."""
+    return sys.modules["stepscope.attribution.line_ranges"]
 
 
 def enable(code_root: CodeRoot = None, *, modules: bool = True, compiled: bool | None = None) -> Attribution:

@@ -210,3 +210,44 @@ class LineSurvey(TorchFunctionMode):
             except Exception:  # never break the user's call
                 pass
         return func(*args, **(kwargs or {}))
+
+
+# Modes stopped while torch ran their own handler: torch takes a mode off its stack for the handler and puts it
+# back afterwards, so it cannot come off then. They come off at the next sweep (a start, a stop, the session's end).
+_STRANDED: list[TorchFunctionMode] = []
+
+
+def take_off(mode: TorchFunctionMode) -> bool:
+    """Take `mode` off this thread's mode stack wherever it sits (modes pushed above it go back in their order),
+    or leave it for `sweep` when it is not there now. A mode left there, even disarmed, would still see every
+    torch call after the run and send each through the Python functions other tools patched a second time."""
+    if _pop(mode):
+        return True
+    if mode not in _STRANDED:
+        _STRANDED.append(mode)
+    return False
+
+
+def sweep() -> None:
+    """Take off the stranded modes now back on this thread's stack."""
+    for mode in list(_STRANDED):
+        if _pop(mode):
+            _STRANDED.remove(mode)
+
+
+def forget_stranded() -> None:
+    """At the session's end: a mode still stranded is on another thread's stack, disarmed; stop looking for it."""
+    sweep()
+    _STRANDED.clear()
+
+
+def _pop(mode: TorchFunctionMode) -> bool:
+    depth = _C._len_torch_function_stack()
+    at = next((i for i in range(depth - 1, -1, -1) if _C._get_function_stack_at(i) is mode), None)
+    if at is None:
+        return False
+    above = [_C._pop_torch_function_stack() for _ in range(depth - 1 - at)]
+    _C._pop_torch_function_stack()
+    for other in reversed(above):
+        _C._push_on_torch_function_stack(other)
+    return True

@@ -7,6 +7,8 @@ lines below it, in the libraries it calls, rather than to that one line.
 
 from __future__ import annotations
 
+import sys
+
 from stepscope.attribution import Attribution, Survey
 
 # One user line making this share of the torch calls tells nothing by itself: show the lines below it.
@@ -42,6 +44,19 @@ class AttributionWindow:
             self._survey.stop()
             self._survey = None
         self.attribution.stop()
+
+    def between_steps(self) -> None:
+        """At each step hook: a mode stopped inside its own handler comes off the stack now (line_ranges.sweep)."""
+        ranges = sys.modules.get("stepscope.attribution.line_ranges")  # never imported: no mode was pushed
+        if ranges is not None:
+            ranges.sweep()
+
+    def session_closed(self) -> None:
+        """The program is over: no stepscope mode stays on its mode stack (see line_ranges.take_off)."""
+        self.window_ended()
+        ranges = sys.modules.get("stepscope.attribution.line_ranges")  # never imported: no mode was pushed
+        if ranges is not None:
+            ranges.forget_stranded()
 
     @property
     def notes(self) -> list[str]:

@@ -135,6 +135,8 @@ class CaptureSession:
             return
         t_enter = time.perf_counter_ns()
         with self._lock:
+            for listener in self.listeners:  # at every hook (some run outside a mode's handler): see between_steps
+                getattr(listener, "between_steps", lambda: None)()
             self.cycle.observe(source, self._recording)
             kind = self.arbiter.mark(source)
             if kind is Mark.IGNORE:

@@ -10,6 +10,7 @@ so it is asked only in the main process and only for a copy to a CUDA device.
 from __future__ import annotations
 
 import os
+import threading
 from collections import Counter
 from typing import Any
 
@@ -30,6 +31,7 @@ class CopyPatch:
         self.pid = os.getpid()
         self._sites: set[tuple[str | None, int | None]] = set()
         self._batch_sites: set[tuple[str | None, int | None]] = set()
+        self._inside = threading.local()  # in a copy already, on this thread
 
     def install(self, patcher: Patcher) -> None:
         if not self.non_blocking and not self.uint8.active:
@@ -46,6 +48,15 @@ class CopyPatch:
         def copy(tensor: Any, *args: Any, **kwargs: Any) -> Any:
             if os.getpid() != patch.pid:  # a DataLoader worker: nothing of ours runs there
                 return original(tensor, *args, **kwargs)
+            if getattr(patch._inside, "copy", False):  # a TorchFunctionMode's handler called us again: once is all
+                return original(tensor, *args, **kwargs)
+            patch._inside.copy = True
+            try:
+                return patched(tensor, args, kwargs)
+            finally:
+                patch._inside.copy = False
+
+        def patched(tensor: Any, args: tuple, kwargs: dict[str, Any]) -> Any:
             if patch.non_blocking:
                 with owned_by("non_blocking_copy"):
                     if patch._make_non_blocking(tensor, cuda_method, args, kwargs):
@@ -84,7 +95,7 @@ class CopyPatch:
     @staticmethod
     def _record(method: str, seen: set[tuple[str | None, int | None]], sites: list[CallSite]) -> None:
         if len(seen) < MAX_SITES:
-            site = user_site(3)
+            site = user_site(4)  # user_site, _record, patched, copy: then the caller
             if site not in seen:
                 seen.add(site)
                 sites.append(CallSite(file=site[0], line=site[1], value=method))
