@@ -72,3 +72,7 @@ def test_a_program_that_ends_in_the_recorded_passs_warmup_keeps_the_timing_trace
     assert [int(s.split("#")[1]) for s in profiler_steps(out)] == [4, 5, 6, 7]
     assert not (out / "timing.json.gz").exists()  # the timing trace is the run's only trace
     assert json.loads((out / "calibration.json").read_text())["record_shapes"] is False  # measured at the end
+    # The report says what is missing and why: the window was 1 + 4 steps twice (10) and the program ran 6 of them.
+    notes = json.loads((out / "report.json").read_text())["notes"]
+    assert any("ended 4 step(s) before the recorded pass could finish" in n and "--no-timing-pass" in n
+               for n in notes), notes

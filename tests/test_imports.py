@@ -12,7 +12,7 @@ from pathlib import Path
 PACKAGE = Path(__file__).resolve().parents[1] / "src" / "stepscope"
 
 # Cycles another issue of this round breaks in its own branch; delete the entry when it lands.
-KNOWN_CYCLES = {("stepscope.tune.points.uint8", "stepscope.tune.points.uint8_functional")}  # the tune issue's
+KNOWN_CYCLES: set[tuple[str, str]] = set()
 
 
 def modules_under(root: Path) -> dict[str, Path]:
@@ -120,11 +120,8 @@ LAZY: dict[str, tuple[int, str]] = {
     "trace/nsys/export.py": (1, "the same"),
     "tune/child.py": (7, "a measured trial runs the user's program with none of the analysis loaded"),
     "tune/fixes/__init__.py": (1, "the registry: one module per fix, found by name"),
-    "tune/points/uint8.py": (1, "the two uint8 modules import each other (the cycle above)"),
-    "tune/points/uint8_functional.py": (2, "the same"),
     "capture/settings.py": (1, "inside the user's program"),
     "capture/sites.py": (1, "inside the user's program"),
-    "capture/settle.py": (2, "inside the user's program"),
 }
 
 

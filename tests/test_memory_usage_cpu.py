@@ -32,7 +32,7 @@ def captured(tmp_path_factory):
     out = tmp_path_factory.mktemp("run")
     with stepscope.profile(out=out, skip=1, warmup=1, steps=3, profile_memory=True, record_shapes=True,
                            batch_size=B) as p:
-        for _ in range(6):
+        for _ in range(10):  # skip 1, then warm-up 1 + 3 steps twice: the timing pass and the recorded pass
             opt.zero_grad(set_to_none=True)
             nn.functional.cross_entropy(model(x), y).backward()
             opt.step()

@@ -203,6 +203,7 @@ def profile(
     telemetry: bool = _D.telemetry,
     telemetry_interval: float = _D.telemetry_interval,
     reference_steps: int = _D.reference_steps,
+    timing_pass: bool = _D.timing_pass,
 ) -> Profile:
     """`with stepscope.profile() as p:` ... `p.step()` once per step; `p.report` afterwards.
 
@@ -211,11 +212,12 @@ def profile(
     `stepscope-runs/NAME-TIME/`); force: let `out`'s files be replaced; record_shapes, profile_memory (None:
     on with a GPU), with_stack: the profiler's options; attribution: time by source line and module;
     telemetry: CPU/GPU readings every `telemetry_interval` seconds; reference_steps: unprofiled steps timed
-    after the window, so the profiler's overhead can be corrected for. The steps are the `p.step()` (or
-    `stepscope.step()`) calls.
+    after the window, so the profiler's overhead can be corrected for; timing_pass: when shapes, memory, stacks or
+    attribution are recorded, first record the steps with minimal settings (the timeline the report replays), so
+    the window is `warmup + steps` twice. The steps are the `p.step()` (or `stepscope.step()`) calls.
     """
     options = CaptureOptions(skip=skip, warmup=warmup, steps=steps, step_on="marker", batch_size=batch_size,
                              record_shapes=record_shapes, profile_memory=profile_memory, with_stack=with_stack,
                              attribution=attribution, telemetry=telemetry, telemetry_interval=telemetry_interval,
-                             reference_steps=reference_steps)
+                             reference_steps=reference_steps, timing_pass=timing_pass)
     return Profile(options, out=out, force=force)

@@ -40,13 +40,25 @@ class Estimate:
     text: str
 
 
+def headline_ns(ctx: Context, step_ns: float) -> float:
+    """The step an estimate's text starts from: a live capture's unprofiled step (the report's headline), else the
+    step the estimate was made on. The gain is a ratio; it is said from the figure the reader sees at the top."""
+    ref = ctx.run.reference if ctx.run is not None else None
+    return ref.step_us * 1e3 if ref is not None and ref.step_us else step_ns
+
+
+def _from_to(ctx: Context, step: float, speedup: float) -> str:
+    shown = headline_ns(ctx, step)
+    return f"step {ns_text(shown)} -> ~{ns_text(shown / speedup if speedup else shown)}"
+
+
 def step_without(ctx: Context, saved_ns: float, what: str, floor_ns: float = 0.0, why_floor: str = "") -> Estimate:
     """The step with saved_ns removed, never below floor_ns (e.g. the GPU's busy time)."""
     step = ctx.step_ns
     new = max(step - max(saved_ns, 0.0), floor_ns, 1.0)
     speedup = step / new if step else 1.0
     floor = f"; {why_floor}" if why_floor and new == floor_ns else ""
-    return Estimate(speedup, f"{what}: step {ns_text(step)} -> ~{ns_text(new)} ({speedup:.2f}x){floor}. {CAVEAT}")
+    return Estimate(speedup, f"{what}: {_from_to(ctx, step, speedup)} ({speedup:.2f}x){floor}. {CAVEAT}")
 
 
 def gpu_busy_ns(ctx: Context) -> float:
@@ -125,7 +137,8 @@ def replayed(ctx: Context, fix: str, **params: float | int | bool | None) -> Est
     if result is None or result.base_ns <= 0:
         return None
     per = " per sample" if result.samples_factor != 1 else ""
+    step_ratio = result.base_ns / result.step_ns if result.step_ns else 1.0
     return Estimate(result.speedup, (
-        f"The step's graph replayed with the change: step {ns_text(result.base_ns)} -> ~{ns_text(result.step_ns)}"
+        f"The step's graph replayed with the change: {_from_to(ctx, result.base_ns, step_ratio)}"
         + (f" for {result.samples_factor:g}x the samples" if per else "")
         + f" ({result.speedup:.2f}x{per}); assumed: {'; '.join(result.assumptions)}. {CAVEAT}"))

@@ -11,6 +11,8 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from stepscope.atomic import write_atomic
+from stepscope.capture.calibrate import measure_profiler_cost
 from stepscope.capture.quiet import profiler_stderr
 from stepscope.model.runfolder import CALIBRATION, TIMING
 
@@ -23,8 +25,6 @@ if TYPE_CHECKING:
 def calibrate_window(window: ProfilerWindow) -> tuple[dict[str, Any] | None, str | None]:
     """The profiler's cost per event with the timing trace's settings, measured now with as many events recorded
     as that trace's window recorded; or why it could not be."""
-    from stepscope.capture.calibrate import measure_profiler_cost
-
     options = window.timing_options
     exported = window.timing_exported or window.exported
     passes = window.timing if window.timing_exported is not None else window.main
@@ -68,8 +68,6 @@ def settle_timing(cycles: Sequence[Cycle], reported: Cycle, folder: Path) -> tup
     path = _settle([c.timing_exported for c in cycles], reported.timing_exported, folder / TIMING)
     notes = []
     if reported.calibration is not None:
-        from stepscope.atomic import write_atomic
-
         try:
             write_atomic(folder / CALIBRATION, json.dumps(reported.calibration, indent=1), what="calibration")
         except Exception as exc:  # the report is still made; it says the timeline could not be de-perturbed

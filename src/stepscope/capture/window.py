@@ -235,3 +235,10 @@ class ProfilerWindow:
     def stop(self) -> None:
         """End early: the pass running is exported; a recorded pass never started leaves the timing trace."""
         self._current.stop()
+        t = self.timing
+        if t is not None and self._answer is t and t.exported is not None:
+            short = self.length - self.boundaries
+            t.exported = Exported(t.exported.path, (*t.exported.notes, (
+                f"the program ended {short} step(s) before the recorded pass could finish: the report is the "
+                "timing pass's, with no lines, modules, FLOPs or memory; run more steps, or capture with "
+                "--no-timing-pass (timing_pass=False in the API) to record them in one pass")), t.exported.error)

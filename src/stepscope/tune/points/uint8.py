@@ -17,6 +17,8 @@ from dataclasses import dataclass
 from typing import Any
 
 from stepscope.tune.points.failure import owned_by
+from stepscope.tune.points.uint8_functional import function_of, mean_std, shape_of
+from stepscope.tune.points.uint8_image import to_uint8_chw
 
 FLOATS = ("float32", "float", "torch.float32", "torch.float")
 
@@ -81,7 +83,6 @@ def _cut(owner: Any, attr: str, chain: list[Any]) -> Found | None:
 
 
 def _functional(owner: Any, fn: Any) -> Found | None:
-    from stepscope.tune.points.uint8_functional import function_of, mean_std, shape_of
 
     fdef = function_of(fn)
     shape = shape_of(fdef, fn.__globals__) if fdef is not None else None
@@ -92,24 +93,6 @@ def _functional(owner: Any, fn: Any) -> Found | None:
         return None
     mean, std = stats if stats is not None else (None, None)
     return Found(owner, "transform", (), True, mean, std, "to_tensor+normalize" if stats else "to_tensor", fn)
-
-
-def to_uint8_chw(picture: Any) -> Any:
-    """What ToTensor does to an 8-bit image, without the float conversion: a uint8 CHW tensor."""
-    import numpy as np
-    import torch
-
-    if isinstance(picture, torch.Tensor) and picture.dtype == torch.uint8:
-        return picture
-    mode = getattr(picture, "mode", None)
-    if mode is not None and mode not in ("L", "RGB", "RGBA", "CMYK", "YCbCr", "LAB", "HSV", "P"):
-        raise ValueError(f"a {mode} image is not 8-bit")
-    array = np.asarray(picture)
-    if array.dtype != np.uint8:
-        raise ValueError(f"a {array.dtype} image is not 8-bit")
-    if array.ndim == 2:
-        array = array[:, :, None]
-    return torch.from_numpy(np.ascontiguousarray(array)).permute(2, 0, 1).contiguous()
 
 
 class Uint8Chain:

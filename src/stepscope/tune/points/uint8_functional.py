@@ -15,6 +15,9 @@ import types
 from dataclasses import dataclass
 from typing import Any
 
+from stepscope.tune.points.failure import owned_by
+from stepscope.tune.points.uint8_image import to_uint8_chw
+
 UINT8 = "__stepscope_to_uint8__"
 
 
@@ -137,9 +140,6 @@ class Uint8Function:
 
 
 def _to_uint8(picture: Any) -> Any:
-    from stepscope.tune.points.failure import owned_by
-    from stepscope.tune.points.uint8 import to_uint8_chw
-
     with owned_by("uint8_transfer"):
         return to_uint8_chw(picture)
 
