@@ -157,3 +157,16 @@ def test_the_fastest_target_is_compared_with_the_origin(capsys) -> None:
     line = next(line for line in out.splitlines() if line.startswith("fastest of the targets: "))
     assert line.startswith("fastest of the targets: a100-sxm-80gb (slower than the origin, h100-sxm, at ")
     assert line.endswith("; cheapest: - (no price or no batch size for any target)")
+
+
+def test_analyze_and_run_take_origin_like_predict(capsys) -> None:
+    """`--origin` names the GPU a trace was recorded on for analyze's (and run's) --predict, as for predict; without
+    --predict there is nothing for it to do, and saying so beats ignoring it."""
+    path = kineto_trace("a100_convnet_ddp_rank0.json.gz")
+    assert main(["analyze", str(path), "--predict", "h100", "--origin", "a100-sxm-80gb", "--json", "-", "-q"]) == 0
+    origin = json.loads(capsys.readouterr().out)["prediction"]["origin"]
+    assert origin["gpu"] == "a100-sxm-80gb" and origin["name"] == "NVIDIA A100-PG509-200"
+    assert main(["analyze", str(path), "--origin", "a100-sxm-80gb", "-q"]) == 2
+    assert "--origin need --predict GPUS" in capsys.readouterr().err
+    assert main(["analyze", str(path), "--predict", "h100", "--origin", "nope", "-q"]) == 2
+    assert "unknown origin GPU 'nope'" in capsys.readouterr().err

@@ -39,8 +39,6 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
                    help="samples per step (default: what the run recorded), for samples/s and cost per sample")
     p.add_argument("--host-speed", type=positive_float, default=1.0, metavar="X",
                    help="the target machine runs host code X times as fast as the one traced (default 1: the same)")
-    p.add_argument("--origin", metavar="GPU", help="the GPU the trace was recorded on, when the table does not "
-                                                     "know the trace's device name")
     p.add_argument("--step-range", metavar="NAME", help="the range (NVTX or record_function) that marks one step")
     p.add_argument("--json", metavar="FILE", help="also write the report, with its prediction, as JSON ('-': stdout)")
     p.add_argument("--html", metavar="FILE", help="also write the report, with its prediction, as an HTML page")
