@@ -161,7 +161,7 @@ def test_a_crash_and_a_hang_under_fixes_still_give_the_table(tmp_path: Path) -> 
     script = tmp_path / "fragile.py"
     script.write_text(textwrap.dedent(FRAGILE))
     out = tmp_path / "tune"
-    done, doc = run_tune(tmp_path, out, "--fixes", "dataloader_workers,set_to_none", "--trial-timeout", "25s",
+    done, doc = run_tune(tmp_path, out, "--fixes", "dataloader_workers,set_to_none", "--trial-timeout", "15s",
                          "--trial-seconds", "0.3", "--budget", "6m", str(script))
     assert done.returncode == 0, done.stderr[-3000:]
     assert doc["status"] == "finished" and doc["baseline"]["step_time_us"] > 0
@@ -169,7 +169,7 @@ def test_a_crash_and_a_hang_under_fixes_still_give_the_table(tmp_path: Path) -> 
     crashed, hung = by_fix["dataloader_workers"], by_fix["set_to_none"]
     assert crashed["status"] == "crashed" and not crashed["accepted"] and crashed["exit_code"] == 1
     assert "RuntimeError" in crashed["reason"] and crashed["step_time_us"] is None
-    assert hung["status"] == "timed out" and hung["reason"] == "timed out after 25 s" and hung["exit_code"] is None
+    assert hung["status"] == "timed out" and hung["reason"] == "timed out after 15 s" and hung["exit_code"] is None
     assert doc["applied"] == [] and doc["speedup"] == 1.0 and doc["patch"] is None
     # The hung trial's process group was ended: nothing of it is left running.
     assert processes_with(str((out / hung["log"]).with_suffix(".spec.json"))) == []
