@@ -64,10 +64,11 @@ def test_tolerance_is_the_loosest_of_the_numerics_changing_fixes() -> None:
     assert tolerance_for(["channels_last", "amp"]) == 0.05
 
 
-def report(*recs: tuple[str, float], dataloader_us: float = 0.0, step_us: float = 1000.0) -> Report:
+def report(*recs: tuple[str, float], dataloader_us: float = 0.0, step_us: float = 1000.0,
+           timeline_us: float | None = None) -> Report:
     return Report(source=Source(paths=["t"], format="live"), device=None, steps=[],
                   summary=Summary(step_time_us=step_us, breakdown_us={"dataloader": dataloader_us},
-                                  gpu_utilization=None),
+                                  gpu_utilization=None, timeline_step_time_us=timeline_us),
                   recommendations=[Recommendation(id=i, title=f"do {i}", evidence={}, location=None,
                                                   estimated_speedup=e) for i, e in recs])
 
@@ -182,6 +183,12 @@ def test_worker_counts_from_load_and_compute_time() -> None:
                                         persistent_workers=False, batch_size=8, batches=None)])
     assert worker_counts(rep, four, 16) == [8, 16]
     assert worker_counts(None, settings(), 2) == [2, 4]  # no diagnosis: 2, then 4
+    # The breakdown belongs to the timeline's step: a live capture's headline (the unprofiled step, here 1.5 ms)
+    # may be shorter than its loading alone (1.46 ms of a 1.9 ms replayed step): 1.46 / 0.44 -> 4 + 1 = 5, not
+    # 1.46 / 0.04 -> 38 (a bench_tune run on 2 cores tried 53 workers). And never over 4 workers a core.
+    live = report(dataloader_us=1_460, step_us=1_500, timeline_us=1_900)
+    assert worker_counts(live, settings(), 2) == [2, 5]  # 5 is over 2 x 2 cores, allowed as the need; 10 is not
+    assert worker_counts(report(dataloader_us=1_460, step_us=1_500), settings(), 2) == [2, 8]
 
 
 def test_workers_tf32_and_graphs_only_where_the_diagnosis_calls_for_them() -> None:

@@ -1,8 +1,9 @@
 """`dataloader_workers`: load batches in worker processes while the step computes (`DataLoader(num_workers=N)`).
 
 Tried only where the diagnosis sees the step wait for its data (else workers cost cores and start-up for nothing).
-N from the diagnosis: the load time per batch over the compute time per step, plus one; then twice that; then the
-core count; fewest first, each tried only while the one before was kept (or none was yet).
+N from the diagnosis: the load time per batch over the compute time per step (both of the timeline's step), plus
+one; then twice that; then the core count; at most 4 a core; fewest first, each tried only while the one before
+was kept (or none was yet).
 """
 
 from __future__ import annotations
@@ -28,16 +29,17 @@ def worker_counts(report: Report | None, settings: Settings, cores: int) -> list
     else:
         load, compute = _load_and_compute_us(report)
         need = math.ceil(load / compute) + 1 if load and compute else 2
-        values = {need, 2 * need, min(cores, 4 * need)}
-        cap = max(cap, need)
+        cap = max(cap, min(need, 4 * cores))  # a loader waiting on storage takes more workers than cores, not 50
+        values = {min(need, cap), min(2 * need, cap), min(cores, 4 * need)}
     return sorted(v for v in values if current < v <= cap)[:MAX_OPTIONS]
 
 
 def _load_and_compute_us(report: Report | None) -> tuple[float, float]:
     """The DataLoader's time per step and the rest of the step, from the diagnosis."""
-    if report is None or not report.summary.step_time_us:
+    # The breakdown's step: the timeline's (replayed) one, which the headline (the unprofiled step) may undercut.
+    step = report.summary.timeline_step_time_us or report.summary.step_time_us if report is not None else None
+    if report is None or not step:
         return 0.0, 0.0
-    step = report.summary.step_time_us
     rec = next((r for r in report.recommendations if r.id == "dataloader_workers"), None)
     wait = rec.evidence.get("dataloader_wait_us_per_step") if rec is not None else None
     load = float(wait if wait is not None else report.summary.breakdown_us.get("dataloader", 0.0))
