@@ -160,6 +160,16 @@ def test_a_bigger_batch_needs_the_flag_and_fits_in_memory() -> None:
         file="t.py", line=3, num_workers=0, pin_memory=False, persistent_workers=False, batch_size=32, batches=20)])
     assert [o["larger_batch"]["factor"] for o in make_plan(report(), short, GPU, allowed).candidates[0].options] == [
         2, 4, 8]
+    # A DataLoader whose sampler makes the batches (batch_size=None, as examples/pattern_launch_bound.py) has no
+    # batch size to scale: said so, not blamed on memory. An epoch of 3 batches has no room for 2 of twice the size.
+    sampled = settings(loaders=[LoaderSite(file="t.py", line=3, num_workers=0, pin_memory=False,
+                                           persistent_workers=False, batch_size=None, batches=100)])
+    reason = make_plan(report(), sampled, CPU, allowed).not_tried[0].reason
+    assert reason.startswith("the DataLoader takes no batch_size")
+    tiny = settings(loaders=[LoaderSite(file="t.py", line=3, num_workers=0, pin_memory=False,
+                                        persistent_workers=False, batch_size=32, batches=3)])
+    assert make_plan(report(), tiny, CPU, allowed).not_tried[0].reason == (
+        "an epoch of 3 batches is too short for a bigger batch")
     # A CPU's memory is not known: x2 and x4.
     assert [o["larger_batch"]["factor"] for o in make_plan(report(), settings(), CPU, allowed).candidates[0].options
             ] == [2, 4]

@@ -37,7 +37,15 @@ def batch_factors(settings: Settings, device: DeviceInfo) -> Sequence[int]:
 
 def _options(ctx: PlanContext) -> tuple[Params, ...] | str:
     factors = batch_factors(ctx.settings, ctx.device)
-    return tuple({"larger_batch": {"factor": k}} for k in factors) or "no room in device memory for a bigger batch"
+    if factors:
+        return tuple({"larger_batch": {"factor": k}} for k in factors)
+    loader = ctx.settings.loaders[0] if ctx.settings.loaders else None
+    if loader is not None and not loader.batch_size:
+        return ("the DataLoader takes no batch_size (batch_size=None: a sampler or the dataset makes the batches): "
+                "change the batch where they are made")
+    if loader is not None and loader.batches is not None and loader.batches / 2 < MIN_BATCHES:
+        return f"an epoch of {loader.batches} batches is too short for a bigger batch"
+    return "no room in device memory for a bigger batch"
 
 
 def _install(points: Points, params: Params) -> None:
