@@ -114,14 +114,11 @@ LAZY: dict[str, tuple[int, str]] = {
                                    "first"),
     # Held by the other issues of this round (their owners' files), each with the reason given there.
     "report/__init__.py": (3, "the HTML renderer's jinja2 and plotly, and Perfetto's, only when asked for"),
-    "report/diff.py": (3, "the diff's HTML page only when asked for"),
-    "report/tune.py": (4, "the tune's HTML page only when asked for"),
+    "report/diff.py": (2, "the diff's HTML page (jinja2, plotly) only when asked for"),
+    "report/tune.py": (2, "the tune's HTML page only when asked for"),
     "trace/load.py": (2, "the Nsight Systems reader only for nsys files"),
-    "trace/nsys/export.py": (1, "the same"),
-    "tune/child.py": (7, "a measured trial runs the user's program with none of the analysis loaded"),
+    "tune/child.py": (2, "a measured trial runs the user's program with none of the analysis loaded"),
     "tune/fixes/__init__.py": (1, "the registry: one module per fix, found by name"),
-    "capture/settings.py": (1, "inside the user's program"),
-    "capture/sites.py": (1, "inside the user's program"),
 }
 
 

@@ -15,6 +15,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from stepscope.attribution import torch_compile_in_use
+
 CPUINFO = Path("/proc/cpuinfo")
 # CPU flags under which bf16 matmuls and convolutions run natively, best first.
 BF16_FLAGS = ("amx_bf16", "avx512_bf16")
@@ -135,8 +137,6 @@ def model_layout(model: Any) -> tuple[bool | None, int | None]:
 
 
 def compiled(model: Any) -> bool | None:
-    from stepscope.attribution import torch_compile_in_use
-
     try:
         dynamo = sys.modules.get("torch._dynamo.eval_frame")
         wrapped = dynamo is not None and isinstance(model, getattr(dynamo, "OptimizedModule", ()))

@@ -9,6 +9,8 @@ import sys
 import weakref
 from typing import Any
 
+from stepscope.attribution.usercode import UserCode
+
 
 class Sites:
     """`recorder(cls.__init__)` wraps a constructor so each new object remembers the first user frame
@@ -42,8 +44,6 @@ class Sites:
 
     def _locate(self, frame: Any) -> dict[str, Any] | None:
         if self._user is None:
-            from stepscope.attribution.usercode import UserCode
-
             self._user = UserCode()
         user = self._user.user_frame(frame)
         if user is None:

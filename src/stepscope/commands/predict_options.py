@@ -22,7 +22,7 @@ def add_cost_options(p: argparse.ArgumentParser) -> None:
 
 
 def add_predict_option(p: argparse.ArgumentParser) -> None:
-    """`--predict GPUS` (and `--price`, `--target-host`, `--origin`) for `analyze` and `run`: add the prediction section to the report."""
+    """`--predict GPUS` (with --price, --target-host, --origin) for `analyze` and `run`: a prediction section."""
     p.add_argument("--predict", metavar="GPUS",
                    help="also predict the step time, cost and energy on these GPUs (comma-separated, e.g. h200,l4)")
     add_cost_options(p)

@@ -10,6 +10,7 @@ from rich.console import Group, RenderableType
 from rich.text import Text
 
 from stepscope.model.diff import Diff
+from stepscope.report.fit import table
 from stepscope.report.palette import BREAKDOWN_LABELS
 from stepscope.report.tables import Cell, Table, kernel_cell
 from stepscope.units import bytes_cell, share_cell, us_cell
@@ -138,8 +139,6 @@ class DiffTerminalRenderer:
     """Diff -> a rich renderable."""
 
     def render(self, diff: Diff) -> RenderableType:
-        from stepscope.report.fit import table
-
         good = bool(diff.headline_speedup and diff.headline_speedup >= 1)
         parts: list[RenderableType] = [
             Text(f"before: {', '.join(diff.before.paths[:3])}\nafter:  {', '.join(diff.after.paths[:3])}",

@@ -10,6 +10,7 @@ from rich.console import Console, ConsoleOptions, Group, RenderableType, RenderR
 from rich.text import Text
 
 from stepscope.model.tune import Trial, Tune
+from stepscope.report.fit import table as fitted
 from stepscope.report.tables import Cell, Table
 from stepscope.units import share_cell
 
@@ -127,8 +128,6 @@ def speedup_text(tune: Tune) -> str:
 def to_rich(table: Table) -> RenderableType:
     """A neutral table drawn in the terminal as every report draws its tables (fitted to the width it is printed
     at: prose wraps between words, so a fix id is never cut)."""
-    from stepscope.report.fit import table as fitted
-
     return fitted(table)
 
 
@@ -145,8 +144,6 @@ class _Ladder:
         self.table = table
 
     def __rich_console__(self, console: Console, options: ConsoleOptions) -> RenderResult:
-        from stepscope.report.fit import table as fitted
-
         spec = self.table
         if options.max_width < LADDER_FULL_WIDTH:
             for name in LADDER_NARROW_LEAVES_OUT:

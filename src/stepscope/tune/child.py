@@ -15,9 +15,13 @@ import os
 import random
 import sys
 from pathlib import Path
-from typing import TYPE_CHECKING
 
+from stepscope.capture.hooks import StepHooks
+from stepscope.capture.options import CaptureOptions
+from stepscope.capture.overhead import Reference
 from stepscope.capture.program import Outcome, Program, run_program
+from stepscope.capture.runner import capture_program
+from stepscope.capture.session import activate
 from stepscope.tune.clock import StepClock
 from stepscope.tune.compiling import CompileWatch
 from stepscope.tune.fixes import FIXES
@@ -32,9 +36,6 @@ from stepscope.tune.wire import (
     decode_spec,
     encode,
 )
-
-if TYPE_CHECKING:
-    from stepscope.capture.overhead import Reference
 
 MIN_WINDOWS = 2  # fewer timed windows than this is no measurement
 
@@ -53,8 +54,6 @@ def seed_everything(seed: int) -> None:
 
 
 def measure(spec: TrialSpec, program: Program, patches: Points, clock: StepClock) -> ChildResult:
-    from stepscope.capture.hooks import StepHooks
-    from stepscope.capture.session import activate
 
     clock.set_batch_size(spec.batch_size, "user")
     hooks = StepHooks(clock)  # type: ignore[arg-type]  # the clock stands in for a capture session
@@ -94,8 +93,6 @@ def _status(outcome: Outcome, stopped: bool, aborted: bool, leader: str | None, 
 def profile(spec: TrialSpec, program: Program) -> ChildResult:
     """What `stepscope run` does, with the fixes in place: one profiled window, then its report.json. For the
     tuned configuration, the report is told what the tune measured and did (tune/story.py)."""
-    from stepscope.capture.options import CaptureOptions
-    from stepscope.capture.runner import capture_program
     from stepscope.runreport import live_report, nothing_recorded, write_report_files
     from stepscope.tune.story import ladder_notes, with_ladder
 
@@ -126,8 +123,6 @@ def profile(spec: TrialSpec, program: Program) -> ChildResult:
 def tune_reference(ref: ReferenceWindows, batch: int | None) -> Reference | None:
     """The tune's windows as the capture's unprofiled reference: the step time whose samples/s (batch / step)
     are the tune's figure, and each window's mean step."""
-    from stepscope.capture.overhead import Reference
-
     steps, seconds = sum(ref.steps), sum(ref.seconds)
     if not steps or seconds <= 0:
         return None

@@ -9,11 +9,10 @@ from pathlib import Path
 
 from stepscope.errors import StepscopeError
 from stepscope.trace.model import Trace
+from stepscope.trace.nsys.reader import read_nsys
 
 
 def export_and_read(path: Path) -> Trace:
-    from stepscope.trace.nsys.reader import read_nsys
-
     if not path.exists():
         raise StepscopeError(f"{path}: no such file or folder")
     nsys = shutil.which("nsys")
