@@ -12,7 +12,6 @@ from pathlib import Path
 import pytest
 
 pytest.importorskip("torch")
-pytestmark = pytest.mark.slow
 
 EXAMPLES = Path(__file__).resolve().parent.parent / "examples"
 COMMON = ["--device", "cpu", "--steps", "3"]

@@ -12,7 +12,7 @@ import msgspec
 import pytest
 
 import builder as sc
-from conftest import KINETO
+from conftest import kineto_trace
 from stepscope.capture.calibrate import ProfilerCost
 from stepscope.model import ranks, report, run, telemetry, usage
 from stepscope.model.report import Reference, Report, Run, to_json
@@ -113,7 +113,7 @@ def test_a_live_report_is_the_one_the_assembly_built(assembled: list[tuple[Repor
 
 
 def test_a_job_of_ranks_is_built_once_from_its_main_rank(assembled: list[tuple[Report, bytes]]) -> None:
-    got = analyze(KINETO / "two_rank_job", engine=InProcess())
+    got = analyze(kineto_trace("two_rank_job"), engine=InProcess())
     assert len(assembled) == 3  # the two chosen ranks' reports, then the job's
     built, doc = assembled[-1]
     assert got is built and to_json(got) == doc
@@ -125,7 +125,7 @@ def test_a_job_of_ranks_is_built_once_from_its_main_rank(assembled: list[tuple[R
 def test_gpu_utilisation_is_one_figure_everywhere(assembled: list[tuple[Report, bytes]]) -> None:
     """The summary, the main rank's row and its per-device row are the same figure (DESIGN.md: kernel time on the
     busiest device over the total step time), rounded alike."""
-    got = analyze(KINETO / "two_rank_job", engine=InProcess())
+    got = analyze(kineto_trace("two_rank_job"), engine=InProcess())
     [row] = [r for r in got.ranks if r.rank == got.rank]
     assert got.summary.gpu_utilization is not None
     assert row.gpu_utilization == got.summary.gpu_utilization

@@ -102,7 +102,7 @@ def test_non_gpu_accelerator_is_reported_as_such() -> None:
 
 
 def test_rank_folder_gives_per_rank_rows_and_cross_rank_summary() -> None:
-    report = analyze(KINETO / "two_rank_job")
+    report = analyze(kineto_trace("two_rank_job"))
     assert report.cross_rank is not None and report.cross_rank.ranks == 2
     assert [r.rank for r in report.ranks] == [0, 1]
     times = {r.rank: r.step_time_us for r in report.ranks}
