@@ -22,6 +22,8 @@ import time
 import warnings
 from pathlib import Path
 
+from markdown_section import replace_section
+
 ROOT = Path(__file__).resolve().parent.parent
 DATA = ROOT / "tests" / "data" / "gpu_h100"
 START, END = "<!-- bench_estimates:start -->", "<!-- bench_estimates:end -->"
@@ -87,12 +89,7 @@ def main() -> None:
     text = [f"Computed {time.strftime('%Y-%m-%d')} by `benchmarks/bench_estimates.py`.", "", *table(rows())]
     print("\n".join(text))
     if args.write:
-        path = Path(args.write)
-        doc = path.read_text()
-        if START not in doc or END not in doc:
-            raise SystemExit(f"{path}: no {START} ... {END} section to replace")
-        head, rest = doc.split(START, 1)
-        path.write_text(head + START + "\n" + "\n".join(text) + "\n" + END + rest.split(END, 1)[1])
+        replace_section(Path(args.write), START, END, text)
 
 
 if __name__ == "__main__":

@@ -32,6 +32,8 @@ import tempfile
 import time
 from pathlib import Path
 
+from markdown_section import replace_section
+
 ROOT = Path(__file__).resolve().parent.parent
 CASES: dict[str, list[str]] = {
     "input_wait": ["examples/pattern_input_bound.py", "--work", "0", "--io-ms", "2.0", "--steps", "120"],
@@ -187,12 +189,7 @@ def main() -> None:
     if args.json:
         Path(args.json).write_text(json.dumps(results, indent=1, default=str))
     if args.write:
-        path = Path(args.write)
-        doc = path.read_text()
-        if START not in doc or END not in doc:
-            raise SystemExit(f"{path}: no {START} ... {END} section to replace")
-        head, rest = doc.split(START, 1)
-        path.write_text(head + START + "\n" + "\n".join(text) + "\n" + END + rest.split(END, 1)[1])
+        replace_section(Path(args.write), START, END, text)
 
 
 if __name__ == "__main__":

@@ -17,6 +17,8 @@ BENCH = Path(__file__).resolve().parent.parent / "benchmarks" / "bench_estimates
 
 @pytest.fixture(scope="module")
 def found() -> list[dict]:
+    if str(BENCH.parent) not in sys.path:
+        sys.path.insert(0, str(BENCH.parent))  # as when it runs as a script: its sibling modules import
     spec = importlib.util.spec_from_file_location("bench_estimates", BENCH)
     assert spec is not None and spec.loader is not None
     module = importlib.util.module_from_spec(spec)
