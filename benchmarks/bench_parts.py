@@ -43,7 +43,7 @@ def child_read(trace: Path) -> dict[str, Any]:
     from bench_analyze import _status_kb as status_kb
 
     t0 = time.perf_counter()
-    from stepscope import analyze_traces
+    from stepscope import analyze
     from stepscope.trace.kineto import read_kineto
 
     import_s = time.perf_counter() - t0
@@ -53,7 +53,7 @@ def child_read(trace: Path) -> dict[str, Any]:
     seconds, cpu_s = time.perf_counter() - t0, time.process_time() - c0
     peak_read_kb, hwm_read_kb = peak_kb(), status_kb("VmHWM")
     t0 = time.perf_counter()
-    analyze_traces([parsed])
+    analyze([parsed])
     stages = {"read_kineto": seconds, "analyses": time.perf_counter() - t0}
     return {
         "seconds": seconds,  # the row is the reader's: its time and its peak

@@ -15,7 +15,8 @@ from conftest import KINETO
 from stepscope.compare import _lines, compare, slower_by
 from stepscope.model import report as s
 from stepscope.model.diff import DIFF_SCHEMA, diff_to_json
-from stepscope.report.diff import DiffHtmlRenderer, DiffTerminalRenderer
+from stepscope.report.diff import DiffTerminalRenderer
+from stepscope.report.pages import DiffHtmlRenderer
 from stepscope.report.terminal import make_console
 from test_html_report import report_of, training_trace
 

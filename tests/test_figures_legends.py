@@ -24,7 +24,7 @@ def charts() -> dict[str, dict[str, Any]]:
     from stepscope.compare import compare
     from stepscope.model.tune import tune_from_json
     from stepscope.predict import PredictRequest
-    from stepscope.report.diff import diff_figure
+    from stepscope.report.pages import diff_figure
 
     folder = H100 / "r4_runs" / "cifar_rung1"
     run = run_report(folder)

@@ -124,7 +124,7 @@ def test_real_trace_page_in_chromium(browser, tmp_path: Path) -> None:  # type: 
 
 def test_diff_page_in_chromium(browser, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
     from stepscope.compare import compare
-    from stepscope.report.diff import DiffHtmlRenderer
+    from stepscope.report.pages import DiffHtmlRenderer
 
     before = report_of(training_trace(tmp_path / "a.json"))
     after = report_of(training_trace(tmp_path / "b.json", steps=4, evil="fused_kernel"))
@@ -137,7 +137,7 @@ def test_diff_page_in_chromium(browser, tmp_path: Path) -> None:  # type: ignore
 
 
 def test_tune_page_in_chromium(browser, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
-    from stepscope.report.tune import TuneHtmlRenderer
+    from stepscope.report.pages import TuneHtmlRenderer
     from test_tune_report import sample_tune
 
     page_path = tmp_path / "tune.html"

@@ -87,8 +87,7 @@ def pages(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
     from stepscope.pipeline import analyze
     from stepscope.predict import PredictRequest
     from stepscope.report import render
-    from stepscope.report.diff import DiffHtmlRenderer
-    from stepscope.report.tune import TuneHtmlRenderer
+    from stepscope.report.pages import DiffHtmlRenderer, TuneHtmlRenderer
 
     out = tmp_path_factory.mktemp("pages")
     folder = H100 / "r4_runs" / "cifar_rung1"

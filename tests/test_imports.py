@@ -108,16 +108,14 @@ LAZY: dict[str, tuple[int, str]] = {
     "api.py": (1, "the profiled program holds none of the analysis until its report is asked for"),
     "integrations/_common.py": (1, "the trainer's process holds none of the analysis until training has ended"),
     "commands/run.py": (1, "the user's program runs in this process: the analysis loads once it has ended"),
-    "commands/predict_options.py": (2, "`stepscope run` parses --predict before the program runs"),
+    "commands/predict_options.py": (1, "`stepscope run` parses --predict before the program runs"),
     "commands/inputs.py": (1, "`report` and `diff` on saved reports load none of the analyses"),
-    "attribution/__init__.py": (3, "its line and module ranges import torch, which the user's program imports "
+    "attribution/__init__.py": (1, "its line and module ranges import torch, which the user's program imports "
                                    "first"),
-    # Held by the other issues of this round (their owners' files), each with the reason given there.
-    "report/__init__.py": (3, "the HTML renderer's jinja2 and plotly, and Perfetto's, only when asked for"),
-    "report/diff.py": (2, "the diff's HTML page (jinja2, plotly) only when asked for"),
-    "report/tune.py": (2, "the tune's HTML page only when asked for"),
-    "trace/load.py": (2, "the Nsight Systems reader only for nsys files"),
-    "tune/child.py": (2, "a measured trial runs the user's program with none of the analysis loaded"),
+    "report/__init__.py": (1, "the renderer table: each renderer's module (the HTML pages' jinja2, Perfetto's "
+                              "writer) only when its output is asked for"),
+    "trace/load.py": (1, "the Nsight Systems reader only for nsys files"),
+    "tune/child.py": (1, "a measured trial runs the user's program with none of the analysis loaded"),
     "tune/fixes/__init__.py": (1, "the registry: one module per fix, found by name"),
 }
 
@@ -141,6 +139,15 @@ def test_imports_inside_functions_only_where_they_keep_something_unloaded() -> N
     counts = {str(p.relative_to(PACKAGE)): n for p in PACKAGE.rglob("*.py") if (n := lazy_imports(p))}
     over = {f: (n, LAZY.get(f, (0, ""))[0]) for f, n in counts.items() if n > LAZY.get(f, (0, ""))[0]}
     assert not over, f"imports inside functions beyond the budget (found, allowed): {over}"
+    assert sum(counts.values()) <= 15, f"{sum(counts.values())} imports inside functions (issue 20: at most 15)"
+
+
+def test_diff_and_tune_load_jinja2_only_for_html() -> None:
+    code = "import stepscope.commands.diff, stepscope.commands.tune\nimport sys\nprint(' '.join(sys.modules))"
+    loaded = set(subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                                check=True).stdout.split())
+    assert "stepscope.report.diff" in loaded and "stepscope.report.tune" in loaded
+    assert not loaded & {"stepscope.report.pages", "stepscope.report.html", "jinja2"}
 
 
 def _loaded_after(code: str) -> set[str]:

@@ -25,7 +25,8 @@ from stepscope.model.tune import (
     tune_from_json,
     tune_to_json,
 )
-from stepscope.report.tune import TuneHtmlRenderer, TuneTerminalRenderer, ladder_table
+from stepscope.report.pages import TuneHtmlRenderer
+from stepscope.report.tune import TuneTerminalRenderer, ladder_table
 
 # The fields issue 12 gives for stepscope.tune/1: a document must carry at least these (more may be added).
 CONTRACT = {

@@ -64,14 +64,11 @@ class Attribution:
         if self._mode is not None:
             return
         try:
-            # These import torch: this package is imported inside the user's program before it has.
-            from stepscope.attribution.line_ranges import CallSitePatches, LineMode, sweep
-            from stepscope.attribution.module_ranges import ModuleRanges
-
-            sweep()  # a mode stopped inside its own handler earlier comes off before another goes on
+            line_ranges, module_ranges = _torch_side()
+            line_ranges.sweep()  # a mode stopped inside its own handler earlier comes off before another goes on
 
             user = UserCode(self.code_root, libraries=self.libraries)
-            self._patches = CallSitePatches(user)
+            self._patches = line_ranges.CallSitePatches(user)
             if self.compiled if self.compiled is not None else torch_compile_in_use():
                 # torch.compile guards on the mode stack and the global module hooks: installing either would
                 # recompile inside the window. Only the call sites are annotated then.
@@ -80,10 +77,10 @@ class Attribution:
                 self._patches.install(None)
                 self._mode = _NO_MODE
                 return
-            mode = LineMode(user)
+            mode = line_ranges.LineMode(user)
             self._patches.install(mode)
             if self.modules:
-                self._module_ranges = ModuleRanges(user)
+                self._module_ranges = module_ranges.ModuleRanges(user)
                 self._module_ranges.install()
             mode.__enter__()
             self._mode = mode
@@ -97,7 +94,7 @@ class Attribution:
         if mode is not None and mode is not _NO_MODE:
             mode.active = False
             try:
-                _line_ranges().take_off(mode)  # on another thread's stack it stays, disarmed: it passes calls on
+                _torch_side()[0].take_off(mode)  # on another thread's stack it stays, disarmed: it passes calls on
             except Exception as exc:
                 self.error = f"source attribution did not stop cleanly: {type(exc).__name__}: {exc}"
         self._remove_hooks()
@@ -132,10 +129,9 @@ class Survey:
         if self._mode is not None or torch_compile_in_use():  # a mode would make torch.compile recompile
             return
         try:
-            from stepscope.attribution.line_ranges import LineSurvey, sweep  # import torch: once it starts
-
-            sweep()
-            self._mode = LineSurvey(UserCode(self.code_root))
+            line_ranges = _torch_side()[0]
+            line_ranges.sweep()
+            self._mode = line_ranges.LineSurvey(UserCode(self.code_root))
             self._mode.__enter__()
         except Exception:
             self._mode = None
@@ -147,7 +143,7 @@ class Survey:
             return 0.0, None
         mode.active = False
         with contextlib.suppress(Exception):  # never cost the run
-            _line_ranges().take_off(mode)
+            _torch_side()[0].take_off(mode)
         total = sum(mode.counts.values())
         if not total:
             return 0.0, None
@@ -155,9 +151,12 @@ class Survey:
         return top / total, f"{mode.user.display(file) or file}:{line}"
 
 
-def _line_ranges() -> Any:
-    """The line-range module, loaded once a mode was made (it imports torch, which this package must not)."""
-    return sys.modules["stepscope.attribution.line_ranges"]
+def _torch_side() -> tuple[Any, Any]:
+    """The line-range and module-range modules, loaded when a window starts: they import torch, and this package is
+    imported inside the user's program before the program has imported it."""
+    from stepscope.attribution import line_ranges, module_ranges
+
+    return line_ranges, module_ranges
 
 
 def enable(code_root: CodeRoot = None, *, modules: bool = True, compiled: bool | None = None) -> Attribution:

@@ -12,7 +12,8 @@ from stepscope.commands.output import write_output
 from stepscope.compare import compare, slower_by
 from stepscope.errors import StepscopeError
 from stepscope.model.diff import diff_to_json
-from stepscope.report.diff import DiffHtmlRenderer, DiffTerminalRenderer
+from stepscope.report import render
+from stepscope.report.diff import DiffTerminalRenderer
 from stepscope.report.terminal import make_console
 
 
@@ -57,7 +58,7 @@ def run(args: argparse.Namespace) -> int:
     if args.json:
         written.append(write_output(args.json, diff_to_json(diff), "JSON diff"))
     if args.html:
-        written.append(write_output(args.html, DiffHtmlRenderer().render(diff), "HTML diff"))
+        written.append(write_output(args.html, render("diff-html", diff), "HTML diff"))
     paths = [p for p in written if p]
     if paths and not args.quiet:
         print(f"wrote {', '.join(paths)}", file=sys.stderr if to_stdout else sys.stdout)

@@ -36,19 +36,10 @@ def request_from_args(args: argparse.Namespace, wanted: str | None) -> PredictRe
         return None
     # Only with --predict: `stepscope run` reads these options before the user's program runs, which must not
     # load the hardware table and the analyses under predict.
-    from stepscope import hardware
-    from stepscope.predict import PredictRequest, cost, gpus, host, parse_gpus
+    from stepscope.predict import checked_request
 
-    table = hardware.load_table()
-    names = parse_gpus(wanted)
-    for name in names:
-        gpus.resolve(table, name, "target GPU")
-    if getattr(args, "origin", None):
-        gpus.resolve(table, args.origin, "origin GPU")
-    return PredictRequest(
-        gpus=names, prices=cost.parse_prices(args.price, table),
-        samples_per_epoch=getattr(args, "samples_per_epoch", None), steps_per_epoch=getattr(args, "steps_per_epoch",
-                                                                                          None),
-        host_speed=getattr(args, "host_speed", 1.0), origin=getattr(args, "origin", None),
-        target_host=host.read_host(args.target_host) if getattr(args, "target_host", None) else None,
-    )
+    return checked_request(wanted, prices=args.price, origin=getattr(args, "origin", None),
+                           target_host=getattr(args, "target_host", None),
+                           samples_per_epoch=getattr(args, "samples_per_epoch", None),
+                           steps_per_epoch=getattr(args, "steps_per_epoch", None),
+                           host_speed=getattr(args, "host_speed", 1.0))

@@ -20,8 +20,9 @@ from stepscope.capture.runner import require_torch
 from stepscope.commands.argtypes import count, positive_int
 from stepscope.commands.run import program_from_args
 from stepscope.model.tune import Tune, tune_to_json
+from stepscope.report import render
 from stepscope.report.terminal import make_console
-from stepscope.report.tune import TuneHtmlRenderer, TuneTerminalRenderer, ladder_rich, progress_line, trial_label
+from stepscope.report.tune import TuneTerminalRenderer, ladder_rich, progress_line, trial_label
 from stepscope.tune.fixes import FIXES, known_ids
 from stepscope.tune.ladder import Events, TuneOptions, Tuner
 
@@ -229,7 +230,7 @@ def _finish(tune: Tune, folder: Path, console: Console) -> int:
     patch_text = patch.read_text(encoding="utf-8") if patch is not None and patch.is_file() else None
     written = [TUNE_JSON, TUNE_TEXT]
     try:
-        write_atomic(folder / TUNE_HTML, TuneHtmlRenderer(patch_text).render(tune), what="tune page")
+        write_atomic(folder / TUNE_HTML, render("tune-html", tune, patch_text=patch_text), what="tune page")
         written.append(TUNE_HTML)
     except Exception as exc:  # the page is a convenience: never let it cost the tune its other files
         print(f"stepscope: {TUNE_HTML} was not written ({type(exc).__name__}: {exc})", file=sys.stderr)

@@ -12,6 +12,6 @@ measured error.
 
 from __future__ import annotations
 
-from stepscope.predict.section import PredictRequest, parse_gpus, predict
+from stepscope.predict.section import PredictRequest, checked_request, parse_gpus, predict
 
-__all__ = ["PredictRequest", "parse_gpus", "predict"]
+__all__ = ["PredictRequest", "checked_request", "parse_gpus", "predict"]

@@ -15,6 +15,7 @@ from stepscope.hardware import GpuSpec, HardwareTable, load_table
 from stepscope.model import report as s
 from stepscope.predict import cost, energy
 from stepscope.predict.gpus import resolve, roof_pair, roofline_bias
+from stepscope.predict.host import read_host
 from stepscope.predict.measured_error import measured_error
 from stepscope.predict.scaling import FLOOR_NS
 from stepscope.predict.target import StepView, TargetRun, run_target, view
@@ -43,6 +44,22 @@ def parse_gpus(text: str) -> tuple[str, ...]:
     if not gpus:
         raise StepscopeError(f"--gpu {text!r}: name at least one GPU, e.g. --gpu h100,h200,a100-80gb,l4")
     return gpus
+
+
+def checked_request(gpus_text: str, *, prices: list[str], origin: str | None = None, target_host: str | None = None,
+                    samples_per_epoch: int | None = None, steps_per_epoch: int | None = None,
+                    host_speed: float = 1.0) -> PredictRequest:
+    """The request a command line makes, every GPU name (targets and origin) and price checked against the table
+    before any analysis runs, and the target machine's calibration read (`target_host`: its run folder or file)."""
+    table = load_table()
+    names = parse_gpus(gpus_text)
+    for name in names:
+        resolve(table, name, "target GPU")
+    if origin:
+        resolve(table, origin, "origin GPU")
+    return PredictRequest(gpus=names, prices=cost.parse_prices(prices, table), samples_per_epoch=samples_per_epoch,
+                          steps_per_epoch=steps_per_epoch, host_speed=host_speed, origin=origin,
+                          target_host=read_host(target_host) if target_host else None)
 
 
 @dataclass(frozen=True)

@@ -1,29 +1,32 @@
-"""Renderers: each turns a Report into output and never computes a figure."""
+"""Renderers: each turns a Report (or a Diff, a Tune) into output and never computes a figure."""
 
 from __future__ import annotations
 
+import importlib
 from typing import Any
 
 from stepscope.model.report import SCHEMA, Report, from_json, to_json
 
+# Each renderer's module, loaded when its output is asked for: the HTML pages bring jinja2, Perfetto's its trace
+# writer, the terminal's the report's sections; `stepscope report --json` needs none of them.
+RENDERERS: dict[str, tuple[str, str]] = {
+    "terminal": ("stepscope.report.terminal", "TerminalRenderer"),
+    "html": ("stepscope.report.html", "HtmlRenderer"),
+    "perfetto": ("stepscope.report.perfetto", "PerfettoRenderer"),
+    "diff-html": ("stepscope.report.pages", "DiffHtmlRenderer"),
+    "tune-html": ("stepscope.report.pages", "TuneHtmlRenderer"),
+}
 
-def render(kind: str, report: Report, **options: Any) -> Any:
-    """Render with the renderer named `kind` ("terminal" -> a rich renderable; "json", "html", "perfetto" -> bytes)."""
+
+def render(kind: str, subject: Any, **options: Any) -> Any:
+    """Render `subject` with the renderer named `kind`: "terminal" -> a rich renderable; "json", "html",
+    "perfetto" -> bytes, for a Report; "diff-html" for a Diff and "tune-html" for a Tune -> bytes."""
     if kind == "json":
-        return to_json(report)
-    if kind == "terminal":
-        from stepscope.report.terminal import TerminalRenderer
-
-        return TerminalRenderer(**options).render(report)
-    if kind == "html":
-        from stepscope.report.html import HtmlRenderer
-
-        return HtmlRenderer(**options).render(report)
-    if kind == "perfetto":
-        from stepscope.report.perfetto import PerfettoRenderer
-
-        return PerfettoRenderer(**options).render(report)
-    raise ValueError(f"unknown renderer {kind!r}")
+        return to_json(subject)
+    if kind not in RENDERERS:
+        raise ValueError(f"unknown renderer {kind!r}")
+    module, name = RENDERERS[kind]
+    return getattr(importlib.import_module(module), name)(**options).render(subject)
 
 
-__all__ = ["SCHEMA", "Report", "from_json", "render", "to_json"]
+__all__ = ["RENDERERS", "SCHEMA", "Report", "from_json", "render", "to_json"]

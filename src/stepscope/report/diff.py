@@ -1,10 +1,9 @@
-"""The diff of two runs (`stepscope.diff/1`) rendered: terminal and HTML. The figures in a Diff are computed
-by `stepscope.compare.compare`; this module only selects and formats them: the speed-up it leads with (the throughput
-ratio), what changed in the configuration, then the breakdown, kernels and lines, per sample when the batch changed."""
+"""The diff of two runs (`stepscope.diff/1`) rendered in the terminal; its HTML page is in `report.pages`. The
+figures in a Diff are computed by `stepscope.compare.compare`; this module only selects and formats them: the speed-up
+it leads with (the throughput ratio), what changed in the configuration, then the breakdown, kernels and lines, per
+sample when the batch changed."""
 
 from __future__ import annotations
-
-from typing import Any
 
 from rich.console import Group, RenderableType
 from rich.text import Text
@@ -156,27 +155,3 @@ class DiffTerminalRenderer:
         parts += [table(t) for t in diff_tables(diff)]
         parts += [Text(f"note: {n}", style="dim") for n in diff.notes]
         return Group(*parts)
-
-
-def diff_figure(diff: Diff) -> dict[str, Any]:
-    """The mean breakdown before and after, side by side."""
-    from stepscope.report import figures
-
-    if diff.per_sample:
-        return figures.breakdown_diff_figure({c.category: c.before_us_per_sample or 0.0 for c in diff.breakdown},
-                                             {c.category: c.after_us_per_sample or 0.0 for c in diff.breakdown},
-                                             "ms per sample")
-    return figures.breakdown_diff_figure({c.category: c.before_us for c in diff.breakdown},
-                                         {c.category: c.after_us for c in diff.breakdown})
-
-
-class DiffHtmlRenderer:
-    """Diff -> one self-contained HTML page (bytes)."""
-
-    def render(self, diff: Diff) -> bytes:
-        from stepscope.report.html import page
-
-        return page("diff.html.j2", title="stepscope diff", generator=diff.generator or "stepscope",
-                    figures={"fig-diff-breakdown": diff_figure(diff)}, diff=diff, verdict=verdict(diff),
-                    headline=headline(diff), config=config_lines(diff), patterns=pattern_lines(diff),
-                    tables=diff_tables(diff))

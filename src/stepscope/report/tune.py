@@ -1,10 +1,9 @@
-"""A tune (`stepscope.tune/1`) rendered: the ladder as a neutral table (drawn by the terminal and the HTML page), the
-progress line while it runs, and the page. Every figure is the Tune's own; this module only formats."""
+"""A tune (`stepscope.tune/1`) rendered: the ladder as a neutral table (drawn by the terminal and the HTML page in
+`report.pages`) and the progress line while it runs. Every figure is the Tune's own; this module only formats."""
 
 from __future__ import annotations
 
 import dataclasses
-from typing import Any
 
 from rich.console import Console, ConsoleOptions, Group, RenderableType, RenderResult
 from rich.text import Text
@@ -197,20 +196,3 @@ class TuneTerminalRenderer:
             parts.append(Text(f"patch: {tune.patch} (the kept fixes as code; {patch_how(tune)})"))
         parts += [Text(f"note: {n}", style="dim") for n in tune.notes]
         return Group(*parts)
-
-
-class TuneHtmlRenderer:
-    """Tune -> one self-contained HTML page (bytes)."""
-
-    def __init__(self, patch_text: str | None = None) -> None:
-        self.patch_text = patch_text
-
-    def render(self, tune: Tune) -> bytes:
-        from stepscope.report import figures
-        from stepscope.report.html import page
-
-        figs: dict[str, Any] = {"fig-ladder": figures.ladder_figure(tune, unit(tune))}
-        return page("tune.html.j2", title=f"stepscope tune: {' '.join(tune.command[:2])}",
-                    generator=tune.generator or "stepscope", figures={k: v for k, v in figs.items() if v},
-                    tune=tune, headline=headline(tune), ladder=ladder_table(tune), skipped=not_tried_table(tune),
-                    patch_text=self.patch_text)

@@ -27,6 +27,7 @@ from stepscope.tune.compiling import CompileWatch
 from stepscope.tune.fixes import FIXES
 from stepscope.tune.points import Points
 from stepscope.tune.points.failure import PatchFailure, failures_since
+from stepscope.tune.story import ladder_notes, with_ladder
 from stepscope.tune.wire import (
     ChildResult,
     DeviceInfo,
@@ -94,7 +95,6 @@ def profile(spec: TrialSpec, program: Program) -> ChildResult:
     """What `stepscope run` does, with the fixes in place: one profiled window, then its report.json. For the
     tuned configuration, the report is told what the tune measured and did (tune/story.py)."""
     from stepscope.runreport import live_report, nothing_recorded, write_report_files
-    from stepscope.tune.story import ladder_notes, with_ladder
 
     window = CaptureOptions(batch_size=spec.batch_size, telemetry=False)
     if spec.skip is not None:
