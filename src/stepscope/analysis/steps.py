@@ -166,7 +166,18 @@ def _gpu_span(trace: Trace) -> tuple[np.ndarray, np.ndarray] | None:
 
 
 def find_steps(trace: Trace, step_range: str | None = None) -> Steps:
-    """The steps of a trace, per DESIGN.md's definition; ranges no step can be are left out, with the reason."""
+    """The steps of a trace, per DESIGN.md's definition; ranges no step can be are left out, with the reason. Found
+    once per trace and range (the analyses and each what-if's baseline ask again); the arrays are read-only."""
+    return trace.derived(("find_steps", step_range), lambda: _read_only(_find_steps(trace, step_range)))
+
+
+def _read_only(steps: Steps) -> Steps:
+    for array in (steps.start, steps.end, steps.cpu_start, steps.cpu_end, steps.gpu_activity_count):
+        array.setflags(write=False)
+    return steps
+
+
+def _find_steps(trace: Trace, step_range: str | None) -> Steps:
     if step_range is not None:
         named = _named_range_steps(trace, step_range)
         if named is None:

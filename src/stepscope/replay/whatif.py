@@ -164,9 +164,10 @@ def amp(trace: Trace, factor: dict[str, float]) -> WhatIf | None:
     ev = trace.events
     gpu = np.flatnonzero(trace.is_gpu_activity)  # all of them: an activity left out would keep its recorded time
     kernel = ev.kind[gpu] == Kind.KERNEL
-    names = [trace.strings[int(i)] for i in ev.name[gpu]]
-    speed = np.array([factor.get(precision(n), 1.0) if k and is_matmul_kernel(n) else 1.0
-                      for n, k in zip(names, kernel, strict=True)])
+    names, name_of_row = np.unique(ev.name[gpu], return_inverse=True)  # each name's regexes once
+    per_name = np.array([factor.get(precision(n), 1.0) if is_matmul_kernel(n) else 1.0
+                         for n in (trace.strings[int(i)] for i in names)])
+    speed = np.where(kernel, per_name[name_of_row] if len(names) else 1.0, 1.0)
     if not (speed > 1).any():
         return None
     base = median_step(trace)
@@ -234,11 +235,31 @@ def _launched_inside(trace: Trace, gpu: np.ndarray, ranges: np.ndarray) -> np.nd
 
 
 def _contains_any(trace: Trace, rows: np.ndarray, inner: np.ndarray) -> np.ndarray:
-    """Which of `rows` (host ranges) contain at least one of the `inner` events (same thread)."""
+    """Which of `rows` (host ranges) contain at least one of the `inner` events (same thread): on each thread, an
+    inner event starting inside the range whose end is inside it too, i.e. the least end among those starting in
+    [start, end] is <= end (a minimum over each row's slice of the thread's inner events, taken all at once)."""
     ev = trace.events
     out = np.zeros(len(rows), dtype=bool)
     if len(inner) == 0 or len(rows) == 0:
         return out
+    row_tid, inner_tid = ev.tid[rows], ev.tid[inner]
+    for tid in np.intersect1d(row_tid, inner_tid):
+        mine = inner[inner_tid == tid]
+        mine = mine[np.argsort(ev.start[mine], kind="stable")]
+        starts = ev.start[mine]
+        at = np.flatnonzero(row_tid == tid)
+        row_end = ev.end[rows[at]]
+        first = np.searchsorted(starts, ev.start[rows[at]], side="left")
+        last = np.searchsorted(starts, row_end, side="right")
+        some = last > first
+        if not some.any():
+            continue
+        ends = np.append(ev.end[mine], np.iinfo(np.int64).max)  # a pad: reduceat's indices stay below its length
+        bounds = np.empty(2 * int(some.sum()), dtype=np.intp)
+        bounds[0::2], bounds[1::2] = first[some], last[some]
+        least_end = np.minimum.reduceat(ends, bounds)[0::2]  # the even slices are [first, last)
+        out[at[some]] = least_end <= row_end[some]
+    return out
     order = np.argsort(ev.start[inner])
     starts = ev.start[inner][order]
     first = np.searchsorted(starts, ev.start[rows], side="left")
