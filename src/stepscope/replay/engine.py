@@ -13,7 +13,7 @@ from stepscope.analysis.launches import launching_call
 from stepscope.replay.blocking import BatchWaits, QueueWaits, batch_waits, blocking_calls, queue_waits
 from stepscope.replay.device import DeviceOps, device_ops
 from stepscope.replay.host_clock import HostClock, HostCost, host_clock
-from stepscope.trace.model import DeviceInfo, Events, Kind, Trace
+from stepscope.trace.model import DeviceInfo, Events, Kind, Trace, absent
 
 SYNC_TOLERANCE_NS = 10_000  # a stream whose work ended this much after a sync returned was not waited for
 _DROPPED_KINDS = (Kind.GPU_ANNOTATION, Kind.GPU_SYNC)  # projections of host ranges; no analysis reads them
@@ -163,6 +163,17 @@ def device_waits(trace: Trace) -> np.ndarray:
     return rows[np.argsort(trace.events.start[rows], kind="stable")]
 
 
+def _taken(ev: Events, rows: np.ndarray) -> dict[str, np.ndarray]:
+    """The columns at `rows`; a column that is one value broadcast (absent from the trace) is left out, and
+    Events.from_columns broadcasts it again rather than a copy of it being made."""
+    columns = {}
+    for name in ev.__dataclass_fields__:
+        column = getattr(ev, name)
+        if not (len(column) and column.strides == (0,) and absent(name, column[0])):
+            columns[name] = column[rows]
+    return columns
+
+
 @dataclass(frozen=True)
 class Replayed:
     trace: Trace
@@ -211,10 +222,13 @@ def replay_with_clock(trace: Trace, *, rows: np.ndarray | None = None, new_dur: 
     end[host] = _host_map(state, clock, host_speed, end[host])
     start[rows] = new_start
     end[rows] = new_start + dur
-    keep = ~ev.of_kind(*_DROPPED_KINDS)
-    columns = {name: getattr(ev, name)[keep] for name in ev.__dataclass_fields__}
-    columns["start"] = np.rint(start[keep]).astype(np.int64)
-    columns["dur"] = np.maximum(np.rint(end[keep]).astype(np.int64) - columns["start"], 0)
+    keep = np.flatnonzero(~ev.of_kind(*_DROPPED_KINDS))
+    new_starts = np.rint(start[keep]).astype(np.int64)
+    new_durs = np.maximum(np.rint(end[keep]).astype(np.int64) - new_starts, 0)
+    # The table's order (start, longer first; Events.from_columns), taken here so each column is copied once.
+    order = np.lexsort((-new_durs, new_starts))
+    columns = _taken(ev, keep[order])
+    columns["start"], columns["dur"] = new_starts[order], new_durs[order]
     memory = trace.memory
     if len(memory):
         memory = type(memory).from_columns(**{

@@ -81,6 +81,14 @@ class TraceMeta:
     notes: tuple[str, ...] = ()  # what the reader had to assume, shown to the user
 
 
+def absent(column: str, value: object) -> bool:
+    """Whether `value` is the events column's 'absent' value (what from_columns fills a column left out with)."""
+    default = _DEFAULTS.get(column)
+    if default is None:
+        return False
+    return bool(np.isnan(value)) if isinstance(default, float) and np.isnan(default) else bool(value == default)
+
+
 def _frozen(array: np.ndarray) -> np.ndarray:
     array = np.ascontiguousarray(array)
     array.flags.writeable = False
