@@ -11,6 +11,7 @@ from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
 
 from stepscope.errors import StepscopeError
+from stepscope.trace.read_ahead import read_ahead
 
 _IN_CHUNK = 1 << 16  # compressed bytes per step: at most ~64 MiB come out of one (deflate tops out at 1032x)
 # A profiler trace compresses 5-30x; past this ratio (and this size) the file is not a trace but a bomb.
@@ -108,7 +109,8 @@ def read_pieces(path: Path) -> tuple[Iterator[bytes], int, Callable[[], int]]:
     gzipped = handle.read(2) == _GZIP_MAGIC
     handle.seek(0)
     pieces = _inflate(blocks(), size, path) if gzipped else blocks()
-    return _checked(pieces, path, gzipped), size, lambda: size if handle.closed else handle.tell()
+    # Read and gunzipped on a second thread while the caller decodes: both release the GIL.
+    return _checked(read_ahead(pieces), path, gzipped), size, lambda: size if handle.closed else handle.tell()
 
 
 def _checked(pieces: Iterator[bytes], path: Path, gzipped: bool) -> Iterator[bytes]:
