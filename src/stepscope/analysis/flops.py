@@ -19,7 +19,7 @@ from stepscope.analysis.nesting import innermost, parents
 from stepscope.analysis.op_costs import OpCost
 from stepscope.analysis.op_formulas import FORMULAS, op_cost
 from stepscope.analysis.steps import Steps
-from stepscope.trace.model import NONE, Kind, Trace
+from stepscope.trace.model import NONE, Kind, Trace, start_order
 
 BACKWARD_RANGE_PREFIX = "autograd::engine::evaluate_function:"
 KINDS = ("matmul", "conv", "attention", "elementwise", "reduction", "norm", "copy")
@@ -114,7 +114,7 @@ def _innermost_of(trace: Trace, rows: np.ndarray, calls: np.ndarray) -> np.ndarr
     ev = trace.events
     threads = host_threads(trace)
     s, e = threads.shift(rows, ev.start[rows]), threads.shift(rows, ev.end[rows])
-    order = np.lexsort((-(e - s), s))
+    order = start_order(s, e - s)
     hit = innermost(s[order], e[order], parents(s[order], e[order]), threads.shift(calls, ev.start[calls]),
                     threads.shift(calls, ev.end[calls]))
     found[hit >= 0] = order[hit[hit >= 0]]

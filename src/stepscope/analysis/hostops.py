@@ -12,7 +12,7 @@ import numpy as np
 
 from stepscope.analysis.nesting import thread_numbers
 from stepscope.trace import intervals as iv
-from stepscope.trace.model import Kind, Trace
+from stepscope.trace.model import Kind, Trace, start_order
 
 
 @dataclass(frozen=True, eq=False)
@@ -76,7 +76,7 @@ def outermost(trace: Trace, rows: np.ndarray) -> np.ndarray:
         return rows
     threads = host_threads(trace)
     starts = threads.shift(rows, ev.start[rows])
-    order = np.lexsort((-ev.dur[rows], starts))
+    order = start_order(starts, ev.dur[rows])
     rows, starts = rows[order], starts[order]
     running_end = np.maximum.accumulate(threads.shift(rows, ev.end[rows]))
     top = np.concatenate([[True], starts[1:] >= running_end[:-1]])
@@ -92,7 +92,7 @@ def nesting_depth(trace: Trace, rows: np.ndarray) -> np.ndarray:
         return np.zeros(0, dtype=np.int64)
     threads = host_threads(trace)
     starts = threads.shift(rows, ev.start[rows])
-    order = np.lexsort((-ev.dur[rows], starts))
+    order = start_order(starts, ev.dur[rows])
     position = np.empty(len(rows), dtype=np.int64)
     position[order] = np.arange(len(rows))
     ended = np.searchsorted(np.sort(threads.shift(rows, ev.end[rows])), starts, side="right")

@@ -10,7 +10,7 @@ import numpy as np
 from stepscope.analysis.hostops import host_threads
 from stepscope.analysis.nesting import innermost, parents
 from stepscope.analysis.source_map import SourceLine, source_map
-from stepscope.trace.model import Kind, Trace
+from stepscope.trace.model import Kind, Trace, start_order
 
 TOP_LINES = 10
 
@@ -43,7 +43,7 @@ def allocating_ops(trace: Trace, rows: np.ndarray) -> np.ndarray:
     thread = _thread_of_samples(trace, rows)
     known = thread >= 0
     s, e = threads.shift(ops, ev.start[ops]), threads.shift(ops, ev.end[ops])
-    order = np.lexsort((-(e - s), s))
+    order = start_order(s, e - s)
     s, e, ops = s[order], e[order], ops[order]
     q = thread[known] * threads.span + trace.memory.time[rows[known]]
     hit = innermost(s, e, parents(s, e), q, q)

@@ -45,7 +45,7 @@ class DeviceOps:
 
 
 def _streams(start: np.ndarray, end: np.ndarray, stream: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    order = np.lexsort((np.arange(len(start)), stream))
+    order = np.argsort(stream, kind="stable")
     prev = np.full(len(start), -1, dtype=np.int64)
     same = stream[order][1:] == stream[order][:-1]
     prev[order[1:][same]] = order[:-1][same]
@@ -97,6 +97,6 @@ def device_ops(trace: Trace, rows: np.ndarray) -> DeviceOps:
     for s in np.unique(stream):  # per stream, launch order is execution order
         members = np.flatnonzero(stream == s)
         key[members] = np.maximum.accumulate(key[members])
-    order = np.lexsort((np.arange(len(rows)), key))
+    order = np.argsort(key, kind="stable")  # launch order; ties as given
     return DeviceOps(rows=rows, start=start, end=end, stream=stream, launch=launch, linked=linked, latency=latency,
                      prev=prev, gap=gap, dep=dep, delay=start - explained, order=order, key=key)

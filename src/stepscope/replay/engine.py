@@ -13,7 +13,7 @@ from stepscope.analysis.launches import launching_call
 from stepscope.replay.blocking import BatchWaits, QueueWaits, batch_waits, blocking_calls, queue_waits
 from stepscope.replay.device import DeviceOps, device_ops
 from stepscope.replay.host_clock import HostClock, HostCost, host_clock
-from stepscope.trace.model import DeviceInfo, Events, Kind, Trace, absent
+from stepscope.trace.model import DeviceInfo, Events, Kind, Trace, absent, start_order
 
 SYNC_TOLERANCE_NS = 10_000  # a stream whose work ended this much after a sync returned was not waited for
 _DROPPED_KINDS = (Kind.GPU_ANNOTATION, Kind.GPU_SYNC)  # projections of host ranges; no analysis reads them
@@ -226,7 +226,7 @@ def replay_with_clock(trace: Trace, *, rows: np.ndarray | None = None, new_dur: 
     new_starts = np.rint(start[keep]).astype(np.int64)
     new_durs = np.maximum(np.rint(end[keep]).astype(np.int64) - new_starts, 0)
     # The table's order (start, longer first; Events.from_columns), taken here so each column is copied once.
-    order = np.lexsort((-new_durs, new_starts))
+    order = start_order(new_starts, new_durs)
     columns = _taken(ev, keep[order])
     columns["start"], columns["dur"] = new_starts[order], new_durs[order]
     memory = trace.memory

@@ -81,6 +81,22 @@ class TraceMeta:
     notes: tuple[str, ...] = ()  # what the reader had to assume, shown to the user
 
 
+def start_order(start: np.ndarray, dur: np.ndarray) -> np.ndarray:
+    """The events table's order: by start, longer first at equal starts (an enclosing range before its children),
+    then as given; what np.lexsort((-dur, start)) gives. A stable sort by start alone, which is near linear on
+    the nearly sorted starts of a trace, then the few rows that share a start sorted among themselves."""
+    order = np.argsort(start, kind="stable")
+    tied = start[order]
+    tied = np.flatnonzero(tied[1:] == tied[:-1])
+    if len(tied):
+        grouped = np.zeros(len(order), dtype=bool)
+        grouped[tied] = grouped[tied + 1] = True
+        at = np.flatnonzero(grouped)  # positions of each tie group, groups in start order
+        rows = order[at]
+        order[at] = rows[np.lexsort((rows, -dur[rows], start[rows]))]
+    return order
+
+
 def absent(column: str, value: object) -> bool:
     """Whether `value` is the events column's 'absent' value (what from_columns fills a column left out with)."""
     default = _DEFAULTS.get(column)
@@ -184,7 +200,7 @@ class Events:
         dur = np.asarray(columns["dur"]).astype(np.int64, copy=False)
         # Stable sort by start; longer events first at equal starts so enclosing ranges precede children.
         ordered = bool(np.all((start[1:] > start[:-1]) | ((start[1:] == start[:-1]) & (dur[1:] <= dur[:-1]))))
-        order = None if ordered else np.lexsort((-dur, start))
+        order = None if ordered else start_order(start, dur)
         del start, dur
         arrays: dict[str, np.ndarray] = {}
         for name, dtype in _EVENT_COLUMNS.items():
@@ -209,9 +225,10 @@ class Events:
 
     def of_kind(self, *kinds: Kind) -> np.ndarray:
         """Boolean mask of the rows whose kind is one of `kinds`."""
-        if len(kinds) == 1:
-            return self.kind == kinds[0]
-        return np.isin(self.kind, np.array([int(k) for k in kinds], dtype=np.int8))
+        mask = self.kind == kinds[0]
+        for kind in kinds[1:]:  # a comparison per kind: several times faster than np.isin on int8 codes
+            mask |= self.kind == kind
+        return mask
 
 
 @dataclass(frozen=True, eq=False)

@@ -18,7 +18,7 @@ class _End:
     error: BaseException | None  # what ended the items early, raised in the consumer
 
 
-def read_ahead(items: Iterator[T], depth: int = 4) -> Iterator[T]:
+def read_ahead(items: Iterator[T], depth: int = 2) -> Iterator[T]:
     """The items of `items`, produced on a thread at most `depth` ahead (memory stays `depth` items); an error the
     items raise is raised here, in order. A consumer that stops early stops the thread at its next item."""
     ready: queue.Queue[T | _End] = queue.Queue(maxsize=depth)
