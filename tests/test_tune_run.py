@@ -33,7 +33,7 @@ from torch.utils.data import DataLoader, Dataset, get_worker_info
 
 class Data(Dataset):
     def __len__(self):
-        return 16 * 400
+        return 16 * 4000  # enough steps for the trial windows however fast the machine: a tune stops it early
 
     def __getitem__(self, i):
         if get_worker_info() is not None:

@@ -53,9 +53,9 @@ def read_trace(path: str | Path, progress: Callable[[int, int], None] | None = N
     file size) as a Kineto trace streams in."""
     path = Path(path)
     if path.suffix == ".nsys-rep" or (path.is_file() and _is_sqlite(path)):
-        from stepscope.trace import nsys  # its reader and sqlite3 only for Nsight files
+        from stepscope.trace.nsys import export_and_read, read_nsys  # its reader and sqlite3 only for Nsight files
 
-        return nsys.export_and_read(path) if path.suffix == ".nsys-rep" else nsys.read_nsys(path)
+        return export_and_read(path) if path.suffix == ".nsys-rep" else read_nsys(path)
     if path.suffix == ".sqlite" and path.is_file():
         raise StepscopeError(f"{path}: not an SQLite database (it does not start with {SQLITE_MAGIC[:15].decode()!r})",
                              hint="export a Nsight Systems report with: nsys export --type sqlite report.nsys-rep")
