@@ -94,6 +94,7 @@ def _status(outcome: Outcome, stopped: bool, aborted: bool, leader: str | None, 
 def profile(spec: TrialSpec, program: Program) -> ChildResult:
     """What `stepscope run` does, with the fixes in place: one profiled window, then its report.json. For the
     tuned configuration, the report is told what the tune measured and did (tune/story.py)."""
+    # The analysis loads only once the fixed program has run: a trial's process holds none of it while it does.
     from stepscope.runreport import live_report, nothing_recorded, write_report_files
 
     window = CaptureOptions(batch_size=spec.batch_size, telemetry=False)
