@@ -53,6 +53,14 @@ def test_a_consumer_that_stops_early_stops_the_thread() -> None:
     assert not any(t.name == "stepscope-read-ahead" and t.is_alive() for t in threading.enumerate())
 
 
+def test_without_a_thread_it_reads_on_this_one(monkeypatch: pytest.MonkeyPatch) -> None:
+    def refuse(self: threading.Thread) -> None:
+        raise RuntimeError("can't start new thread")
+
+    monkeypatch.setattr(threading.Thread, "start", refuse)
+    assert list(read_ahead(iter("abc"))) == ["a", "b", "c"]
+
+
 def test_a_truncated_gzip_is_still_one_line_naming_the_file(tmp_path: Path) -> None:
     body = b'{"traceEvents": [' + b",".join(b'{"ph": "X", "cat": "cpu_op", "name": "aten::mm", "pid": 1, '
                                           b'"tid": 1, "ts": %d, "dur": 5}' % i for i in range(20000)) + b"]}"

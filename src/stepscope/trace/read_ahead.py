@@ -44,7 +44,11 @@ def read_ahead(items: Iterator[T], depth: int = 2) -> Iterator[T]:
         put(_End(None))
 
     thread = threading.Thread(target=produce, name="stepscope-read-ahead", daemon=True)
-    thread.start()
+    try:
+        thread.start()
+    except RuntimeError:  # no thread to be had (a limit on processes): read on this one
+        yield from items
+        return
     try:
         while True:
             item = ready.get()
