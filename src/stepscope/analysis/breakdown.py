@@ -31,11 +31,13 @@ def exclusive_categories(trace: Trace, step_source: str) -> dict[str, iv.Interva
     masks = category_masks(trace, step_source)
     taken = iv.EMPTY
     exclusive: dict[str, iv.Intervals] = {}
+    last = BREAKDOWN_CATEGORIES[-2]
     for name in BREAKDOWN_CATEGORIES[:-1]:
         rows = masks[name]
-        exclusive[name] = iv.subtract(iv.union(ev.start[rows], ev.end[rows]), taken)
-        taken = iv.union(np.concatenate([taken.starts, exclusive[name].starts]),
-                         np.concatenate([taken.ends, exclusive[name].ends]))
+        own = iv.union_of(ev.start, ev.end, rows)
+        exclusive[name] = iv.subtract(own, taken)
+        if name != last:  # taken | own is taken | exclusive[name]: the same set
+            taken = iv.merge(taken, own)
     return exclusive
 
 

@@ -16,7 +16,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from stepscope.analysis.categories import DATALOADER, is_collective_kernel
-from stepscope.analysis.hostops import count_inside, outermost
+from stepscope.analysis.hostops import count_inside, host_threads, outermost
 from stepscope.analysis.hostwork import CPU_WORK_MIN_NS, active_intervals
 from stepscope.analysis.launches import launched_in_gap, launching_call
 from stepscope.analysis.steps import Steps
@@ -130,11 +130,11 @@ def step_costs(trace: Trace, steps: Steps) -> StepCosts | None:
 
 
 def _union(trace: Trace, mask: np.ndarray) -> iv.Intervals:
-    return iv.union(trace.events.start[mask], trace.events.end[mask])
+    return iv.union_of(trace.events.start, trace.events.end, mask)
 
 
 def _merge(a: iv.Intervals, b: iv.Intervals) -> iv.Intervals:
-    return iv.union(np.concatenate([a.starts, b.starts]), np.concatenate([a.ends, b.ends]))
+    return iv.merge(a, b)
 
 
 def _next_start(sorted_starts: np.ndarray, times: np.ndarray) -> np.ndarray:
@@ -176,25 +176,33 @@ def _blocking_calls(trace: Trace, window: tuple[int, int]) -> tuple[np.ndarray, 
     whether each is a copy itself."""
     ev = trace.events
     runtime = np.flatnonzero((ev.kind == Kind.RUNTIME) & (ev.start >= window[0]) & (ev.start < window[1]))
-    launched = np.full(len(ev), -1, dtype=np.int64)  # runtime row -> the GPU activity it launched
+    # Each call's launched GPU activity (the last, if several), found from the activities' side: an index over the
+    # calls, not over the whole table.
     link = launching_call(trace)
     gpu = np.flatnonzero(link >= 0)
-    launched[link[gpu]] = gpu
-    target = launched[runtime]
+    launcher = link[gpu]
+    at = np.minimum(np.searchsorted(runtime, launcher), max(len(runtime) - 1, 0))
+    hit = runtime[at] == launcher if len(runtime) else np.zeros(len(gpu), dtype=bool)
+    target = np.full(len(runtime), -1, dtype=np.int64)
+    target[at[hit]] = gpu[hit]
+    del gpu, launcher, at, hit
     has_copy = target >= 0
-    copy_kind = np.where(has_copy, ev.copy_kind[np.maximum(target, 0)], CopyKind.NONE)
-    memory = np.where(has_copy, ev.host_memory[np.maximum(target, 0)], HostMemory.UNKNOWN)
-    is_htod = (ev.kind[np.maximum(target, 0)] == Kind.MEMCPY) & has_copy & (copy_kind == CopyKind.HTOD)
-    pageable_copy = has_copy & np.isin(copy_kind, [CopyKind.HTOD, CopyKind.DTOH]) & (memory == HostMemory.PAGEABLE)
+    launched = np.maximum(target, 0)
+    copy_kind = np.where(has_copy, ev.copy_kind[launched], np.int8(CopyKind.NONE))
+    is_htod = (ev.kind[launched] == Kind.MEMCPY) & has_copy & (copy_kind == CopyKind.HTOD)
+    pageable_copy = (has_copy & ((copy_kind == CopyKind.HTOD) | (copy_kind == CopyKind.DTOH))
+                     & (ev.host_memory[launched] == HostMemory.PAGEABLE))
+    del launched, target
     sync = trace.names_where(is_sync_api)[runtime]
     blocking = sync | pageable_copy
-    # "Follows an HtoD copy": the previous runtime call on the same thread launched one.
+    # "Follows an HtoD copy": the previous runtime call on the same thread launched one. Calls in thread order,
+    # then time (host_threads numbers each (pid, tid); ties keep the table's order).
+    threads = host_threads(trace)
+    order = np.argsort(threads.shift(runtime, ev.start[runtime]), kind="stable")
+    thread = threads.thread[runtime[order]]
+    prev = np.zeros(len(order), dtype=bool)
+    prev[1:] = (thread[1:] == thread[:-1]) & is_htod[order][:-1]
     prev_htod = np.zeros(len(runtime), dtype=bool)
-    order = np.lexsort((ev.start[runtime], ev.tid[runtime], ev.pid[runtime]))
-    srt = runtime[order]
-    same_thread = (ev.pid[srt][1:] == ev.pid[srt][:-1]) & (ev.tid[srt][1:] == ev.tid[srt][:-1])
-    prev = np.zeros(len(srt), dtype=bool)
-    prev[1:] = same_thread & is_htod[order][:-1]
     prev_htod[order] = prev
     after_htod = (is_htod | prev_htod)[blocking]
     return runtime[blocking], after_htod, pageable_copy[blocking]
@@ -203,9 +211,9 @@ def _blocking_calls(trace: Trace, window: tuple[int, int]) -> tuple[np.ndarray, 
 def _cpu_work(trace: Trace, window: tuple[int, int]) -> tuple[iv.Intervals, np.ndarray, iv.Intervals]:
     """Long host ops that make no CUDA call, and long stretches with no host op on any thread."""
     ev = trace.events
-    ops = np.flatnonzero((ev.kind == Kind.CPU_OP) & (ev.end > window[0]) & (ev.start < window[1]))
-    runtime = np.flatnonzero(ev.kind == Kind.RUNTIME)
-    long_ops = ops[(ev.dur[ops] >= CPU_WORK_MIN_NS) & (count_inside(trace, ops, runtime) == 0)]
+    ops = np.flatnonzero((ev.kind == Kind.CPU_OP) & (ev.dur >= CPU_WORK_MIN_NS) & (ev.end > window[0])
+                         & (ev.start < window[1]))  # the long ones first: few, so the count below is cheap
+    long_ops = ops[count_inside(trace, ops, np.flatnonzero(ev.kind == Kind.RUNTIME)) == 0]
     active = ev.of_kind(Kind.CPU_OP, Kind.RUNTIME)
     gaps = iv.complement(_union(trace, active), *window)
     long_gaps = (gaps.ends - gaps.starts) >= CPU_WORK_MIN_NS

@@ -10,7 +10,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from stepscope.analysis.nesting import thread_numbers
+from stepscope.analysis.nesting import number_threads
 from stepscope.trace import intervals as iv
 from stepscope.trace.model import Kind, Trace, start_order
 
@@ -35,7 +35,7 @@ def _host_threads(trace: Trace) -> HostThreads:
     ev = trace.events
     host = ev.of_kind(Kind.CPU_OP, Kind.USER_ANNOTATION, Kind.PYTHON, Kind.RUNTIME)
     thread = np.full(len(ev), -1, dtype=np.int32)  # a few dozen threads; int32 halves a per-event index
-    thread[host] = thread_numbers(ev.pid[host], ev.tid[host])
+    number_threads(ev.pid, ev.tid, host, thread)
     span = int(ev.end.max()) + 1 if len(ev) else 1
     return HostThreads(thread, span)
 

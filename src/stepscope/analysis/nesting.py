@@ -64,6 +64,28 @@ def thread_numbers(pid: np.ndarray, tid: np.ndarray) -> np.ndarray:
     return np.searchsorted(np.unique(pair), pair)
 
 
+CHUNK_ROWS = 1 << 18  # table rows read at a time by number_threads
+
+
+def number_threads(pid: np.ndarray, tid: np.ndarray, rows: np.ndarray, out: np.ndarray) -> None:
+    """out[rows] = thread_numbers(pid[rows], tid[rows]) for `rows` a boolean mask over whole columns, a chunk of
+    the table at a time: the selected pids and tids of a large trace would be 16 bytes a row, while the distinct
+    values are a few dozen. Three passes: the distinct pids and tids, the distinct pairs, then each row's number."""
+    chunks = [slice(lo, min(lo + CHUNK_ROWS, len(rows))) for lo in range(0, len(rows), CHUNK_ROWS)] or [slice(0, 0)]
+    pids = np.unique(np.concatenate([np.unique(pid[c][rows[c]]) for c in chunks]))
+    tids = np.unique(np.concatenate([np.unique(tid[c][rows[c]]) for c in chunks]))
+
+    def pairs_of(c: slice) -> np.ndarray:
+        pair = np.searchsorted(pids, pid[c][rows[c]]).astype(np.int64)
+        pair *= len(tids)
+        pair += np.searchsorted(tids, tid[c][rows[c]])
+        return pair
+
+    pairs = np.unique(np.concatenate([np.unique(pairs_of(c)) for c in chunks]))
+    for c in chunks:
+        out[c][rows[c]] = np.searchsorted(pairs, pairs_of(c))
+
+
 def thread_groups(pid: np.ndarray, tid: np.ndarray) -> list[np.ndarray]:
     """Positions (into the given arrays) of each thread's rows, in their original order."""
     if len(pid) == 0:

@@ -5,6 +5,8 @@ An `Intervals` value is always a set of disjoint, sorted, non-empty half-open in
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from itertools import pairwise
 from typing import NamedTuple
 
 import numpy as np
@@ -47,6 +49,18 @@ def union(starts: np.ndarray, ends: np.ndarray) -> Intervals:
     return Intervals(starts[group_starts], running_end[group_last])
 
 
+def union_of(starts: np.ndarray, ends: np.ndarray, rows: np.ndarray) -> Intervals:
+    """union(starts[rows], ends[rows]) for `rows` a boolean mask over whole columns, a window of the table at a time:
+    the selected copies and union's working arrays would be some 35 bytes per selected row, while the union itself is
+    usually far smaller (host ops nest). The same intervals either way."""
+    n = len(rows)
+    if n <= 2 * WINDOW:
+        return union(starts[rows], ends[rows])
+    parts = [union(starts[lo:lo + WINDOW][rows[lo:lo + WINDOW]], ends[lo:lo + WINDOW][rows[lo:lo + WINDOW]])
+             for lo in range(0, n, WINDOW)]
+    return union(np.concatenate([u.starts for u in parts]), np.concatenate([u.ends for u in parts]))
+
+
 def _combine(a: Intervals, b: Intervals, keep_a: bool, keep_b: bool, both: bool) -> Intervals:
     """Sweep the boundaries of two interval sets and keep the segments whose membership matches."""
     if len(a) == 0 and len(b) == 0:
@@ -71,14 +85,56 @@ def _combine(a: Intervals, b: Intervals, keep_a: bool, keep_b: bool, both: bool)
 def intersect(a: Intervals, b: Intervals) -> Intervals:
     if len(a) == 0 or len(b) == 0:
         return EMPTY
-    return _combine(a, b, keep_a=False, keep_b=False, both=True)
+    return _by_window(lambda x, y: _combine(x, y, keep_a=False, keep_b=False, both=True) if len(x) and len(y)
+                      else EMPTY, a, b)
 
 
 def subtract(a: Intervals, b: Intervals) -> Intervals:
     """The parts of `a` not covered by `b`."""
     if len(a) == 0 or len(b) == 0:
         return a
-    return _combine(a, b, keep_a=True, keep_b=False, both=False)
+    return _by_window(lambda x, y: _combine(x, y, keep_a=True, keep_b=False, both=False) if len(x) and len(y)
+                      else x, a, b)
+
+
+def merge(a: Intervals, b: Intervals) -> Intervals:
+    """The union of two interval sets."""
+    return _by_window(lambda x, y: union(np.concatenate([x.starts, y.starts]), np.concatenate([x.ends, y.ends])),
+                      a, b)
+
+
+# Two large sets are combined a window of time at a time (about this many intervals of each set in a window): the
+# sweep's working arrays are some 35 bytes per boundary, tens of MB on a trace of gigabytes.
+WINDOW = 1 << 17
+_MIN, _MAX = np.iinfo(np.int64).min, np.iinfo(np.int64).max
+
+
+def _by_window(combine: Callable[[Intervals, Intervals], Intervals], a: Intervals, b: Intervals) -> Intervals:
+    """combine(a, b) for an operation that works on each stretch of time apart (union, intersection, difference):
+    each window's parts of `a` and `b`, cut at its edges, then the results joined where they touch at the cuts.
+    The same intervals as combining the whole sets."""
+    if len(a) + len(b) <= 2 * WINDOW:
+        return combine(a, b)
+    cuts = np.unique(np.concatenate([a.starts[WINDOW::WINDOW], b.starts[WINDOW::WINDOW]])).tolist()
+    edges = [_MIN, *cuts, _MAX]
+    parts = [combine(_inside(a, lo, hi), _inside(b, lo, hi)) for lo, hi in pairwise(edges)]
+    starts = np.concatenate([p.starts for p in parts])
+    ends = np.concatenate([p.ends for p in parts])
+    touching = starts[1:] == ends[:-1]  # one interval cut at a window's edge
+    if touching.any():
+        starts, ends = starts[np.concatenate([[True], ~touching])], ends[np.concatenate([~touching, [True]])]
+    return Intervals(starts, ends)
+
+
+def _inside(a: Intervals, lo: int, hi: int) -> Intervals:
+    """The parts of `a` in [lo, hi): a slice of it (disjoint and sorted: only its first and last can cross)."""
+    i0 = int(np.searchsorted(a.ends, lo, side="right"))
+    i1 = int(np.searchsorted(a.starts, hi, side="left"))
+    if i1 <= i0:
+        return EMPTY
+    starts, ends = a.starts[i0:i1].copy(), a.ends[i0:i1].copy()
+    starts[0], ends[-1] = max(int(starts[0]), lo), min(int(ends[-1]), hi)
+    return Intervals(starts, ends)
 
 
 def clip(a: Intervals, lo: int, hi: int) -> Intervals:
