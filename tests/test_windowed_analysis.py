@@ -39,3 +39,27 @@ def test_threads_numbered_a_chunk_at_a_time_as_all_at_once(monkeypatch: pytest.M
     nesting.number_threads(pid, tid, rows, out)
     assert out[rows].tolist() == nesting.thread_numbers(pid[rows], tid[rows]).tolist()
     assert (out[~rows] == -1).all()
+
+
+def test_outermost_rows_a_chunk_at_a_time_match_the_definition(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Outermost: no earlier row (table order) of the same set and thread still running when it starts."""
+    import numpy as np
+
+    from stepscope.analysis import hostops
+    from stepscope.trace.load import read_trace
+    from stepscope.trace.model import Kind
+
+    trace = read_trace(TRACES[1])
+    ev = trace.events
+    ops = np.flatnonzero(ev.kind == Kind.CPU_OP)
+    thread = hostops.host_threads(trace).thread
+    want, latest = [], {}
+    for r in ops.tolist():
+        t = int(thread[r])
+        if int(ev.start[r]) >= latest.get(t, -(2**62)):
+            want.append(r)
+        latest[t] = max(latest.get(t, -(2**62)), int(ev.end[r]))
+    for chunk in (3, 1 << 18):
+        monkeypatch.setattr(hostops, "OUTERMOST_CHUNK", chunk)
+        assert hostops.outermost(trace, ops).tolist() == want
+        assert hostops.outermost(trace, ops[::-1].copy()).tolist() == want  # any order in, table order out

@@ -16,7 +16,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from stepscope.analysis.categories import DATALOADER, is_collective_kernel
-from stepscope.analysis.hostops import count_inside, host_threads, outermost
+from stepscope.analysis.hostops import count_inside, host_threads, outer_cpu_ops, outermost
 from stepscope.analysis.hostwork import CPU_WORK_MIN_NS, active_intervals
 from stepscope.analysis.launches import launched_in_gap, launching_call
 from stepscope.analysis.steps import Steps
@@ -223,7 +223,7 @@ def _cpu_work(trace: Trace, window: tuple[int, int]) -> tuple[iv.Intervals, np.n
 
 
 def _outer_ops(trace: Trace) -> np.ndarray:
-    return outermost(trace, np.flatnonzero(trace.events.kind == Kind.CPU_OP))
+    return outer_cpu_ops(trace)
 
 
 def _by_op(trace: Trace, attributed: iv.Intervals, ops: np.ndarray) -> dict[str, int]:

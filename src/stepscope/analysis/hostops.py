@@ -14,6 +14,8 @@ from stepscope.analysis.nesting import number_threads
 from stepscope.trace import intervals as iv
 from stepscope.trace.model import Kind, Trace, start_order
 
+OUTERMOST_CHUNK = 1 << 18  # rows at a time in outermost
+
 
 @dataclass(frozen=True, eq=False)
 class HostThreads:
@@ -70,18 +72,37 @@ def inside_any(trace: Trace, outer: np.ndarray, rows: np.ndarray) -> np.ndarray:
 
 
 def outermost(trace: Trace, rows: np.ndarray) -> np.ndarray:
-    """The rows not nested inside an earlier row of the same set on the same thread (rows sorted by start)."""
-    ev = trace.events
+    """The rows not nested inside an earlier row of the same set on the same thread (returned sorted). In table
+    order (by start, the longer first at equal starts) a row is outermost when it starts at or after the latest end
+    of its thread's rows before it: a running maximum per thread, carried from one chunk of rows to the next so the
+    working arrays stay a chunk long on a large trace."""
     if len(rows) == 0:
         return rows
-    threads = host_threads(trace)
-    starts = threads.shift(rows, ev.start[rows])
-    order = start_order(starts, ev.dur[rows])
-    rows, starts = rows[order], starts[order]
-    running_end = np.maximum.accumulate(threads.shift(rows, ev.end[rows]))
-    top = np.concatenate([[True], starts[1:] >= running_end[:-1]])
-    return np.sort(rows[top])
+    if not (rows[1:] > rows[:-1]).all():
+        rows = np.unique(rows)
+    ev = trace.events
+    thread = host_threads(trace).thread
+    latest: dict[int, int] = {}  # thread -> the latest end of its rows so far
+    kept = []
+    for lo in range(0, len(rows), OUTERMOST_CHUNK):
+        part = rows[lo:lo + OUTERMOST_CHUNK]
+        threads = thread[part]
+        top = np.empty(len(part), dtype=bool)
+        for t in np.unique(threads).tolist():
+            at = np.flatnonzero(threads == t)
+            mine = part[at]
+            before = latest.get(t, np.iinfo(np.int64).min)
+            ends = np.maximum(np.maximum.accumulate(ev.end[mine]), before)
+            top[at[0]] = ev.start[mine[0]] >= before
+            top[at[1:]] = ev.start[mine[1:]] >= ends[:-1]
+            latest[t] = int(ends[-1])
+        kept.append(part[top])
+    return np.concatenate(kept)
 
+
+def outer_cpu_ops(trace: Trace) -> np.ndarray:
+    """The outermost CPU ops of every thread, once per trace (the zeroing signal and the launch costs ask)."""
+    return trace.derived("outer_cpu_ops", lambda: outermost(trace, np.flatnonzero(trace.events.kind == Kind.CPU_OP)))
 
 
 def nesting_depth(trace: Trace, rows: np.ndarray) -> np.ndarray:

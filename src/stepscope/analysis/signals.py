@@ -9,7 +9,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from stepscope.analysis.categories import DATALOADER, category_masks
-from stepscope.analysis.hostops import inside_any, outermost
+from stepscope.analysis.hostops import inside_any, outer_cpu_ops, outermost
 from stepscope.analysis.kernels import SHORT_KERNEL_NS
 from stepscope.analysis.launches import launching_call
 from stepscope.analysis.precision import MATMUL_OP, is_matmul_kernel, precision
@@ -114,7 +114,7 @@ def _named(trace: Trace, pattern: re.Pattern[str], *kinds: Kind) -> np.ndarray:
 def zeroing(trace: Trace, steps: Steps) -> LaunchGroup:
     """Gradient zeroing: work launched by optimizer.zero_grad() or by top-level tensor.zero_() calls."""
     ranges = _named(trace, ZERO_GRAD, Kind.USER_ANNOTATION, Kind.CPU_OP)
-    ops = outermost(trace, np.flatnonzero(trace.events.kind == Kind.CPU_OP))
+    ops = outer_cpu_ops(trace)
     top_zero = ops[np.isin(trace.events.name[ops], [i for i, s in enumerate(trace.strings) if s == "aten::zero_"])]
     return _launch_group(trace, steps, np.union1d(ranges, top_zero))
 
