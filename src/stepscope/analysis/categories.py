@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import re
+from collections.abc import Iterator, Mapping
 
 import numpy as np
 
@@ -22,13 +23,33 @@ def is_collective_kernel(name: str) -> bool:
     return COLLECTIVE_KERNEL.match(name) is not None
 
 
-def category_masks(trace: Trace, step_source: str) -> dict[str, np.ndarray]:
-    """Row masks for each breakdown category but 'other' (the remainder), before exclusivity; computed once
-    per trace (the breakdown, the advice signals and the timeline all ask) and read-only."""
-    return trace.derived(("category_masks", step_source), lambda: _category_masks(trace, step_source))
+def category_masks(trace: Trace, step_source: str) -> Mapping[str, np.ndarray]:
+    """Row masks for each breakdown category but 'other' (the remainder), before exclusivity, read-only. The
+    categories never share a row, so the trace keeps one int8 code per row (computed once: the breakdown, the
+    advice signals and the timeline all ask) and each mask is made from it when asked for."""
+    return _Masks(trace.derived(("category_codes", step_source), lambda: _category_codes(trace, step_source)))
 
 
-def _category_masks(trace: Trace, step_source: str) -> dict[str, np.ndarray]:
+class _Masks(Mapping[str, np.ndarray]):
+    def __init__(self, codes: np.ndarray) -> None:
+        self._codes = codes
+
+    def __getitem__(self, name: str) -> np.ndarray:
+        mask = self._codes == _CODE[name]
+        mask.flags.writeable = False
+        return mask
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(_CODE)
+
+    def __len__(self) -> int:
+        return len(_CODE)
+
+
+_CODE = {name: i + 1 for i, name in enumerate(BREAKDOWN_CATEGORIES[:-1])}  # 0: none of them
+
+
+def _category_codes(trace: Trace, step_source: str) -> np.ndarray:
     ev = trace.events
     kernel = ev.kind == Kind.KERNEL
     host = ev.of_kind(Kind.CPU_OP, Kind.USER_ANNOTATION, Kind.PYTHON)
@@ -57,6 +78,8 @@ def _category_masks(trace: Trace, step_source: str) -> dict[str, np.ndarray]:
         "dataloader": dataloader,
         "cpu_exec": host & ~dataloader & ~collective_op & ~step_ranges,
     }
-    for mask in masks.values():
-        mask.flags.writeable = False
-    return masks
+    codes = np.zeros(len(ev), dtype=np.int8)
+    for name, mask in masks.items():
+        codes[mask] = _CODE[name]  # disjoint: kinds apart, collectives and the loader out of kernel and cpu_exec
+    codes.flags.writeable = False
+    return codes
