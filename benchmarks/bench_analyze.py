@@ -116,7 +116,7 @@ def _child_hta(trace: Path) -> dict[str, Any]:
 def _child_stepscope(trace: Path) -> dict[str, Any]:
     t0 = time.perf_counter()
     import stepscope
-    import stepscope.pipeline  # noqa: F401  what `stepscope.analyze` loads on first use, imported untimed like HTA's
+    import stepscope.pipeline  # what `stepscope.analyze` loads on first use: imported untimed, like HTA's
 
     import_s = time.perf_counter() - t0
     rss_import_kb = _rss_now_kb()

@@ -14,7 +14,7 @@ from stepscope.pipeline import analyze
 from stepscope.trace import intervals as iv
 
 DATA = Path(__file__).parent / "data"
-TRACES = [DATA / "gpu_h200" / "input_bound" / "trace.json.gz", DATA / "gpu_h200" / "transformer_block" / "trace.json.gz"]
+TRACES = [DATA / "gpu_h200" / name / "trace.json.gz" for name in ("input_bound", "transformer_block")]
 
 
 @pytest.mark.parametrize("path", TRACES, ids=lambda p: p.parent.name)

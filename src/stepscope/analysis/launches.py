@@ -19,7 +19,8 @@ def launching_call(trace: Trace) -> np.ndarray:
 
 def _launching_call(trace: Trace) -> np.ndarray:
     ev = trace.events
-    result = np.full(len(ev), NONE, dtype=np.int64)
+    # Row numbers fit in int32 below 2**31 rows: half the memory of an index kept for the trace's lifetime.
+    result = np.full(len(ev), NONE, dtype=np.int32 if len(ev) < 2**31 else np.int64)
     runtime = np.flatnonzero((ev.kind == Kind.RUNTIME) & (ev.correlation >= 0))
     gpu = np.flatnonzero(trace.is_gpu_activity & (ev.correlation >= 0))
     if len(runtime) == 0 or len(gpu) == 0:
