@@ -32,6 +32,8 @@ from collections import Counter
 from dataclasses import asdict, dataclass
 from typing import Any
 
+from stepscope.capture.release import release_results
+
 LOOP = 300  # iterations per timed loop at least
 REPEATS = 2  # timed loops per variant; the quickest is kept
 MAX_EVENTS = 100_000  # a window of more events is calibrated at this many (seconds of loops and post-processing)
@@ -142,6 +144,7 @@ def _events_per_iteration(loops: dict[str, Any], options: dict[str, bool], cuda:
 
                     torch.cuda.synchronize()
             prof.export_chrome_trace(path)
+            release_results(prof)
             counts[name] = _count(path)
     return counts
 
@@ -178,8 +181,9 @@ def _profiled_minus_plain(loops: dict[str, Any], sizes: dict[str, int], options:
     for _ in range(REPEATS):
         for name, body in loops.items():
             plain[name].append(0.0 if name == "range" else _time_loop(body, sizes[name], cuda))
-            with profile(activities=_activities(cuda), **options):
+            with profile(activities=_activities(cuda), **options) as prof:
                 profiled[name].append(_time_loop(body, sizes[name], cuda))
+            release_results(prof)
     quickest = {name: min(plain[name]) for name in loops}
     return {name: min(profiled[name]) - quickest[name] for name in loops}, quickest
 

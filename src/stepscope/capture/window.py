@@ -19,6 +19,7 @@ from typing import Any
 from stepscope.capture.export import Exported, export_trace
 from stepscope.capture.options import CaptureOptions
 from stepscope.capture.quiet import profiler_stderr
+from stepscope.capture.release import release_results
 
 WindowSpec = CaptureOptions  # the former name: which steps to profile, and how
 
@@ -133,6 +134,8 @@ class _Pass:
         except Exception as exc:  # a profiler failure must not take the program's results
             if self.exported is None:
                 self.exported = Exported(None, error=f"the profiler failed to stop: {type(exc).__name__}: {exc}")
+        finally:
+            release_results(prof)  # exported by now: freed here, not in the next session (capture/release.py)
 
     def _on_trace_ready(self, prof: Any) -> None:
         self.exported = export_trace(prof, self.path, cut_step=self._cut_step)
