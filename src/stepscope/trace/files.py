@@ -101,16 +101,19 @@ def read_pieces(path: Path) -> tuple[Iterator[bytes], int, Callable[[], int]]:
         handle.close()
         raise StepscopeError(f"{path}: file is empty")
 
+    read = [0]  # bytes read from the file so far, counted by the reading thread (the caller's may not ask the file)
+
     def blocks() -> Iterator[bytes]:
         with handle:
             while block := handle.read(_READ_BLOCK):
+                read[0] += len(block)
                 yield block
 
     gzipped = handle.read(2) == _GZIP_MAGIC
     handle.seek(0)
     pieces = _inflate(blocks(), size, path) if gzipped else blocks()
     # Read and gunzipped on a second thread while the caller decodes: both release the GIL.
-    return _checked(read_ahead(pieces), path, gzipped), size, lambda: size if handle.closed else handle.tell()
+    return _checked(read_ahead(pieces), path, gzipped), size, lambda: min(read[0], size)
 
 
 def _checked(pieces: Iterator[bytes], path: Path, gzipped: bool) -> Iterator[bytes]:
