@@ -60,6 +60,6 @@ def test_outermost_rows_a_chunk_at_a_time_match_the_definition(monkeypatch: pyte
             want.append(r)
         latest[t] = max(latest.get(t, -(2**62)), int(ev.end[r]))
     for chunk in (3, 1 << 18):
-        monkeypatch.setattr(hostops, "OUTERMOST_CHUNK", chunk)
+        monkeypatch.setattr(nesting, "CHUNK_ROWS", chunk)
         assert hostops.outermost(trace, ops).tolist() == want
         assert hostops.outermost(trace, ops[::-1].copy()).tolist() == want  # any order in, table order out

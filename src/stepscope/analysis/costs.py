@@ -82,11 +82,11 @@ def step_costs(trace: Trace, steps: Steps) -> StepCosts | None:
 
     compute = _union(trace, kernel & ~collective)
     comm = iv.subtract(_union(trace, collective), compute)
-    taken = _merge(compute, comm)
+    taken = iv.merge(compute, comm)
     copy_htod = iv.subtract(_union(trace, htod), taken)
-    taken = _merge(taken, copy_htod)
+    taken = iv.merge(taken, copy_htod)
     copy_other = iv.subtract(_union(trace, on_device & ~kernel & ~htod), taken)
-    busy = _merge(taken, copy_other)
+    busy = iv.merge(taken, copy_other)
 
     host_wait, device_wait = _split_idle(trace, np.flatnonzero(on_device), iv.complement(busy, *window))
     activity_starts = np.sort(ev.start[on_device])
@@ -123,7 +123,7 @@ def step_costs(trace: Trace, steps: Steps) -> StepCosts | None:
     return StepCosts(
         device=device, parts=parts, blocking_rows=blocking, blocking_idle=blocking_idle,
         blocking_after_htod=after_htod, blocking_first=episode_start == ev.start[blocking],
-        launch_ops=_by_op(trace, iv.intersect(launch, steps_iv), _outer_ops(trace)),
+        launch_ops=_by_op(trace, iv.intersect(launch, steps_iv), outer_cpu_ops(trace)),
         cpu_ops=_cpu_by_op(trace, iv.intersect(cpu, steps_iv), long_ops, gaps),
         host_work=host_work,
     )
@@ -131,10 +131,6 @@ def step_costs(trace: Trace, steps: Steps) -> StepCosts | None:
 
 def _union(trace: Trace, mask: np.ndarray) -> iv.Intervals:
     return iv.union_of(trace.events.start, trace.events.end, mask)
-
-
-def _merge(a: iv.Intervals, b: iv.Intervals) -> iv.Intervals:
-    return iv.merge(a, b)
 
 
 def _next_start(sorted_starts: np.ndarray, times: np.ndarray) -> np.ndarray:
@@ -218,12 +214,8 @@ def _cpu_work(trace: Trace, window: tuple[int, int]) -> tuple[iv.Intervals, np.n
     gaps = iv.complement(_union(trace, active), *window)
     long_gaps = (gaps.ends - gaps.starts) >= CPU_WORK_MIN_NS
     gaps = iv.Intervals(gaps.starts[long_gaps], gaps.ends[long_gaps])
-    work = _merge(iv.union(ev.start[long_ops], ev.end[long_ops]), gaps)
+    work = iv.merge(iv.union(ev.start[long_ops], ev.end[long_ops]), gaps)
     return work, long_ops, gaps
-
-
-def _outer_ops(trace: Trace) -> np.ndarray:
-    return outer_cpu_ops(trace)
 
 
 def _by_op(trace: Trace, attributed: iv.Intervals, ops: np.ndarray) -> dict[str, int]:

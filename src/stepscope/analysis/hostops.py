@@ -10,11 +10,9 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from stepscope.analysis.nesting import number_threads
+from stepscope.analysis.nesting import CHUNK_ROWS, number_threads
 from stepscope.trace import intervals as iv
 from stepscope.trace.model import Kind, Trace, start_order
-
-OUTERMOST_CHUNK = 1 << 18  # rows at a time in outermost
 
 
 @dataclass(frozen=True, eq=False)
@@ -84,8 +82,8 @@ def outermost(trace: Trace, rows: np.ndarray) -> np.ndarray:
     thread = host_threads(trace).thread
     latest: dict[int, int] = {}  # thread -> the latest end of its rows so far
     kept = []
-    for lo in range(0, len(rows), OUTERMOST_CHUNK):
-        part = rows[lo:lo + OUTERMOST_CHUNK]
+    for lo in range(0, len(rows), CHUNK_ROWS):
+        part = rows[lo:lo + CHUNK_ROWS]
         threads = thread[part]
         top = np.empty(len(part), dtype=bool)
         for t in np.unique(threads).tolist():

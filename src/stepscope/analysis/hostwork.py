@@ -45,7 +45,7 @@ def active_intervals(trace: Trace, window: tuple[int, int]) -> iv.Intervals:
     calls = iv.union_of(ev.start, ev.end, host)
     gaps = iv.complement(calls, *window)
     short = (gaps.ends - gaps.starts) < CPU_WORK_MIN_NS
-    work = iv.union(np.concatenate([calls.starts, gaps.starts[short]]), np.concatenate([calls.ends, gaps.ends[short]]))
+    work = iv.merge(calls, iv.Intervals(gaps.starts[short], gaps.ends[short]))
     waits = host & trace.names_where(lambda s: is_sync_api(s) or COLLECTIVE_OP.match(s) is not None)
     work = iv.subtract(work, iv.union(ev.start[waits], ev.end[waits]))
     return iv.clip(work, *window)

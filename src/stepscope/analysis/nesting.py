@@ -64,7 +64,7 @@ def thread_numbers(pid: np.ndarray, tid: np.ndarray) -> np.ndarray:
     return np.searchsorted(np.unique(pair), pair)
 
 
-CHUNK_ROWS = 1 << 18  # table rows read at a time by number_threads
+CHUNK_ROWS = 1 << 18  # table rows at a time in number_threads and hostops.outermost
 
 
 def number_threads(pid: np.ndarray, tid: np.ndarray, rows: np.ndarray, out: np.ndarray) -> None:

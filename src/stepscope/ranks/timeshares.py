@@ -41,8 +41,7 @@ def compute_intervals(trace: Trace, steps: Steps, on_device: bool) -> iv.Interva
 
 def step_shares(steps: Steps, compute: iv.Intervals, communication: iv.Intervals) -> StepShares:
     lo, hi = steps.start, steps.end
-    busy = iv.union(np.concatenate([compute.starts, communication.starts]),
-                    np.concatenate([compute.ends, communication.ends]))
+    busy = iv.merge(compute, communication)
     return StepShares(
         compute=iv.coverage(compute, lo, hi),
         communication=iv.coverage(communication, lo, hi),
