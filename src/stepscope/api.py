@@ -26,6 +26,7 @@ from typing import Any
 from stepscope.atomic import write_atomic
 from stepscope.capture.attribution import AttributionWindow
 from stepscope.capture.census import MemoryCensus
+from stepscope.capture.meter import StepMeter
 from stepscope.capture.options import DEFAULTS, CaptureOptions
 from stepscope.capture.runfolder import new_run_folder
 from stepscope.capture.session import CaptureResult, CaptureSession, activate, active
@@ -36,6 +37,7 @@ from stepscope.capture.telemetry import Telemetry
 from stepscope.errors import StepscopeError
 from stepscope.model import report as s
 from stepscope.model import runfolder
+from stepscope.model.meter import MeterRecord
 from stepscope.model.telemetry import TelemetryReport, telemetry_to_json
 
 _D = DEFAULTS  # every default below is the one capture option's default
@@ -91,6 +93,8 @@ class Profile:
         self._sigterm: SigtermHandler | None = None
         self.result: CaptureResult | None = None
         self.telemetry: TelemetryReport | None = None
+        self.meter: MeterRecord | None = None  # every step measured unprofiled, once stopped
+        self._meter: StepMeter | None = None
         self._report: s.Report | None = None
 
     def __enter__(self) -> Profile:
@@ -119,6 +123,9 @@ class Profile:
         listeners = [x for x in (self._telemetry, watch, attribution, MemoryCensus(self.folder)) if x is not None]
         self._session = CaptureSession(self.spec, self.folder, listeners=listeners)
         self._session.set_batch_size(self.spec.batch_size, "user")
+        session = self._session
+        self._meter = session.meter = StepMeter(self.folder, syncs=self.spec.meter_syncs,
+                                                batch_size=lambda: session.batch_size).install()
         self._previous = activate(self._session)
         # SIGTERM ends the program as it would have, but through its `with` blocks and its exit handlers (which
         # stop a capture nobody stopped, as a trainer callback without an exception hook leaves it): the window
@@ -147,6 +154,8 @@ class Profile:
                 self._sigterm.uninstall()
             atexit.unregister(self._stop_at_exit)
             self.result = self._session.close()
+            if self._meter is not None:
+                self.meter = self._meter.finish(self.result.step_source or self.source)
             if self._telemetry is not None:
                 self.telemetry = self._telemetry.stop()
         return self.result
@@ -170,7 +179,7 @@ class Profile:
         if self._report is None:
             result = self.stop()
             self._report = _runreport().live_report(result, self.spec, command=[], exit_code=None,
-                                                    telemetry=self.telemetry, folder=self.folder)
+                                                    telemetry=self.telemetry, folder=self.folder, meter=self.meter)
         return self._report
 
     def write_files(self) -> list[str]:
@@ -184,7 +193,8 @@ class Profile:
             written.append(runfolder.TELEMETRY)
         if (self.folder / runfolder.CENSUS).exists():
             written.append(runfolder.CENSUS)
-        written += [name for name in (runfolder.TIMING, runfolder.CALIBRATION) if (self.folder / name).is_file()]
+        written += [name for name in (runfolder.TIMING, runfolder.CALIBRATION, runfolder.METER)
+                    if (self.folder / name).is_file()]
         return sorted([*written, *runreport.write_report_files(self.report, self.folder, telemetry=self.telemetry)])
 
 

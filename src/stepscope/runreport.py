@@ -18,6 +18,7 @@ from stepscope.capture.session import CaptureResult
 from stepscope.errors import StepscopeError
 from stepscope.model import report as s
 from stepscope.model import runfolder
+from stepscope.model.meter import MeterRecord
 from stepscope.model.telemetry import TelemetryReport
 from stepscope.pipeline import AnalyzeOptions, analyze
 from stepscope.predict import PredictRequest
@@ -53,6 +54,7 @@ def live_report(
     folder: Path | None = None,
     files: list[str] | None = None,
     predict: PredictRequest | None = None,
+    meter: MeterRecord | None = None,
 ) -> s.Report:
     """Analyse the captured trace with the one pipeline, told how the capture went (and, with `predict`, the
     job on other GPUs)."""
@@ -65,7 +67,7 @@ def live_report(
     if predict is not None and telemetry is not None and telemetry.window is not None:
         power = window_power(telemetry.window)
     options = AnalyzeOptions(batch_size=result.samples_per_step, run=run, capture_notes=tuple(result.notes),
-                             predict=predict, power_w=power)
+                             predict=predict, power_w=power, meter=meter)
     return analyze(read_kineto(result.trace_path), options)
 
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from stepscope.advice.context import Context
+from stepscope.advice.meter import on_meter, workers_from_meter
 from stepscope.advice.patterns import classify
 from stepscope.advice.rules import recommend
 from stepscope.analysis.facts import Facts
@@ -19,11 +20,17 @@ class Advice:
     notes: list[str] = field(default_factory=list)  # how the verdict was taken (correction, one-off steps)
 
 
-def advise(facts: Facts, run: s.Run | None = None, *, correct: bool = True) -> Advice:
+def advise(facts: Facts, run: s.Run | None = None, *, correct: bool = True, meter: s.Meter | None = None) -> Advice:
     """Patterns and recommendations; a live capture's `run` section lets them know what the program has already
     set and, unless the timeline was replayed without the profiler's cost (`correct=False`), correct for the
-    profiler's overhead."""
+    profiler's overhead. With the step `meter`'s figures the data wait is the meter's (advice/meter.py)."""
     ctx = Context(facts, run, correct)
     patterns = classify(facts, ctx)
     correction = ctx.correction.record() if ctx.correction is not None else None
-    return Advice(patterns, recommend(facts, patterns, ctx), correction, ctx.notes() if len(facts.steps) else [])
+    recommendations = recommend(facts, patterns, ctx)
+    notes = ctx.notes() if len(facts.steps) else []
+    if meter is not None:
+        patterns, meter_notes = on_meter(patterns, meter)
+        recommendations = workers_from_meter(meter, run.settings if run is not None else None, recommendations)
+        notes = [*notes, *meter_notes]
+    return Advice(patterns, recommendations, correction, notes)

@@ -33,6 +33,9 @@ class CaptureOptions:
     # or line ranges: the replay's timeline comes from it (capture/window.py says why).
     timing_pass: bool = True
     calibrate: bool = True  # measure the profiler's cost per event after the window (capture/calibrate.py)
+    # The step meter's hooks on the calls that block on a device (item(), tolist(), cpu(), synchronize()); None: on
+    # when CUDA is available (on a CPU they block on nothing).
+    meter_syncs: bool | None = None
 
     def __post_init__(self) -> None:
         if self.skip < 0 or self.warmup < 0 or self.steps < 1 or self.reference_steps < 0:

@@ -8,6 +8,7 @@ from pathlib import Path
 from stepscope.capture.attribution import AttributionWindow
 from stepscope.capture.census import MemoryCensus
 from stepscope.capture.hooks import StepHooks
+from stepscope.capture.meter import StepMeter
 from stepscope.capture.options import CaptureOptions
 from stepscope.capture.program import Outcome, Program, run_program
 from stepscope.capture.session import CaptureResult, CaptureSession, activate
@@ -15,6 +16,7 @@ from stepscope.capture.settings import SettingsWatch
 from stepscope.capture.signals import SigtermHandler
 from stepscope.capture.telemetry import Telemetry, TelemetryReport
 from stepscope.errors import StepscopeError
+from stepscope.model.meter import MeterRecord
 
 
 @dataclass(frozen=True)
@@ -22,6 +24,7 @@ class Captured:
     outcome: Outcome
     result: CaptureResult
     telemetry: TelemetryReport | None
+    meter: MeterRecord | None = None  # every step measured unprofiled (meter.json)
 
 
 def require_torch() -> None:
@@ -46,8 +49,11 @@ def capture_program(program: Program, spec: CaptureOptions, folder: Path, *, ful
     # MemoryCensus: what the model and optimizer hold, for the memory categories.
     session.listeners = [x for x in (telemetry, watch, attribution, MemoryCensus(folder)) if x is not None]
     session.on_leader = hooks.drop_weaker_than
+    # The meter's hooks go on first, so the step-detection hooks (which start and stop the profiler) wrap them.
+    meter = session.meter = StepMeter(folder, syncs=spec.meter_syncs, batch_size=lambda: session.batch_size)
     previous = activate(session)
     try:
+        meter.install()
         hooks.install()
         session.begin()
         outcome = run_program(program, stopping=lambda: session.stop_requested, sigterm=sigterm)
@@ -55,5 +61,6 @@ def capture_program(program: Program, spec: CaptureOptions, folder: Path, *, ful
         hooks.remove()
         activate(previous)
         result = session.close()
+        record = meter.finish(result.step_source)
         report = telemetry.stop() if telemetry is not None else None
-    return Captured(outcome, result, report)
+    return Captured(outcome, result, report, record)

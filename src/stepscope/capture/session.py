@@ -36,6 +36,8 @@ SETTLE_STEPS = 1
 # accumulation) before taking backward passes as the steps (a loop that updates weights by hand).
 WAIT_FOR_OPTIMIZER = 256
 INFERENCE = "inference or evaluation only"
+# Sources only a session hears of (stepscope.step(), the trainer callbacks): the meter's hooks see the others.
+MARKED = ("manual", "lightning", "huggingface")
 
 
 class StopProgram(BaseException):  # like SystemExit: not an error, and not caught by `except Exception`
@@ -107,6 +109,9 @@ class CaptureSession:
         self._waited = 0  # leader steps since a provisional window
         self._lock = threading.RLock()
         self._closed = False
+        # The step meter (capture/meter): told when a profiler runs, and of the marks only a session hears
+        # (stepscope.step(), the trainer callbacks); it measures every step, before, during and after the window.
+        self.meter: Any = None
 
     @property
     def cycle(self) -> Cycle:
@@ -131,6 +136,8 @@ class CaptureSession:
 
     def mark(self, source: str) -> None:
         """A step of `source` has just ended (and the next begins)."""
+        if self.meter is not None and source in MARKED:
+            self.meter.boundary(source)
         if self.finished:
             return
         t_enter = time.perf_counter_ns()
@@ -219,6 +226,8 @@ class CaptureSession:
         c = self.cycle
         c.window = ProfilerWindow(self.spec, first_step, c.trace_path, c.timing_path)
         c.phase = WINDOW
+        if self.meter is not None:
+            self.meter.profiler_started()
         try:
             c.window.start()
         except Exception as exc:  # e.g. the program runs its own profiler already
@@ -269,6 +278,8 @@ class CaptureSession:
             self._calibrate(c)
         c.window_end = completed
         c.phase = REFERENCE if self.spec.reference_steps > 0 else DONE
+        if self.meter is not None and c.phase != WINDOW:
+            self.meter.profiler_stopped()  # after the export and the calibration: both ran a profiler
 
     def _calibrate(self, c: Cycle) -> None:
         assert c.window is not None
@@ -323,6 +334,8 @@ class CaptureSession:
                         if w.exported.path is not None and self.spec.calibrate:
                             self._calibrate(self.cycle)  # the steps recorded are the timeline: replay them too
                     self._finish()
+                if self.meter is not None:
+                    self.meter.profiler_stopped()
                 self.finished = True
                 for listener in self.listeners:  # global hooks a listener holds go with the session
                     getattr(listener, "session_closed", lambda: None)()

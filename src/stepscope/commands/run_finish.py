@@ -25,7 +25,7 @@ def finish(program: Program, spec: CaptureOptions, folder: Path, captured: Captu
     report and the exit code (the program's own when it failed; 2 when nothing could be analysed)."""
     outcome, result, telemetry = captured.outcome, captured.result, captured.telemetry
     files = [p for p in (result.trace_path and runfolder.TRACE,) if p]
-    files += [name for name in (runfolder.TIMING, runfolder.CALIBRATION) if (folder / name).is_file()]
+    files += [name for name in (runfolder.TIMING, runfolder.CALIBRATION, runfolder.METER) if (folder / name).is_file()]
     if telemetry is not None:
         try:
             write_atomic(folder / runfolder.TELEMETRY, telemetry_to_json(telemetry), what="telemetry",
@@ -41,7 +41,7 @@ def finish(program: Program, spec: CaptureOptions, folder: Path, captured: Captu
         try:
             report = live_report(result, spec, command=program.command, exit_code=outcome.exit_code,
                                  program_status=outcome.status, telemetry=telemetry, folder=folder,
-                                 files=sorted(planned), predict=predict)
+                                 files=sorted(planned), predict=predict, meter=captured.meter)
         except StepscopeError as exc:
             problem = f"the trace could not be analysed: {exc.message}"
         except Exception as exc:  # a bug in the analysis must not cost the run its files

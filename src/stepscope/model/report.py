@@ -7,6 +7,7 @@ from typing import Any
 
 import msgspec
 
+from stepscope.model.meter import Meter, MeterPhase, MeterWorkers  # noqa: F401 - part of the Report's namespace
 from stepscope.model.ranks import (  # noqa: F401 - part of the Report's namespace
     CollectiveRow,
     RankFailure,
@@ -270,6 +271,7 @@ class Report(Struct, kw_only=True):
     utilization: Utilization | None = None  # FLOPs, MFU, roofline (model/usage.py)
     memory_usage: MemoryUsage | None = None  # the peak by category, memory over time, batch headroom
     replay: Replay | None = None  # live captures: how the timeline was made and how far it is from the job
+    meter: Meter | None = None  # live captures: every step measured unprofiled; the headline and its phases
 
 
 class LineCost(Struct, kw_only=True):

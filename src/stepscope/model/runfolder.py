@@ -10,6 +10,7 @@ TELEMETRY = "telemetry.json"  # stepscope.telemetry/1: CPU and GPU readings over
 CENSUS = "census.json"  # what the model and optimizer hold, for the memory categories
 CALIBRATION = "calibration.json"  # the profiler's cost per event on the capturing machine (capture/calibrate.py)
 TIMING = "timing.json.gz"  # the timing pass: the steps recorded with minimal settings (capture/window.py)
+METER = "meter.json"  # stepscope.meter/1: every step measured unprofiled, its phases (capture/meter/)
 
 # What a run writes, for `--force` to replace them all and nothing else.
-RUN_FILES = (TRACE, REPORT_JSON, REPORT_TEXT, REPORT_HTML, TELEMETRY, CENSUS, CALIBRATION, TIMING)
+RUN_FILES = (TRACE, REPORT_JSON, REPORT_TEXT, REPORT_HTML, TELEMETRY, CENSUS, CALIBRATION, TIMING, METER)

@@ -22,12 +22,13 @@ GENERATOR = f"stepscope {__version__}"
 
 
 def report(facts: Facts, advice: Advice, options: AnalyzeOptions, prediction: s.Prediction | None = None,
-           prediction_notes: tuple[str, ...] = (), timeline: Timeline | None = None) -> s.Report:
+           prediction_notes: tuple[str, ...] = (), timeline: Timeline | None = None,
+           meter: s.Meter | None = None) -> s.Report:
     """One trace's Report. Notes: the capture's, the trace's, how the timeline was made, how the verdict was taken,
     then the prediction's."""
     trace = facts.trace
     replay = replay_section(timeline) if timeline is not None and timeline.deperturbed is not None else None
-    summary = headline(sections.summary(facts, options.batch_size), options, options.batch_size)
+    summary = headline(sections.summary(facts, options.batch_size), options, options.batch_size, meter)
     devices = sections.devices(trace)
     return s.Report(
         generator=GENERATOR,
@@ -46,7 +47,8 @@ def report(facts: Facts, advice: Advice, options: AnalyzeOptions, prediction: s.
         memory=sections.memory(facts),
         patterns=advice.patterns,
         recommendations=advice.recommendations,
-        notes=[*options.capture_notes, *trace.meta.notes, *replay_notes(replay), *advice.notes, *prediction_notes],
+        notes=[*options.capture_notes, *trace.meta.notes, *meter_notes(meter), *replay_notes(replay), *advice.notes,
+               *prediction_notes],
         lines=sections.lines(facts),
         modules=sections.modules(facts),
         timeline=sections.timeline(facts),
@@ -56,19 +58,62 @@ def report(facts: Facts, advice: Advice, options: AnalyzeOptions, prediction: s.
         else None,
         prediction=prediction,
         replay=replay,
+        meter=meter,
     )
 
 
-def headline(summary: s.Summary, options: AnalyzeOptions, batch_size: int | None) -> s.Summary:
+def headline(summary: s.Summary, options: AnalyzeOptions, batch_size: int | None,
+             meter: s.Meter | None = None) -> s.Summary:
     """A live capture's headline step is its unprofiled step (the job as it runs, not as the profiler saw it); the
-    steps table's mean stays beside it."""
+    steps table's mean stays beside it. With the step meter, the breakdown's parts add up to that step: the data wait
+    is the meter's, and the rest of the step is divided among the other parts as the profiled steps divide theirs."""
     ref = options.reference
     if ref is None or not ref.step_us:
         return summary
     steps_per_s = 1e6 / ref.step_us
+    breakdown = summary.breakdown_us
+    if meter is not None:
+        breakdown = breakdown_on(summary.breakdown_us, meter.step_us,
+                                 next((p.mean_us for p in meter.phases if p.name == "data"), 0.0))
     return msgspec.structs.replace(
-        summary, step_time_us=ref.step_us, timeline_step_time_us=summary.step_time_us,
+        summary, step_time_us=ref.step_us, timeline_step_time_us=summary.step_time_us, breakdown_us=breakdown,
         steps_per_s=round(steps_per_s, 3), samples_per_s=round(steps_per_s * batch_size, 2) if batch_size else None)
+
+
+def breakdown_on(breakdown_us: dict[str, float], step_us: float, data_us: float) -> dict[str, float]:
+    """The trace's breakdown fitted to the meter's step: `dataloader` is the meter's data wait, every other part keeps
+    its proportion of the rest; the parts add up to `step_us` (to rounding)."""
+    rest = {k: v for k, v in breakdown_us.items() if k != "dataloader"}
+    total = sum(rest.values())
+    left = max(step_us - data_us, 0.0)
+    out = {k: round(v / total * left, 3) if total > 0 else 0.0 for k, v in rest.items()}
+    if total <= 0 and "other" in out:
+        out["other"] = round(left, 3)
+    out["dataloader"] = round(data_us, 3)
+    return {k: out[k] for k in breakdown_us if k in out} | {k: v for k, v in out.items() if k not in breakdown_us}
+
+
+def with_reference(run: s.Run | None, reference: s.Reference | None) -> s.Run | None:
+    """The run section with the meter's reference as its unprofiled step."""
+    if run is None or reference is None:
+        return run
+    return msgspec.structs.replace(run, reference=reference, unprofiled_step_us=reference.step_us)
+
+
+def meter_notes(meter: s.Meter | None) -> list[str]:
+    """What the report says of its headline: which steps it stands on, and a process the profiler changed."""
+    if meter is None:
+        return []
+    notes = [f"step meter: the headline is the mean of {meter.steps} unprofiled steps ({meter.basis}; median "
+             f"{ns_text(meter.median_us * 1e3)}, p10-p90 {ns_text(meter.p10_us * 1e3)}-{ns_text(meter.p90_us * 1e3)}"
+             + (f"; the program's first step {ns_text(meter.first_step_us * 1e3)} is left out" if meter.first_step_us
+                else "") + ")"]
+    if meter.changed_after is not None and meter.after_step_us is not None:
+        way = "faster" if meter.changed_after < 0 else "slower"
+        notes.append(f"the process ran {abs(meter.changed_after):.0%} {way} after the profiler "
+                     f"({ns_text(meter.after_step_us * 1e3)} per step over {meter.after_steps} steps) than before it: the profiler changed it (its large allocations can raise glibc's mmap "
+                     "threshold, for one); the figures are the steps before it")
+    return notes
 
 
 def replay_section(timeline: Timeline) -> s.Replay:

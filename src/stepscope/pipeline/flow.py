@@ -11,6 +11,7 @@ from stepscope.advice import advise
 from stepscope.errors import StepscopeError
 from stepscope.model import report as s
 from stepscope.pipeline import assemble, ranks, sources
+from stepscope.pipeline.meter import meter_reference, meter_section
 from stepscope.pipeline.options import AnalyzeOptions
 from stepscope.pipeline.timeline import timeline_facts
 from stepscope.predict import PredictRequest, predict
@@ -40,12 +41,16 @@ def analyze(source: sources.Source, options: AnalyzeOptions | None = None, **cha
 def one_report(trace: str | Path | Trace, options: AnalyzeOptions) -> s.Report:
     """One trace's full Report (a path is read first)."""
     trace = trace if isinstance(trace, Trace) else read_trace(trace, progress=options.read_progress)
+    meter = meter_section(options.meter)
+    if meter is not None and options.meter is not None:  # the meter's steps are the job's reference
+        options = options.replace(reference=meter_reference(meter, options.meter))
     timeline = timeline_facts(trace, options)
     facts = timeline.facts
     if options.on_facts is not None:
         options.on_facts(facts)
     replayed = timeline.deperturbed is not None and timeline.deperturbed.replayed
-    advice = advise(facts, options.run, correct=not replayed)
+    run = assemble.with_reference(options.run, options.reference) if meter is not None else options.run
+    advice = advise(facts, run, correct=not replayed, meter=meter)
     prediction, notes = None, ()
     if options.predict is not None:
         request, host_note = _with_host(options.predict, options.calibration)
@@ -55,7 +60,7 @@ def one_report(trace: str | Path | Trace, options: AnalyzeOptions) -> s.Report:
                                  step_range=options.step_range)
         except StepscopeError as exc:  # the analysis stands without it; say why there is none
             notes = (*notes, f"no prediction: {exc.message}" + (f" ({exc.hint})" if exc.hint else ""))
-    return assemble.report(facts, advice, options, prediction, notes, timeline)
+    return assemble.report(facts, advice, options.replace(run=run), prediction, notes, timeline, meter)
 
 
 def _with_host(request: PredictRequest, calibration: ProfilerCost | None) -> tuple[PredictRequest, str | None]:

@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING, Any
 if TYPE_CHECKING:
     from stepscope.analysis.facts import Facts
     from stepscope.capture.calibrate import ProfilerCost
+    from stepscope.model.meter import MeterRecord
     from stepscope.model.report import Reference, Run
     from stepscope.predict import PredictRequest
     from stepscope.ranks.driver import Progress
@@ -37,6 +38,9 @@ class AnalyzeOptions:
     reference: Reference | None = None
     calibration: ProfilerCost | None = None
     timing: str | Path | Trace | None = None
+    # The step meter's record (a live capture's, or a run folder's meter.json): the headline and the phases stand on
+    # it, the profile explains what happens inside them (pipeline/meter.py).
+    meter: MeterRecord | None = None
     # Told how a one-file read goes (bytes read, total), for a progress bar on big traces (trace/load.read_trace).
     read_progress: Callable[[int, int], None] | None = None
     # Handed the Facts of a one-trace analysis: for outputs that read the trace again (the annotated trace).
@@ -52,4 +56,4 @@ class AnalyzeOptions:
         return self.replace(engine=None, progress=None, on_facts=None, read_progress=None,
                             predict=self.predict if main else None,
                         run=self.run if main else None, capture_notes=self.capture_notes if main else (),
-                        timing=self.timing if main else None)
+                        timing=self.timing if main else None, meter=self.meter if main else None)

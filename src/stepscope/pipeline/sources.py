@@ -16,6 +16,7 @@ import msgspec
 
 from stepscope.capture.calibrate import ProfilerCost
 from stepscope.model import runfolder
+from stepscope.model.meter import MeterRecord, meter_from_json
 from stepscope.model.report import Run, from_json
 from stepscope.pipeline.options import AnalyzeOptions
 from stepscope.ranks.inputs import rank_files
@@ -56,6 +57,7 @@ def with_run_folder(paths: list[str | Path], options: AnalyzeOptions) -> Analyze
         reference=options.reference or (run.reference if run is not None else None),
         calibration=options.calibration or calibration_in(folder),
         timing=options.timing or timing_in(folder),
+        meter=options.meter or meter_in(folder),
     )
 
 
@@ -86,6 +88,17 @@ def _run_section(folder: Path) -> Run | None:
     try:
         return from_json(path.read_bytes()).run
     except (OSError, msgspec.DecodeError, msgspec.ValidationError, ValueError, RecursionError):
+        return None
+
+
+def meter_in(folder: Path | None) -> MeterRecord | None:
+    """The step meter's record of the run (meter.json), None when there is none or it cannot be read."""
+    path = folder / runfolder.METER if folder is not None else None
+    if path is None or not path.is_file():
+        return None
+    try:
+        return meter_from_json(path.read_bytes())
+    except (OSError, msgspec.DecodeError, msgspec.ValidationError, ValueError):
         return None
 
 

@@ -15,6 +15,7 @@ from typing import Any
 from stepscope.model.report import Report
 from stepscope.model.telemetry import TelemetryReport
 from stepscope.report import figures, usage_figures
+from stepscope.report import meter_table as mt
 from stepscope.report import prediction as pred
 from stepscope.report import ranks as rk
 from stepscope.report import tables as t
@@ -63,6 +64,14 @@ def ranks(report: Report, telemetry: TelemetryReport | None = None) -> Section |
         return None
     return Section("ranks", "Ranks", rk.INTRO, lead=tuple(rk.lead(report)), tables=tuple(tables),
                    figure=rk.heatmap_figure(report), lines=tuple(report.cross_rank.notes if report.cross_rank else ()))
+
+
+def meter(report: Report, telemetry: TelemetryReport | None = None) -> Section | None:
+    table = mt.meter_table(report)
+    if table is None:
+        return None
+    return Section("meter", "The job, measured unprofiled (step meter)", mt.INTRO, lead=tuple(mt.meter_lead(report)),
+                   tables=(table,))
 
 
 def breakdown(report: Report, telemetry: TelemetryReport | None = None) -> Section | None:
@@ -187,7 +196,7 @@ def notes(report: Report, telemetry: TelemetryReport | None = None) -> Section |
 # In the order a reader asks: what to change and its caveats; where the step's time goes; where in the code; the GPU
 # work in detail; memory; other GPUs; how the capture went.
 SECTIONS: tuple[SectionFn, ...] = (
-    recommendations, notes, ranks, breakdown, gpu, timeline, lines, modules, syncs, copies, kernels, utilization,
+    recommendations, notes, ranks, meter, breakdown, gpu, timeline, lines, modules, syncs, copies, kernels, utilization,
     memory, memory_usage, prediction, run)
 
 

@@ -66,7 +66,10 @@ def breakdown_table(report: Report) -> Table | None:
                *((("GPU util", ""), ("syncs", ""), ("kernels", "")) if gpu else ())]
     s = report.summary
     total = s.step_time_us or 0
-    footer = [[Cell("mean", None, "text"), _num(s.step_time_us, us_cell(s.step_time_us)),
+    # With the step meter the summary row is the job unprofiled (its parts fitted to the meter's step), not the mean
+    # of the profiled rows above it.
+    label = "unprofiled" if report.meter is not None else "mean"
+    footer = [[Cell(label, None, "text"), _num(s.step_time_us, us_cell(s.step_time_us)),
                *(_num(s.breakdown_us.get(c, 0.0), us_cell(s.breakdown_us.get(c, 0.0))) for c in cats),
                *((_num(s.gpu_utilization, share_cell(s.gpu_utilization)), Cell(""), Cell("")) if gpu else ())],
               [Cell("share", None, "text"), Cell("100%"),

@@ -1,0 +1,129 @@
+"""The verdict and the input fixes on the step meter (pipeline/meter.py): the meter measured the job as it runs, so
+the share of the step spent waiting for data is its figure, not the profiled trace's; the profile only divides the
+rest of the step among its causes (op math, Python and dispatch, kernels, launches, copies).
+
+- input_bound's share is the meter's data wait; a wait the profiled run showed but the plain run does not have is
+  dropped and said, and one the profiler hid (a slowed main process lets one worker keep up) is found.
+- every other pattern keeps its share of the step outside the data wait: share x (1 - meter's) / (1 - trace's).
+- dataloader_workers is recommended whenever the main thread waits for data, its estimate from the meter's own
+  figures: the main thread's work per step, and the time a worker takes per batch (its CPU part on the cores).
+"""
+
+from __future__ import annotations
+
+import msgspec
+
+from stepscope.advice.found import MIN_SHARE
+from stepscope.model import report as s
+from stepscope.model.meter import Meter
+from stepscope.units import ns_text, rounded_ratio
+
+# Workers suggested where there are no DataLoader workers yet and the free cores are not known.
+FIRST_WORKERS = 2
+
+
+def data_share(meter: Meter) -> float:
+    return next((p.share for p in meter.phases if p.name == "data"), 0.0)
+
+
+def phase_us(meter: Meter, name: str) -> float:
+    return next((p.mean_us for p in meter.phases if p.name == name), 0.0)
+
+
+def on_meter(patterns: list[s.Pattern], meter: Meter) -> tuple[list[s.Pattern], list[str]]:
+    """The patterns with the meter's data wait as input_bound's share and the rest scaled into what is left."""
+    measured = data_share(meter)
+    traced = next((p for p in patterns if p.id == "input_bound"), None)
+    traced_share = traced.share if traced is not None else 0.0
+    scale = (1 - measured) / (1 - traced_share) if traced_share < 0.999 else 0.0
+    notes = []
+    out = [_rescaled(p, scale) for p in patterns if p.id != "input_bound"]
+    if measured >= MIN_SHARE:
+        out.append(_input_bound(meter, measured, traced))
+        if traced is None:
+            notes.append(f"the step meter saw the training loop wait for data {measured:.0%} of each step when it ran "
+                         "unprofiled; the profiled steps hid it (the profiler slows the main process, so the loader "
+                         "keeps up): input_bound is the meter's")
+    elif traced is not None:
+        notes.append(f"the profiled steps waited for data {traced_share:.0%} of each step, the unprofiled ones "
+                     f"{measured:.0%}: the wait is the profiler's, not the job's, and is left out of the verdict")
+    return sorted(out, key=lambda p: -p.share), notes
+
+
+def _rescaled(p: s.Pattern, scale: float) -> s.Pattern:
+    return msgspec.structs.replace(p, share=rounded_ratio(p.share * scale),
+                                   evidence={**p.evidence, "profiled_share_of_step": p.share})
+
+
+def _input_bound(meter: Meter, share: float, traced: s.Pattern | None) -> s.Pattern:
+    wait = phase_us(meter, "data")
+    workers = meter.num_workers
+    how = ("single-process loading: num_workers=0" if workers == 0 else
+           f"{workers} worker{'s' if workers != 1 else ''} cannot keep up" if workers else "")
+    title = (f"The training loop waits for the DataLoader {share:.0%} of each step, measured unprofiled"
+             + (f" ({how})." if how else "."))
+    evidence: dict = {**(traced.evidence if traced is not None else {}),
+                      "dataloader_wait_share": rounded_ratio(share), "dataloader_wait_us_per_step": round(wait, 1),
+                      "measured_by": "step meter", "num_workers": workers}
+    w = meter.workers
+    if w is not None:
+        evidence.update(worker_batch_us=w.batch_us, worker_batch_cpu_us=w.batch_cpu_us, workers_busy=w.busy_share)
+    return s.Pattern(id="input_bound", share=rounded_ratio(share), title=title, evidence=evidence)
+
+
+def workers_from_meter(meter: Meter, settings: s.Settings | None,
+                       recommendations: list[s.Recommendation]) -> list[s.Recommendation]:
+    """dataloader_workers from the meter when the main thread waits for data: replaces the trace's estimate."""
+    share = data_share(meter)
+    if share < MIN_SHARE:
+        return [r for r in recommendations if r.id != "dataloader_workers"]
+    traced = next((r for r in recommendations if r.id == "dataloader_workers"), None)
+    rec = workers_recommendation(meter, settings, traced)
+    rest = [r for r in recommendations if r.id != "dataloader_workers"]
+    return sorted([*rest, rec] if rec is not None else rest, key=lambda r: (-(r.estimated_speedup or 1.0), r.id))
+
+
+def workers_recommendation(meter: Meter, settings: s.Settings | None,
+                           traced: s.Recommendation | None) -> s.Recommendation | None:
+    step = meter.step_us
+    wait = phase_us(meter, "data")
+    main = max(step - wait, 0.0)  # the main thread's own work per step
+    workers = meter.num_workers if meter.num_workers is not None else (
+        settings.dataloader.num_workers if settings is not None and settings.dataloader is not None else None)
+    cores = meter.cpu_cores or (settings.cpu_cores if settings is not None else None)
+    threads = settings.intra_op_threads if settings is not None and settings.intra_op_threads else 1
+    w = meter.workers
+    if workers:  # loading in workers: a batch costs each worker batch_us, its CPU part batch_cpu_us
+        batch = w.batch_us if w is not None else step * workers  # unseen workers: they deliver one batch a step
+        cpu = w.batch_cpu_us if w is not None and w.batch_cpu_us is not None else batch
+        target = workers * 2
+    else:  # loading in the main thread: the whole wait is the batch's cost, on a CPU
+        batch, cpu, target = wait, wait, FIRST_WORKERS
+    # k workers deliver a batch every batch/k; the main thread's work (on its intra-op threads) and the batch's CPU
+    # time share the process's cores, which bounds the step from below however many workers wait on storage.
+    new = max(main, batch / target)
+    why = f"{target} workers deliver a batch every {ns_text(batch / target * 1e3)}"
+    if cores:
+        cpu_floor = (main * min(threads, cores) + cpu) / cores
+        if cpu_floor > new:
+            new, why = cpu_floor, (f"the main thread's work and the batch's CPU time ({ns_text(cpu * 1e3)}) share "
+                                   f"{cores} core{'s' if cores != 1 else ''}")
+    speedup = step / new if new > 0 else 1.0
+    if speedup < 1.01:
+        return None
+    text = (f"From the step meter (unprofiled): the main thread works {ns_text(main * 1e3)} per step and waits "
+            f"{ns_text(wait * 1e3)} for data; {why}: step {ns_text(step * 1e3)} -> ~{ns_text(new * 1e3)} "
+            f"({speedup:.2f}x). An estimate, not a measurement: `stepscope tune` measures it.")
+    now = f" (now {workers})" if workers is not None else ""
+    title = f"Load batches in more DataLoader worker processes: num_workers={target}{now}"
+    if workers == 0:
+        title = f"Load batches in worker processes: DataLoader(..., num_workers={target})"
+    evidence = {**(traced.evidence if traced is not None else {}), "dataloader_wait_share": rounded_ratio(wait / step),
+                "dataloader_wait_us_per_step": round(wait, 1), "main_thread_us_per_step": round(main, 1),
+                "num_workers": workers, "suggested_workers": target, "cpu_cores": cores, "measured_by": "step meter"}
+    if w is not None:
+        evidence.update(worker_batch_us=w.batch_us, worker_batch_cpu_us=w.batch_cpu_us)
+    location = traced.location if traced is not None else (
+        settings.dataloader.location if settings is not None and settings.dataloader is not None else None)
+    return s.Recommendation(id="dataloader_workers", title=title, evidence=evidence, location=location,
+                            estimated_speedup=round(speedup, 2), estimate=text)

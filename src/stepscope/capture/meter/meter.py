@@ -1,0 +1,188 @@
+"""The step meter: every step of the program measured unprofiled, from its first to its last.
+
+It keeps the steps of every step source it sees (optimizer steps, backward passes, DataLoader batches, model
+forwards, `stepscope.step()` marks) and, at the end, the ones of the source the capture counted by; it is told when
+a profiler runs, so the report can take its headline from the steps before any profiler touched the process. While
+the program runs it shows a line that updates (on a terminal) and keeps `meter.json` current about once a second.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+import threading
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+from stepscope.atomic import write_atomic
+from stepscope.capture.meter.device import DeviceTimer, cuda_timer
+from stepscope.capture.meter.hooks import MeterHooks
+from stepscope.capture.meter.live import LiveLine
+from stepscope.capture.meter.phases import FIELDS, NAMED, PhaseClock, StepLog
+from stepscope.capture.meter.workers import WorkerLog
+from stepscope.errors import StepscopeError
+from stepscope.model.meter import PHASES, MeterRecord, MeterSteps, meter_to_json
+from stepscope.model.runfolder import METER
+
+# Lower is stronger: the order the capture's arbiter uses (capture/arbiter.py).
+PRIORITY = {"manual": 0, "lightning": 0, "huggingface": 0, "optimizer": 1, "backward": 2, "dataloader": 3,
+            "forward": 4}
+LIVE_STEPS = 2_000  # the steps the live file keeps (the final file keeps all)
+WRITE_EVERY_NS = 1_000_000_000
+
+
+class StepMeter:
+    def __init__(self, folder: Path | None, *, syncs: bool | None = None, live: bool = True,
+                 clock: Callable[[], int] = time.perf_counter_ns, device: DeviceTimer | None = None,
+                 batch_size: Callable[[], int | None] | None = None) -> None:
+        self.folder = folder
+        self.clock = PhaseClock(clock)
+        self.logs: dict[str, StepLog] = {}
+        self.leading: str | None = None  # the strongest source seen so far
+        self.spans: list[list[int]] = []  # when a profiler ran
+        self.num_workers: int | None = None
+        self._syncs = syncs
+        self._device = device
+        self._device_source: str | None = None
+        self._batch_size = batch_size or (lambda: None)
+        self._pid = os.getpid()
+        self._thread = threading.get_ident()
+        self._hooks: MeterHooks | None = None
+        self._workers = WorkerLog(folder) if folder is not None else None
+        self._live = LiveLine(sys.stderr) if live else None
+        self._last_write = 0
+        self._written_problem = False
+        self.notes: list[str] = []
+
+    # -- on and off ------------------------------------------------------------------------------------
+
+    def install(self) -> StepMeter:
+        import torch
+
+        syncs = self._syncs if self._syncs is not None else bool(torch.cuda.is_available())
+        self._hooks = MeterHooks(self, syncs=syncs)
+        self._hooks.install()
+        if self._workers is not None:
+            self._workers.install()
+        return self
+
+    def remove(self) -> None:
+        if self._hooks is not None:
+            self._hooks.remove()
+            self._hooks = None
+        if self._workers is not None:
+            self._workers.remove()
+        if self._live is not None:
+            self._live.close()
+
+    def here(self) -> bool:
+        """The training thread of the process that started the meter (not a forked worker, not another thread)."""
+        return threading.get_ident() == self._thread and os.getpid() == self._pid
+
+    # -- what the hooks report ---------------------------------------------------------------------------
+
+    def boundary(self, source: str) -> None:
+        """A step of `source` has just ended."""
+        log = self.logs.get(source)
+        t, totals = self.clock.read()
+        if log is None:
+            log = self.logs[source] = StepLog()
+            log.start(self.clock.started if self.clock.started is not None else t, totals)
+        log.boundary(t, totals)
+        if self.leading is None or PRIORITY.get(source, 9) < PRIORITY.get(self.leading, 9):
+            self.leading = source
+        if source == self.leading:
+            self._on_leading_step(source, log, t)
+
+    def _on_leading_step(self, source: str, log: StepLog, t: int) -> None:
+        if self._device is None and log.count == 1:
+            self._device = cuda_timer()  # CUDA is initialised by now if the program uses it
+        if self._device is not None:
+            if self._device_source != source:
+                self._device.restart()
+                self._device_source = source
+            self._device.boundary(log.count)
+        if t - self._last_write >= WRITE_EVERY_NS:
+            self._last_write = t
+            if self._live is not None:
+                self._live.show(log, self._batch_size())
+            self.write(done=False)
+
+    def profiler_started(self) -> None:
+        if not self.spans or self.spans[-1][1] >= 0:  # a window started again (without stacks) is one span
+            self.spans.append([self.clock.clock(), -1])
+
+    def profiler_stopped(self) -> None:
+        if self.spans and self.spans[-1][1] < 0:
+            self.spans[-1][1] = self.clock.clock()
+
+    # -- the record ------------------------------------------------------------------------------------
+
+    def record(self, source: str | None = None, *, done: bool = True, keep: int | None = None) -> MeterRecord:
+        """What was measured, counted by `source` (default: the strongest source seen)."""
+        source = source if source in self.logs else self.leading
+        log = self.logs.get(source) if source else None
+        steps = MeterSteps()
+        if log is not None:
+            first = max(log.count - keep, 0) if keep is not None else 0
+            first = min(first, len(log.rows) // FIELDS)
+            names = ("end_ns", "wall_ns", *(f"{p}_ns" for p in PHASES))
+            for i, name in enumerate(names):
+                setattr(steps, name, log.column(i)[first:])
+            steps.first_step = first
+            device = self._device.device_ns if self._device is not None and self._device_source == source else {}
+            if device:
+                steps.device_ns = [device.get(i + 1, -1) for i in range(first, first + len(steps.wall_ns))]
+        spans = [[a, b if b >= 0 else self.clock.clock()] for a, b in self.spans]
+        return MeterRecord(
+            source=source, batch_size=self._batch_size(), done=done, steps=steps, profiled_spans=spans,
+            profiled=_profiled_steps(steps.end_ns, steps.wall_ns, spans, steps.first_step),
+            overflow_steps=max(log.count - len(log.rows) // FIELDS, 0) if log is not None else 0,
+            overflow_totals_ns=dict(zip(("wall", *PHASES), log.overflow, strict=True))
+            if log is not None and log.overflow[0] else {},
+            workers=self._workers.read() if done and self._workers is not None else None,
+            device_timer="cuda events" if steps.device_ns else None,
+            num_workers=self.num_workers, cpu_cores=_cores(), notes=list(self.notes))
+
+    def finish(self, source: str | None) -> MeterRecord:
+        """The program has ended: the hooks come off and meter.json is written whole."""
+        self.remove()
+        record = self.record(source, done=True)
+        self._save(record, done=True)
+        return record
+
+    def write(self, *, done: bool, source: str | None = None) -> Path | None:
+        """meter.json in the run folder, atomically; a live file keeps only the latest steps."""
+        return self._save(self.record(source, done=done, keep=None if done else LIVE_STEPS), done=done)
+
+    def _save(self, record: MeterRecord, *, done: bool) -> Path | None:
+        if self.folder is None:
+            return None
+        try:
+            return write_atomic(self.folder / METER, meter_to_json(record), what="the step meter's record")
+        except StepscopeError as exc:
+            if not self._written_problem or done:
+                self._written_problem = True
+                print(f"stepscope: {exc.message}", file=sys.stderr)
+            return None
+
+
+def _profiled_steps(end_ns: list[int], wall_ns: list[int], spans: list[list[int]], first: int) -> list[int] | None:
+    """[first, last] index of the steps that overlap a profiler's span (the last one overlapping, and every step
+    after it is still a step 'after the window')."""
+    if not spans:
+        return None
+    touched = [first + i for i, (end, wall) in enumerate(zip(end_ns, wall_ns, strict=True))
+               if any(end - wall < b and end > a for a, b in spans)]
+    return [touched[0], touched[-1]] if touched else None
+
+
+def _cores() -> int | None:
+    try:
+        return len(os.sched_getaffinity(0))
+    except (AttributeError, OSError):
+        return os.cpu_count()
+
+
+__all__ = ["NAMED", "StepMeter"]

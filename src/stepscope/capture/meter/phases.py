@@ -1,0 +1,93 @@
+"""Exclusive time per phase on the training thread, and the steps cut out of it.
+
+A phase is entered and left by the meter's hooks; phases nest (a sync inside the forward, a backward inside an
+LBFGS closure inside the optimizer step) and the innermost one is charged, so at any moment exactly one phase is
+running and the phases' totals add up to the wall time since the clock started. A step is the difference of the
+totals between two boundaries of one step source. Each hook costs two clock reads and a few list operations.
+"""
+
+from __future__ import annotations
+
+import time
+from array import array
+from collections.abc import Callable
+
+DATA, FORWARD, BACKWARD, OPTIMIZER, SYNC, OTHER = range(6)
+NAMED = 5  # the phases a step records; OTHER is its wall time less theirs
+# Steps kept one by one per source; beyond it only their totals (a week-long --full run stays small in memory).
+MAX_STEPS = 200_000
+FIELDS = 2 + NAMED  # end_ns, wall_ns, then the named phases
+
+
+class PhaseClock:
+    """The totals of each phase so far, charged to the innermost phase open."""
+
+    __slots__ = ("_since", "_stack", "clock", "started", "totals")
+
+    def __init__(self, clock: Callable[[], int] = time.perf_counter_ns) -> None:
+        self.clock = clock
+        self.totals = [0] * (NAMED + 1)
+        self._stack = [OTHER]
+        self._since = clock()
+        self.started: int | None = None  # the first phase entered: the first step's start
+
+    def enter(self, phase: int) -> None:
+        t = self.clock()
+        stack = self._stack
+        self.totals[stack[-1]] += t - self._since
+        stack.append(phase)
+        self._since = t
+        if self.started is None:
+            self.started = t
+
+    def leave(self, phase: int) -> None:
+        t = self.clock()
+        stack = self._stack
+        self.totals[stack[-1]] += t - self._since
+        self._since = t
+        if phase in stack[1:]:  # an exception may have skipped an inner phase's leave: close it too
+            while stack.pop() != phase:
+                pass
+
+    def read(self) -> tuple[int, list[int]]:
+        """Now, and the totals charged up to now."""
+        t = self.clock()
+        self.totals[self._stack[-1]] += t - self._since
+        self._since = t
+        return t, self.totals
+
+
+class StepLog:
+    """The steps of one step source: each step's end, wall time and named phases (ns), from boundary to boundary."""
+
+    __slots__ = ("_last", "_last_t", "count", "overflow", "rows")
+
+    def __init__(self) -> None:
+        self.rows = array("q")
+        self.count = 0
+        self.overflow = [0] * (1 + NAMED)  # wall and phases of the steps past MAX_STEPS
+        self._last_t: int | None = None
+        self._last: list[int] = [0] * NAMED
+
+    def start(self, t: int, totals: list[int]) -> None:
+        """The first step begins at `t` (before the source's first boundary)."""
+        if self._last_t is None:
+            self._last_t, self._last = t, totals[:NAMED]
+
+    def boundary(self, t: int, totals: list[int]) -> None:
+        last_t, last = self._last_t, self._last
+        if last_t is not None:
+            wall = t - last_t
+            if self.count < MAX_STEPS:
+                self.rows.extend((t, wall, *(totals[i] - last[i] for i in range(NAMED))))
+            else:
+                over = self.overflow
+                over[0] += wall
+                for i in range(NAMED):
+                    over[1 + i] += totals[i] - last[i]
+            self.count += 1
+        self._last_t, self._last = t, totals[:NAMED]
+
+    def column(self, field: int) -> list[int]:
+        """One field of every step kept: 0 end, 1 wall, 2.. the named phases."""
+        return self.rows[field::FIELDS].tolist()

@@ -1,0 +1,118 @@
+"""The step meter's file, `meter.json` (`stepscope.meter/1`): every step of the program measured unprofiled, its
+phases, the spans the profiler ran in, and the DataLoader workers' batches. capture writes it from inside the
+user's program, so this module imports nothing of ours (a leaf, like `runfolder` and `telemetry`).
+
+Phases are the main thread's exclusive time: waiting for the DataLoader (`data`), the model's top-level forward,
+the backward pass, the optimizer step, blocked in a device sync (`sync`); `other` is the rest of the wall time, so
+a step's phases add up to its wall time exactly. On a GPU, `device_ns` is the device's time for the step (CUDA
+events at the step boundaries, read a step later with no sync): -1 where it is not known."""
+
+from __future__ import annotations
+
+import msgspec
+
+METER_SCHEMA = "stepscope.meter/1"
+PHASES = ("data", "forward", "backward", "optimizer", "sync")  # `other` = wall - their sum
+
+
+class Struct(msgspec.Struct, kw_only=True, omit_defaults=False):
+    pass
+
+
+class MeterSteps(Struct, kw_only=True):
+    """One entry per step, in the program's order; `first_step` is the index of the first entry (a long run's live
+    file keeps only its latest steps)."""
+
+    first_step: int = 0
+    end_ns: list[int] = msgspec.field(default_factory=list)  # host clock (perf_counter_ns) at the step's end
+    wall_ns: list[int] = msgspec.field(default_factory=list)
+    data_ns: list[int] = msgspec.field(default_factory=list)
+    forward_ns: list[int] = msgspec.field(default_factory=list)
+    backward_ns: list[int] = msgspec.field(default_factory=list)
+    optimizer_ns: list[int] = msgspec.field(default_factory=list)
+    sync_ns: list[int] = msgspec.field(default_factory=list)
+    device_ns: list[int] = msgspec.field(default_factory=list)  # empty without a device timer
+
+
+class WorkerBatches(Struct, kw_only=True):
+    """The DataLoader workers' side: each batch a worker made, when it began and when it was ready (host clock)."""
+
+    workers: int  # worker processes seen
+    worker_id: list[int] = msgspec.field(default_factory=list)
+    start_ns: list[int] = msgspec.field(default_factory=list)
+    ready_ns: list[int] = msgspec.field(default_factory=list)
+    cpu_ns: list[int] = msgspec.field(default_factory=list)  # the worker thread's CPU time on the batch
+
+
+class MeterRecord(Struct, kw_only=True):
+    schema: str = METER_SCHEMA
+    source: str | None  # the step source the steps are counted by
+    batch_size: int | None = None
+    done: bool = False  # the program has ended (a live file says False)
+    steps: MeterSteps = msgspec.field(default_factory=MeterSteps)
+    # [start, end] host-clock spans in which a profiler ran (the window's passes, the calibration)
+    profiled_spans: list[list[int]] = msgspec.field(default_factory=list)
+    profiled: list[int] | None = None  # [first, last] step index the profiler touched, None: never ran
+    overflow_steps: int = 0  # steps beyond the per-step cap, counted in the totals only
+    overflow_totals_ns: dict[str, int] = msgspec.field(default_factory=dict)
+    workers: WorkerBatches | None = None
+    device_timer: str | None = None  # "cuda events" when the device's step time was measured
+    num_workers: int | None = None  # the main DataLoader's workers, when known
+    cpu_cores: int | None = None  # cores the process may use
+    notes: list[str] = msgspec.field(default_factory=list)
+
+
+def meter_to_json(record: MeterRecord) -> bytes:
+    return msgspec.json.encode(record)
+
+
+def meter_from_json(data: bytes) -> MeterRecord:
+    record = msgspec.json.decode(data, type=MeterRecord)
+    if record.schema != METER_SCHEMA:
+        raise ValueError(f"not a {METER_SCHEMA} file (schema {record.schema!r})")
+    return record
+
+
+# -- the report's `meter` section (stepscope.report/1): what the meter says of the job ---------------------------
+
+class Frozen(msgspec.Struct, kw_only=True, omit_defaults=False, frozen=True):
+    pass
+
+
+class MeterPhase(Frozen, kw_only=True):
+    name: str  # data | forward | backward | optimizer | sync | other
+    mean_us: float  # per step, over the headline's steps; the phases add up to the headline step
+    share: float
+
+
+class MeterWorkers(Frozen, kw_only=True):
+    """The DataLoader workers over the headline's steps."""
+
+    workers: int  # worker processes seen
+    batches: int
+    batch_us: float  # a worker's wall time per batch (mean)
+    batch_cpu_us: float | None  # of it, on a CPU (the rest waits: storage, sleeps, locks)
+    busy_share: float  # the workers' wall time / (workers x the steps' span)
+
+
+class Meter(Frozen, kw_only=True):
+    """The job measured unprofiled, step by step (capture/meter): the report's headline stands on it."""
+
+    source: str | None  # the step source the steps are counted by
+    steps_measured: int  # every step the meter saw
+    basis: str  # which steps the headline is: "before the profiler" | "no profiler ran" | "after the profiler"
+    steps: int  # how many
+    step_us: float  # their mean wall time: the headline
+    median_us: float
+    p10_us: float
+    p90_us: float
+    phases: list[MeterPhase]  # add up to step_us
+    first_step_us: float | None = None  # the program's first step (start-up), never in the headline
+    device_step_us: float | None = None  # the device's time per step (CUDA events), over the same steps
+    after_step_us: float | None = None  # mean step after the profiler stopped
+    after_steps: int = 0
+    changed_after: float | None = None  # after / before - 1 when beyond the steps' noise: the process changed
+    workers: MeterWorkers | None = None
+    num_workers: int | None = None  # the main DataLoader's num_workers
+    cpu_cores: int | None = None
+    samples_per_s: float | None = None
