@@ -228,7 +228,7 @@ def test_failure_before_the_window_writes_what_there_is(tmp_path: Path,
     script = write(tmp_path / "train.py", TRAIN)
     code, out, err = run(capfd, "--out", tmp_path / "out", script, "--fail-at", "1")
     assert code == 1
-    assert "needs at least 8" in err
+    assert "needs at least 13" in err
     assert sorted(p.name for p in (tmp_path / "out").iterdir()) == ["telemetry.json"]
     assert out.strip().splitlines()[-1] == f"stepscope: wrote {tmp_path / 'out'}/: telemetry.json"
 

@@ -17,7 +17,9 @@ STEP_SOURCES = ("optimizer", "backward", "dataloader", "forward", "marker")
 class CaptureOptions:
     """Which steps to profile and how. Every field's default here is the default everywhere."""
 
-    skip: int = 5  # steps of the step source run unprofiled first: start-up, compilation, allocator warm-up
+    # Steps of the step source run unprofiled first: start-up, compilation, allocator warm-up, and the step meter's
+    # headline (pipeline/meter.py: the steps before the profiler, less the first fifth).
+    skip: int = 10
     warmup: int = 2  # profiled but discarded: the profiler's own start-up cost
     steps: int = 5  # recorded
     step_on: str | None = None  # one of STEP_SOURCES; None: the strongest source the program shows

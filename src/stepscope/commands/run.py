@@ -98,10 +98,6 @@ def program_from_args(args: argparse.Namespace) -> Program:
 
 
 def main(args: argparse.Namespace) -> int:
-    # The analyses, the pipeline and the renderers load only once the program has ended: it runs in this
-    # process, which must hold nothing of them while it does (capture adds nothing to the user's program).
-    from stepscope.commands.run_finish import finish
-
     program = program_from_args(args)
     spec = options_from_args(args)
     request = request_from_args(args, args.predict)
@@ -118,6 +114,10 @@ def main(args: argparse.Namespace) -> int:
     # capture is exported and the reports written; the run then ends with 143.
     with SigtermHandler(raising=False) as sigterm:
         captured = capture_program(program, spec, folder, full=args.full, sigterm=sigterm)
+        # The analyses, the pipeline and the renderers load only now that the program has ended: it ran in this
+        # process, which held nothing of them while it did (tests/test_imports.py checks it).
+        from stepscope.commands.run_finish import finish
+
         sys.stdout.flush()
         code = finish(program, spec, folder, captured, width=args.width, predict=request)
     return EXIT_CODE if sigterm.received else code

@@ -111,7 +111,8 @@ def meter_notes(meter: s.Meter | None) -> list[str]:
     if meter.changed_after is not None and meter.after_step_us is not None:
         way = "faster" if meter.changed_after < 0 else "slower"
         notes.append(f"the process ran {abs(meter.changed_after):.0%} {way} after the profiler "
-                     f"({ns_text(meter.after_step_us * 1e3)} per step over {meter.after_steps} steps) than before it: the profiler changed it (its large allocations can raise glibc's mmap "
+                     f"({ns_text(meter.after_step_us * 1e3)} per step over {meter.after_steps} steps) than "
+                     "before it: the profiler changed it (its large allocations can raise glibc's mmap "
                      "threshold, for one); the figures are the steps before it")
     return notes
 

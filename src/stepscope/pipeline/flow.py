@@ -19,6 +19,9 @@ from stepscope.predict.host import host_speed
 from stepscope.trace.load import read_trace
 from stepscope.trace.model import Trace
 
+# The capture's own unprofiled timings before the step meter (capture/overhead.py), which the meter supersedes.
+CAPTURE_REFERENCES = ("host clock", "synchronized slices")
+
 if TYPE_CHECKING:
     from stepscope.capture.calibrate import ProfilerCost
 
@@ -42,7 +45,9 @@ def one_report(trace: str | Path | Trace, options: AnalyzeOptions) -> s.Report:
     """One trace's full Report (a path is read first)."""
     trace = trace if isinstance(trace, Trace) else read_trace(trace, progress=options.read_progress)
     meter = meter_section(options.meter)
-    if meter is not None and options.meter is not None:  # the meter's steps are the job's reference
+    # The meter's steps are the job's reference, unless the caller measured one otherwise (tune's windows).
+    if meter is not None and options.meter is not None and (options.reference is None or
+                                                            options.reference.method in CAPTURE_REFERENCES):
         options = options.replace(reference=meter_reference(meter, options.meter))
     timeline = timeline_facts(trace, options)
     facts = timeline.facts

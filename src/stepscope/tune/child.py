@@ -94,15 +94,15 @@ def _status(outcome: Outcome, stopped: bool, aborted: bool, leader: str | None, 
 def profile(spec: TrialSpec, program: Program) -> ChildResult:
     """What `stepscope run` does, with the fixes in place: one profiled window, then its report.json. For the
     tuned configuration, the report is told what the tune measured and did (tune/story.py)."""
-    # The analysis loads only once the fixed program has run: a trial's process holds none of it while it does.
-    from stepscope.runreport import live_report, nothing_recorded, write_report_files
-
     window = CaptureOptions(batch_size=spec.batch_size, telemetry=False)
     if spec.skip is not None:
         window = window.replace(skip=max(window.skip, spec.skip))
     folder = Path(spec.profile_folder or ".")
     folder.mkdir(parents=True, exist_ok=True)
     captured = capture_program(program, window, folder)
+    # The analysis loads only once the fixed program has run: a trial's process holds none of it while it does.
+    from stepscope.runreport import live_report, nothing_recorded, write_report_files
+
     outcome, result = captured.outcome, captured.result
     if result.trace_path is None:
         return ChildResult(status="failed", exit_code=outcome.exit_code or 2, program_status=outcome.status,
@@ -114,7 +114,8 @@ def profile(spec: TrialSpec, program: Program) -> ChildResult:
         result = dataclasses.replace(result, reference=tune_reference(ref, result.batch_size) or result.reference,
                                      notes=[*notes, *result.notes])
     report = with_ladder(live_report(result, window, command=program.command, exit_code=outcome.exit_code,
-                                     program_status=outcome.status, folder=folder), spec.ladder)
+                                     program_status=outcome.status, folder=folder, meter=captured.meter),
+                        spec.ladder)
     write_report_files(report, folder)
     return ChildResult(status="profiled", exit_code=0, program_status=outcome.status, detail=outcome.detail,
                        step_source=result.step_source, batch_size=result.batch_size,

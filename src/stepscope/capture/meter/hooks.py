@@ -11,14 +11,21 @@ from __future__ import annotations
 import functools
 import sys
 import weakref
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
-from stepscope.capture.meter.phases import BACKWARD, DATA, FORWARD, OPTIMIZER, SYNC
-
-if TYPE_CHECKING:
-    from stepscope.capture.meter.meter import StepMeter
+from stepscope.capture.meter.phases import BACKWARD, DATA, FORWARD, OPTIMIZER, SYNC, PhaseClock
 
 SYNC_METHODS = ("item", "tolist", "cpu")
+
+
+class Meter(Protocol):
+    """What the hooks report to (capture/meter/meter.py's StepMeter)."""
+
+    clock: PhaseClock
+    num_workers: int | None
+
+    def here(self) -> bool: ...
+    def boundary(self, source: str) -> None: ...
 
 
 def _compiling() -> bool:
@@ -27,7 +34,7 @@ def _compiling() -> bool:
 
 
 class MeterHooks:
-    def __init__(self, meter: StepMeter, *, syncs: bool) -> None:
+    def __init__(self, meter: Meter, *, syncs: bool) -> None:
         self.meter = meter
         self.syncs = syncs
         self._patches: list[tuple[Any, str, Any, Any, bool]] = []  # owner, name, original, replacement, owned

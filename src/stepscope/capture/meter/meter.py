@@ -28,6 +28,8 @@ from stepscope.model.runfolder import METER
 # Lower is stronger: the order the capture's arbiter uses (capture/arbiter.py).
 PRIORITY = {"manual": 0, "lightning": 0, "huggingface": 0, "optimizer": 1, "backward": 2, "dataloader": 3,
             "forward": 4}
+# Sources whose mark is the start of a step (a model call ends the previous forward's step): the first one ends none.
+STARTS_A_STEP = ("forward",)
 LIVE_STEPS = 2_000  # the steps the live file keeps (the final file keeps all)
 WRITE_EVERY_NS = 1_000_000_000
 
@@ -88,6 +90,9 @@ class StepMeter:
         t, totals = self.clock.read()
         if log is None:
             log = self.logs[source] = StepLog()
+            if source in STARTS_A_STEP:  # the first forward begins the first step; it ends none
+                log.start(t, totals)
+                return
             log.start(self.clock.started if self.clock.started is not None else t, totals)
         log.boundary(t, totals)
         if self.leading is None or PRIORITY.get(source, 9) < PRIORITY.get(self.leading, 9):

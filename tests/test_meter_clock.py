@@ -1,0 +1,170 @@
+"""The step meter's arithmetic on hand-made clocks: exclusive phase time, steps cut at boundaries, the device's time
+read a step later with no sync, and the headline's choice of steps (pipeline/meter.py)."""
+
+from __future__ import annotations
+
+import pytest
+
+from stepscope.capture.meter.device import DeviceTimer
+from stepscope.capture.meter.phases import BACKWARD, DATA, FORWARD, OPTIMIZER, SYNC, PhaseClock, StepLog
+from stepscope.model.meter import MeterRecord, MeterSteps
+from stepscope.pipeline.meter import meter_reference, meter_section
+
+
+class FakeClock:
+    def __init__(self) -> None:
+        self.t = 1_000
+
+    def __call__(self) -> int:
+        return self.t
+
+    def advance(self, ns: int) -> None:
+        self.t += ns
+
+
+def test_nested_phases_charge_the_innermost_and_add_up_to_the_wall() -> None:
+    clock = FakeClock()
+    pc = PhaseClock(clock)
+    clock.advance(7)  # before any phase: other
+    pc.enter(FORWARD)
+    clock.advance(100)
+    pc.enter(SYNC)  # loss.item() inside the forward
+    clock.advance(30)
+    pc.leave(SYNC)
+    clock.advance(20)
+    pc.leave(FORWARD)
+    clock.advance(5)
+    _, totals = pc.read()
+    assert totals[FORWARD] == 120 and totals[SYNC] == 30
+    assert sum(totals) == 7 + 100 + 30 + 20 + 5
+
+
+def test_a_missed_leave_is_closed_with_its_outer_phase() -> None:
+    clock = FakeClock()
+    pc = PhaseClock(clock)
+    pc.enter(OPTIMIZER)
+    pc.enter(BACKWARD)  # an LBFGS closure whose backward raised: its leave never came
+    clock.advance(40)
+    pc.leave(OPTIMIZER)
+    clock.advance(10)
+    _, totals = pc.read()
+    assert totals[BACKWARD] == 40 and totals[OPTIMIZER] == 0 and totals[-1] == 10  # later time is `other` again
+
+
+def test_steps_are_the_totals_between_boundaries() -> None:
+    clock = FakeClock()
+    pc, log = PhaseClock(clock), StepLog()
+    for data, fwd, bwd, opt, other in ((50, 10, 20, 5, 3), (40, 11, 19, 6, 4)):
+        if log.count == 0 and log._last_t is None:
+            log.start(clock.t, pc.read()[1])
+        for phase, ns in ((DATA, data), (FORWARD, fwd), (BACKWARD, bwd), (OPTIMIZER, opt)):
+            pc.enter(phase)
+            clock.advance(ns)
+            pc.leave(phase)
+        clock.advance(other)
+        log.boundary(*pc.read())
+    assert log.column(1) == [88, 80]  # wall
+    assert log.column(2) == [50, 40] and log.column(3) == [10, 11] and log.column(4) == [20, 19]
+    assert log.column(5) == [5, 6] and log.column(6) == [0, 0]
+
+
+class FakeEvent:
+    """A CUDA event on a fake device whose clock the test moves: complete once the device passes its time."""
+
+    def __init__(self, device: FakeDevice) -> None:
+        self.device = device
+        self.at: float | None = None
+
+    def record(self) -> None:
+        self.at = self.device.enqueue_marker()
+
+    def query(self) -> bool:
+        return self.at is not None and self.device.now >= self.at
+
+    def elapsed_time(self, end: FakeEvent) -> float:
+        assert self.query() and end.query(), "elapsed_time on an event not yet complete would sync"
+        return (end.at - self.at) / 1e6  # ms
+
+
+class FakeDevice:
+    """Work is queued on it; a marker is reached when the work before it is done."""
+
+    def __init__(self) -> None:
+        self.now = 0.0
+        self.queue_end = 0.0
+
+    def enqueue(self, ns: float) -> None:
+        self.queue_end = max(self.queue_end, self.now) + ns
+
+    def enqueue_marker(self) -> float:
+        return max(self.queue_end, self.now)
+
+
+def test_device_steps_are_read_a_step_later_without_a_sync() -> None:
+    device = FakeDevice()
+    timer = DeviceTimer(lambda: FakeEvent(device))
+    timer.boundary(0)
+    work = [3e6, 5e6, 4e6, 6e6]
+    for i, ns in enumerate(work, start=1):
+        device.enqueue(ns)  # the host enqueues step i's kernels and runs ahead
+        timer.boundary(i)
+        assert i not in timer.device_ns  # the device has not reached this boundary yet: nothing read, no wait
+        device.now += ns  # the device works through them
+    timer.collect()
+    assert [timer.device_ns[i] for i in range(1, 5)] == [3_000_000, 5_000_000, 4_000_000, 6_000_000]
+
+
+def record(walls: list[int], data: list[int], profiled: list[int] | None, device: list[int] | None = None,
+           batch: int | None = 8) -> MeterRecord:
+    n = len(walls)
+    end, t = [], 0
+    for w in walls:
+        t += w
+        end.append(t)
+    zeros = [0] * n
+    fwd = [w // 4 for w in walls]
+    steps = MeterSteps(end_ns=end, wall_ns=walls, data_ns=data, forward_ns=fwd, backward_ns=zeros, optimizer_ns=zeros,
+                       sync_ns=zeros, device_ns=device or [])
+    return MeterRecord(source="optimizer", batch_size=batch, steps=steps, profiled=profiled)
+
+
+def test_the_headline_is_the_steps_before_the_profiler_less_the_start() -> None:
+    # 10 steps before the profiler: step 0 (start-up) and the first fifth (steps 0-1) left out -> steps 2..9.
+    walls = [900, 500, 120, 100, 100, 80, 100, 120, 100, 80, 400, 400, 400, 400, 110, 100, 100, 100]
+    data = [0, 0, 60, 50, 50, 40, 50, 60, 50, 40, 0, 0, 0, 0, 0, 0, 0, 0]
+    m = meter_section(record(walls, data, profiled=[10, 13]))
+    assert m is not None and m.basis == "before the profiler" and m.steps == 8
+    assert m.step_us == pytest.approx(sum(walls[2:10]) / 8 / 1e3)
+    assert m.first_step_us == pytest.approx(0.9)
+    by_name = {p.name: p.mean_us for p in m.phases}
+    assert by_name["data"] == pytest.approx(sum(data[2:10]) / 8 / 1e3)
+    assert sum(by_name.values()) == pytest.approx(m.step_us, abs=1e-3)  # the parts add up to the headline
+    assert m.after_steps == 3 and m.after_step_us == pytest.approx(0.1)  # step 14 (settling) left out
+    assert m.samples_per_s == pytest.approx(8 / (m.step_us / 1e6), rel=1e-4)
+    ref = meter_reference(m, record(walls, data, profiled=[10, 13]))
+    assert ref.step_us == m.step_us and ref.steps == 8 and ref.values_us == [w / 1e3 for w in walls[2:10]]
+
+
+def test_a_process_that_runs_differently_after_the_profiler_is_flagged() -> None:
+    before = [100_000] * 10
+    slower = meter_section(record([*before, 400_000, 400_000, 100_000, 80_000, 80_000, 80_000, 80_000],
+                                  [0] * 17, profiled=[10, 11]))
+    same = meter_section(record([*before, 400_000, 400_000, 100_000, 101_000, 99_000, 100_000, 100_000],
+                                [0] * 17, profiled=[10, 11]))
+    assert slower is not None and slower.changed_after == pytest.approx(-0.2)
+    assert same is not None and same.changed_after is None
+
+
+def test_no_profiler_uses_every_step_but_the_first_and_too_few_says_so() -> None:
+    m = meter_section(record([500, 100, 120, 80], [0] * 4, profiled=None))
+    assert m is not None and m.basis == "no profiler ran" and m.steps == 3 and m.step_us == pytest.approx(0.1)
+    assert meter_section(record([500, 100], [0, 0], profiled=None)) is None  # one usable step is not a figure
+
+
+def test_a_device_timed_step_is_the_headline_and_the_host_phases_fit_in_it() -> None:
+    walls = [900, 50, 50, 50, 50, 50, 50, 50, 50, 50, 50, 50]  # the host runs ahead of the device
+    device = [-1, 100, 100, 100, 100, 100, 100, 100, 100, 100, 100, 100]
+    m = meter_section(record(walls, [10] * 12, profiled=[10, 11], device=device))
+    assert m is not None and m.device_step_us == pytest.approx(0.1) and m.step_us == pytest.approx(0.1)
+    by_name = {p.name: p.mean_us for p in m.phases}
+    assert by_name["data"] == pytest.approx(0.01) and sum(by_name.values()) == pytest.approx(0.1, abs=1e-3)
