@@ -13,6 +13,8 @@ from stepscope.capture.runner import Captured
 from stepscope.errors import StepscopeError
 from stepscope.model import runfolder
 from stepscope.model.telemetry import telemetry_to_json
+from stepscope.model.meter import MeterRecord
+from stepscope.pipeline.meter import meter_section
 from stepscope.predict import PredictRequest
 from stepscope.report import render
 from stepscope.report.terminal import make_console
@@ -49,6 +51,7 @@ def finish(program: Program, spec: CaptureOptions, folder: Path, captured: Captu
                        f"stepscope analyze {result.trace_path}")
     else:
         problem = nothing_recorded(result, spec)
+    measured = meter_line(captured.meter, result.step_source) if report is None else None
     console = make_console(width=width)
     if report is not None:
         files += write_report_files(report, folder, telemetry=telemetry)
@@ -58,9 +61,23 @@ def finish(program: Program, spec: CaptureOptions, folder: Path, captured: Captu
               file=sys.stderr)
     if problem:
         print(f"stepscope: {problem}", file=sys.stderr)
+    if measured:
+        print(f"stepscope: {measured}", flush=True)
     written = ", ".join(sorted(files)) if files else "nothing but the empty folder"
     print(f"stepscope: wrote {folder}{'/' if files else ''}: {written}", flush=True)
     if outcome.failed:
         return outcome.exit_code
     return 0 if report is not None else 2
 
+
+
+def meter_line(record: MeterRecord | None, source: str | None) -> str | None:
+    """What the step meter measured when there is no report (the program ended before the window): the step time
+    and its phases, unprofiled."""
+    meter = meter_section(record)
+    if meter is None:
+        return None
+    phases = ", ".join(f"{p.name} {p.share:.0%}" for p in meter.phases if p.share >= 0.005)
+    rate = f", {meter.samples_per_s:,.1f} samples/s" if meter.samples_per_s else ""
+    return (f"measured unprofiled: {meter.step_us / 1e3:.2f} ms per {meter.source or source or ''} step{rate} "
+            f"(mean of {meter.steps} steps; {phases}); meter.json has every step")

@@ -1,0 +1,108 @@
+"""`stepscope run` on the step meter, end to end in a fresh process: a loader that waits (its wait is the verdict and
+more workers the fix, with the meter's estimate), a program that ends before the window (what the meter measured is
+still said and kept), and nothing of the analysis in the user's process while it runs."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+pytest.importorskip("torch")
+
+WAITING_LOADER = """
+import sys, time, torch
+from torch.utils.data import DataLoader, Dataset
+
+class Storage(Dataset):  # each item waits on 'storage' for 1 ms: no CPU work
+    def __len__(self): return 100_000
+    def __getitem__(self, i):
+        time.sleep(0.001)
+        return torch.ones(16), 0
+
+model = torch.nn.Linear(16, 2)
+opt = torch.optim.SGD(model.parameters(), lr=0.01)
+loader = DataLoader(Storage(), batch_size=8, num_workers=1, multiprocessing_context="fork")
+for i, (x, y) in enumerate(loader):
+    loss = torch.nn.functional.cross_entropy(model(x), y)
+    opt.zero_grad(); loss.backward(); opt.step()
+    time.sleep(0.002)  # the loop's own work: 2 ms, against 8 ms a batch from the one worker
+    if i == 60: break
+"""
+
+SHORT = """
+import time, torch
+model = torch.nn.Linear(8, 8)
+opt = torch.optim.SGD(model.parameters(), lr=0.1)
+for i in range(8):
+    time.sleep(0.005)
+    loss = model(torch.randn(4, 8)).sum(); opt.zero_grad(); loss.backward(); opt.step()
+"""
+
+PROBE = """
+import sys, torch
+model = torch.nn.Linear(8, 8)
+opt = torch.optim.SGD(model.parameters(), lr=0.1)
+for i in range(30):
+    if i == 12:  # inside the profiled window
+        print("LOADED " + " ".join(sorted(m for m in sys.modules if m.startswith("stepscope"))), flush=True)
+    loss = model(torch.randn(4, 8)).sum(); opt.zero_grad(); loss.backward(); opt.step()
+"""
+
+
+def stepscope_run(tmp_path: Path, source: str, *options: str) -> subprocess.CompletedProcess[str]:
+    script = tmp_path / "train.py"
+    script.write_text(source)
+    env = {**os.environ, "OMP_NUM_THREADS": "1"}
+    return subprocess.run([sys.executable, "-m", "stepscope", "run", "-o", str(tmp_path / "run"), *options,
+                           str(script)], capture_output=True, text=True, env=env, timeout=240, cwd=tmp_path)
+
+
+def test_a_loader_that_waits_is_the_verdict_and_more_workers_the_fix(tmp_path: Path) -> None:
+    done = stepscope_run(tmp_path, WAITING_LOADER, "--warmup", "1", "--steps", "3", "--no-timing-pass",
+                         "--telemetry-interval", "0")
+    assert done.returncode == 0, done.stderr[-2000:]
+    report = json.loads((tmp_path / "run" / "report.json").read_text())
+    meter = report["meter"]
+    data = next(p for p in meter["phases"] if p["name"] == "data")
+    # One worker makes a batch in >= 8 ms while the loop needs ~2-3 ms of its own: it waits most of each step.
+    assert data["share"] >= 0.4
+    assert report["patterns"][0]["id"] == "input_bound"
+    assert report["patterns"][0]["share"] == pytest.approx(data["share"], abs=1e-3)
+    assert meter["workers"]["workers"] == 1 and meter["workers"]["batch_us"] >= 8000
+    rec = next(r for r in report["recommendations"] if r["id"] == "dataloader_workers")
+    # Two workers deliver a batch every >= 4 ms: the step goes from ~8 ms to max(loop, batch / 2).
+    main_us = meter["step_us"] - data["mean_us"]
+    expected = meter["step_us"] / max(main_us, meter["workers"]["batch_us"] / 2)
+    assert rec["estimated_speedup"] == pytest.approx(expected, rel=0.02)
+    assert rec["estimated_speedup"] > 1.3
+    # The headline is the meter's, and the breakdown's parts add up to it.
+    summary = report["summary"]
+    assert summary["step_time_us"] == meter["step_us"]
+    assert sum(summary["breakdown_us"].values()) == pytest.approx(summary["step_time_us"], rel=1e-4)
+    assert sum(p["mean_us"] for p in meter["phases"]) == pytest.approx(meter["step_us"], rel=1e-4)
+
+
+def test_a_program_that_ends_before_the_window_keeps_what_the_meter_measured(tmp_path: Path) -> None:
+    done = stepscope_run(tmp_path, SHORT, "--telemetry-interval", "0")
+    assert done.returncode == 2
+    assert "needs at least 13" in done.stderr
+    assert "measured unprofiled:" in done.stdout and "per optimizer step" in done.stdout
+    record = json.loads((tmp_path / "run" / "meter.json").read_text())
+    assert record["done"] and record["source"] == "optimizer" and record["profiled"] is None
+    assert len(record["steps"]["wall_ns"]) == 8  # every step the program ran
+    assert min(record["steps"]["wall_ns"]) >= 5_000_000  # each slept 5 ms
+
+
+def test_nothing_of_the_analysis_is_loaded_while_the_program_runs(tmp_path: Path) -> None:
+    done = stepscope_run(tmp_path, PROBE, "--warmup", "1", "--steps", "2", "--telemetry-interval", "0")
+    assert done.returncode == 0, done.stderr[-2000:]
+    loaded = next(line for line in done.stdout.splitlines() if line.startswith("LOADED ")).split()[1:]
+    assert "stepscope.capture.meter.meter" in loaded  # the probe sees the capture...
+    heavy = ("analysis", "advice", "pipeline", "report", "predict", "replay", "ranks", "tune", "runreport",
+             "hardware", "compare")
+    assert not [m for m in loaded if m.split(".")[1:2] and m.split(".")[1] in heavy]  # ...and nothing of the analysis
