@@ -288,3 +288,31 @@ def test_the_published_walkthrough_loop_gets_its_seven_steps_planned() -> None:
     assert by[("amp",)].options == ({"amp": {"dtype": "bfloat16"}},)
     # Both recommended by the diagnosis (input_bound, float32 batches copied): their estimates carry along.
     assert by[("dataloader_workers",)].source == by[("uint8_transfer",)].source == "recommended"
+
+
+def with_meter(rep: Report, data_share: float, step_us: float = 1000.0) -> Report:
+    """The report with a step meter that saw the main thread wait for data `data_share` of each step."""
+    import msgspec
+
+    from stepscope.model.meter import Meter, MeterPhase
+
+    data = data_share * step_us
+    meter = Meter(source="optimizer", steps_measured=30, basis="before the profiler", steps=8, step_us=step_us,
+                  median_us=step_us, p10_us=step_us, p90_us=step_us,
+                  phases=[MeterPhase(name="data", mean_us=data, share=data_share),
+                          MeterPhase(name="other", mean_us=step_us - data, share=1 - data_share)], num_workers=1)
+    return msgspec.structs.replace(rep, meter=meter)
+
+
+def test_workers_are_tried_whenever_the_meter_saw_the_loop_wait_for_data() -> None:
+    # The profiled run's diagnosis recommends nothing for the loader (under the profiler one worker kept up), but the
+    # meter saw the plain run wait 30% of each step: workers are tried, from the meter's figures.
+    waiting = with_meter(report(), 0.30)
+    one_worker = settings(loaders=[LoaderSite(file="t.py", line=3, num_workers=1, pin_memory=False,
+                                              persistent_workers=False, batch_size=32, batches=100)])
+    plan = make_plan(waiting, one_worker, CPU, PlanOptions())
+    workers = next(c for c in plan.candidates if c.fixes == ("dataloader_workers",))
+    assert workers.source == "recommended" and workers.options[0] == {"dataloader_workers": {"num_workers": 2}}
+    # Below the meter's threshold (5%), an unrecommended loader fix is not tried.
+    assert ("dataloader_workers",) not in ids(make_plan(with_meter(report(), 0.02), one_worker, CPU, PlanOptions()))
+    assert ("dataloader_workers",) not in ids(make_plan(report(), one_worker, CPU, PlanOptions()))

@@ -12,8 +12,8 @@ from stepscope.capture.program import Program
 from stepscope.capture.runner import Captured
 from stepscope.errors import StepscopeError
 from stepscope.model import runfolder
-from stepscope.model.telemetry import telemetry_to_json
 from stepscope.model.meter import MeterRecord
+from stepscope.model.telemetry import telemetry_to_json
 from stepscope.pipeline.meter import meter_section
 from stepscope.predict import PredictRequest
 from stepscope.report import render

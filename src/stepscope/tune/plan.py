@@ -72,12 +72,24 @@ def make_plan(report: Report | None, settings: Settings, device: DeviceInfo, opt
     return plan
 
 
+# A phase of the step meter at least this share of the step is worth trying the fix that shrinks it.
+MIN_PHASE_SHARE = 0.05
+# The fix that shrinks each phase of the step meter, tried whenever the meter shows the phase (not only when the
+# verdict names it): the main thread waiting for data -> more DataLoader workers.
+PHASE_FIXES = {"data": "dataloader_workers"}
+
+
 def _estimates(report: Report | None) -> dict[str, float | None]:
-    """The fixes the report recommends, in its order (best estimated gain first), with their estimates."""
+    """The fixes the report recommends, in its order (best estimated gain first), with their estimates; and the
+    fixes of the phases the step meter shows."""
     found: dict[str, float | None] = {}
     for rec in report.recommendations if report is not None else []:
         fix = carrying(rec.id) or rec.id
         found.setdefault(fix, rec.estimated_speedup)
+    meter = report.meter if report is not None else None
+    for phase in meter.phases if meter is not None else []:
+        if phase.name in PHASE_FIXES and phase.share >= MIN_PHASE_SHARE:
+            found.setdefault(PHASE_FIXES[phase.name], None)
     return found
 
 

@@ -1,6 +1,7 @@
 """`dataloader_workers`: load batches in worker processes while the step computes (`DataLoader(num_workers=N)`).
 
-Tried only where the diagnosis sees the step wait for its data (else workers cost cores and start-up for nothing).
+Tried only where the diagnosis sees the step wait for its data (else workers cost cores and start-up for nothing):
+whenever the step meter saw the main thread wait for data when it ran unprofiled, whatever the profiled run showed.
 N from the diagnosis: the load time per batch over the compute time per step (both of the timeline's step), plus
 one; then twice that; then the core count; at most 4 a core; fewest first, each tried only while the one before
 was kept (or none was yet).
@@ -35,7 +36,12 @@ def worker_counts(report: Report | None, settings: Settings, cores: int) -> list
 
 
 def _load_and_compute_us(report: Report | None) -> tuple[float, float]:
-    """The DataLoader's time per step and the rest of the step, from the diagnosis."""
+    """The DataLoader's time per step and the rest of the step, from the diagnosis: the step meter's when it measured
+    the job (the unprofiled wait and step), else the timeline's."""
+    meter = report.meter if report is not None else None
+    if meter is not None and meter.step_us > 0:
+        wait = next((p.mean_us for p in meter.phases if p.name == "data"), 0.0)
+        return wait, max(meter.step_us - wait, 0.0)
     # The breakdown's step: the timeline's (replayed) one, which the headline (the unprofiled step) may undercut.
     step = report.summary.timeline_step_time_us or report.summary.step_time_us if report is not None else None
     if report is None or not step:
