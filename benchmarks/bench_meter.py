@@ -1,0 +1,151 @@
+"""The step meter against the job run plain, on CPU workloads of each shape (benchmarks/meter_workloads.py).
+
+    .venv/bin/python benchmarks/bench_meter.py                 # every workload, 3 rounds (~10 min on 2 cores)
+    .venv/bin/python benchmarks/bench_meter.py --only storage --rounds 5
+
+For each workload, each round runs, one after the other (so the machine's drift falls on all of them alike):
+  plain       the loop as it is (its own step times: the truth)
+  perturbed   the loop changed the way its bottleneck answers (a second worker, 4x or 2x the batch, foreach Adam)
+  metered     the loop with only the step meter installed: the meter's cost
+  stepscope   `stepscope run` on the loop: its headline step, phases, verdict and fixes
+and prints, per workload, medians over the rounds: the meter's cost (metered / plain - 1, paired per round), the
+headline against the plain step (paired), the perturbation's answer and stepscope's verdict, and on the storage
+loader the data wait against the share a second worker saves plain, with the dataloader_workers estimate.
+OMP_NUM_THREADS=1 throughout. Prints; exits 0.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+from dataclasses import dataclass
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+WORKLOADS = ROOT / "benchmarks" / "meter_workloads.py"
+WARMUP = 10  # plain steps left out of the plain median (start-up, prefetched batches)
+METERED = ("import runpy, sys; from stepscope.capture.meter import StepMeter; "
+           "StepMeter(None, live=False).install(); sys.argv = sys.argv[1:]; "
+           "runpy.run_path(sys.argv[0], run_name='__main__')")
+
+
+@dataclass(frozen=True)
+class Workload:
+    name: str
+    base: tuple[str, ...]
+    perturbed: tuple[str, ...]
+    how: str  # the perturbation, in words
+    answer: str  # the pattern the perturbation confirms when it moves the step as expected
+    # "faster" (the perturbed step is shorter) | "flat" (4x the samples, the step barely moves) | "double"
+    confirms: str
+
+
+WORKLOADS_ALL = (
+    Workload("storage", ("--workers", "1"), ("--workers", "2"), "a second worker", "input_bound", "faster"),
+    Workload("transform", (), ("--workers", "1"), "one worker", "input_bound", "faster"),
+    Workload("mlp", ("--batch", "8"), ("--batch", "32"), "4x the batch", "python_overhead", "flat"),
+    Workload("conv", ("--batch", "16"), ("--batch", "32"), "2x the batch", "cpu_compute_bound", "double"),
+    Workload("optim", ("--batch", "8"), ("--batch", "8", "--cheap-opt"), "foreach Adam", "optimizer phase", "faster"),
+)
+
+
+def env() -> dict[str, str]:
+    return {**os.environ, "OMP_NUM_THREADS": "1", "PYTHONPATH": str(ROOT / "src")}
+
+
+def plain(work: Workload, args: tuple[str, ...], steps: int, tmp: Path, metered: bool = False) -> float:
+    """The loop's median step (ns) after its warm-up, from its own timings."""
+    times = tmp / "times.json"
+    head = [sys.executable, "-c", METERED] if metered else [sys.executable]
+    subprocess.run([*head, str(WORKLOADS), work.name, *args, "--steps", str(steps), "--times", str(times)],
+                   check=True, env=env(), capture_output=True)
+    return float(statistics.median(json.loads(times.read_text())[WARMUP:]))
+
+
+def under_stepscope(work: Workload, steps: int, tmp: Path) -> dict:
+    out = tmp / "run"
+    subprocess.run([sys.executable, "-m", "stepscope", "run", "-o", str(out), "-f", "--telemetry-interval", "0",
+                    str(WORKLOADS), work.name, *work.base, "--steps", str(steps)],
+                   check=True, env=env(), capture_output=True, cwd=tmp)
+    return json.loads((out / "report.json").read_text())
+
+
+def confirmed(work: Workload, base: float, perturbed: float) -> bool:
+    ratio = base / perturbed
+    if work.confirms == "faster":
+        return ratio >= 1.15
+    if work.confirms == "flat":
+        return perturbed / base <= 2.0  # 4x the samples in at most 2x the time: the step is mostly overhead
+    return perturbed / base >= 1.6  # 2x the batch, ~2x the time: the math is the step
+
+
+def main() -> None:
+    p = argparse.ArgumentParser()
+    p.add_argument("--only", nargs="*")
+    p.add_argument("--rounds", type=int, default=3)
+    p.add_argument("--steps", type=int, default=60)
+    args = p.parse_args()
+    rows = []
+    for work in WORKLOADS_ALL:
+        if args.only and work.name not in args.only:
+            continue
+        costs, headline, bases, perturbs, reports = [], [], [], [], []
+        with tempfile.TemporaryDirectory() as d:
+            tmp = Path(d)
+            for _ in range(args.rounds):
+                base = plain(work, work.base, args.steps, tmp)
+                metered = plain(work, work.base, args.steps, tmp, metered=True)
+                perturbed = plain(work, work.perturbed, args.steps, tmp)
+                report = under_stepscope(work, args.steps, tmp)
+                costs.append(metered / base - 1)
+                headline.append(report["summary"]["step_time_us"] * 1e3 / base - 1)
+                bases.append(base)
+                perturbs.append(perturbed)
+                reports.append(report)
+                print(f"  {work.name}: plain {base / 1e6:.2f} ms, metered {metered / 1e6:.2f} ms, {work.how} "
+                      f"{perturbed / 1e6:.2f} ms, stepscope headline "
+                      f"{report['summary']['step_time_us'] / 1e3:.2f} ms, verdict "
+                      f"{report['patterns'][0]['id'] if report['patterns'] else '-'}", flush=True)
+        rows.append(summarize(work, costs, headline, bases, perturbs, reports))
+    print()
+    print("| workload | plain step | meter cost | headline vs plain | perturbation | its answer | verdict | phases |")
+    print("|---|---|---|---|---|---|---|---|")
+    for row in rows:
+        print("| " + " | ".join(row) + " |")
+
+
+def summarize(work: Workload, costs: list[float], headline: list[float], bases: list[float], perturbs: list[float],
+              reports: list[dict]) -> list[str]:
+    base, perturbed = statistics.median(bases), statistics.median(perturbs)
+    answer = work.answer if confirmed(work, base, perturbed) else f"not {work.answer}"
+    verdicts = [r["patterns"][0]["id"] if r["patterns"] else "-" for r in reports]
+    meters = [r.get("meter") for r in reports]
+    phases = _phases_text(meters[-1])  # the last round's, as an example
+    if work.name == "optim":
+        shares = [next((ph["share"] for ph in m["phases"] if ph["name"] == "optimizer"), 0.0) for m in meters if m]
+        verdicts = [f"optimizer {statistics.median(shares):.0%} of the step (saved plain: {1 - perturbed / base:.0%})"]
+    if work.name == "storage":
+        data = [next(ph["share"] for ph in m["phases"] if ph["name"] == "data") for m in meters if m]
+        est = [next((r["estimated_speedup"] for r in rep["recommendations"] if r["id"] == "dataloader_workers"), None)
+               for rep in reports]
+        verdicts.append(f"data wait {statistics.median(data):.0%} >= saved plain {1 - perturbed / base:.0%}; "
+                        f"dataloader_workers estimates {est} vs measured {base / perturbed:.2f}x")
+    cost = f"{statistics.median(costs):+.2%} ({min(costs):+.1%}..{max(costs):+.1%})"
+    return [work.name, f"{base / 1e6:.2f} ms", cost,
+            f"{statistics.median(headline):+.1%} ({min(headline):+.1%}..{max(headline):+.1%})",
+            f"{work.how}: {perturbed / base:.2f}x the step", answer, "; ".join(verdicts), phases]
+
+
+def _phases_text(meter: dict | None) -> str:
+    if not meter:
+        return "-"
+    return " ".join(f"{ph['name']} {ph['share']:.0%}" for ph in meter["phases"] if ph["share"] >= 0.01)
+
+
+if __name__ == "__main__":
+    main()
