@@ -28,7 +28,8 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 RATE = re.compile(r"([\d.]+) samples/s")
-HAND_LADDER = ["--workers", "4", "--pin-memory", "--uint8", "--set-to-none", "--amp", "--compile", "--batch-size", "128"]
+HAND_LADDER = ["--workers", "4", "--pin-memory", "--uint8", "--set-to-none", "--amp", "--compile",
+               "--batch-size", "128"]
 
 
 class Budget:
