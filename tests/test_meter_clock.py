@@ -168,3 +168,30 @@ def test_a_device_timed_step_is_the_headline_and_the_host_phases_fit_in_it() -> 
     assert m is not None and m.device_step_us == pytest.approx(0.1) and m.step_us == pytest.approx(0.1)
     by_name = {p.name: p.mean_us for p in m.phases}
     assert by_name["data"] == pytest.approx(0.01) and sum(by_name.values()) == pytest.approx(0.1, abs=1e-3)
+
+
+def test_the_replay_is_set_against_the_meter_phase_by_phase(tmp_path) -> None:  # type: ignore[no-untyped-def]
+    from stepscope.analysis.facts import compute_facts
+    from stepscope.model.meter import Meter, MeterPhase
+    from stepscope.pipeline.meter import replay_phases
+    from stepscope.trace.kineto import read_kineto
+    from builder import TraceBuilder
+
+    b = TraceBuilder(device_name=None)
+    for i, t0 in enumerate((0, 1000, 2000)):  # three CPU steps of 1000 µs: data 400, optimizer 100, the rest 500
+        b.step(i, t0, t0 + 1000)
+        b.dataloader(t0, t0 + 400)
+        b.op("aten::mm", t0 + 400, t0 + 900)
+        b.annotation("Optimizer.step#SGD.step", t0 + 900, t0 + 1000)
+    facts = compute_facts(read_kineto(b.write(tmp_path / "t.json")))
+    # The meter measured data 500, optimizer 100, the rest 600 (µs) per step: the replay's data is 20% short.
+    meter = Meter(source="optimizer", steps_measured=20, basis="before the profiler", steps=8, step_us=1200.0,
+                  median_us=1200.0, p10_us=1200.0, p90_us=1200.0,
+                  phases=[MeterPhase(name="data", mean_us=500.0, share=0.4167),
+                          MeterPhase(name="optimizer", mean_us=100.0, share=0.0833),
+                          MeterPhase(name="forward", mean_us=300.0, share=0.25),
+                          MeterPhase(name="other", mean_us=300.0, share=0.25)])
+    phases = replay_phases(facts, meter)
+    assert phases["data"] == {"replayed": 400.0, "measured": 500.0, "error": -0.2}
+    assert phases["optimizer"] == {"replayed": 100.0, "measured": 100.0, "error": 0.0}
+    assert phases["rest"]["replayed"] == 500.0 and phases["rest"]["measured"] == 600.0

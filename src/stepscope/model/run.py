@@ -129,3 +129,6 @@ class Replay(Struct, kw_only=True):
     trusted: bool = False  # |error| within 5%: the replay stands for the job
     removed_us_per_step: float | None = None  # the profiler's cost taken out of the host's path, per step
     profiler_cost_ns: dict[str, float] = msgspec.field(default_factory=dict)  # per event: op, launch, alloc, range
+    # The replay against the step meter phase by phase (per step, µs): {"data": {"replayed": .., "measured": ..,
+    # "error": ..}, "optimizer": ..., "rest": ...}; error None where the measured phase is under 1% of the step.
+    phases: dict[str, dict[str, float | None]] = msgspec.field(default_factory=dict)

@@ -10,6 +10,7 @@ from stepscope.advice import Advice
 from stepscope.analysis.facts import Facts
 from stepscope.model import report as s
 from stepscope.pipeline import sections
+from stepscope.pipeline.meter import replay_phases
 from stepscope.pipeline.options import AnalyzeOptions
 from stepscope.pipeline.timeline import Timeline
 from stepscope.pipeline.usage import memory_section, utilization_section
@@ -28,6 +29,8 @@ def report(facts: Facts, advice: Advice, options: AnalyzeOptions, prediction: s.
     then the prediction's."""
     trace = facts.trace
     replay = replay_section(timeline) if timeline is not None and timeline.deperturbed is not None else None
+    if replay is not None and meter is not None:
+        replay = msgspec.structs.replace(replay, phases=replay_phases(facts, meter))
     summary = headline(sections.summary(facts, options.batch_size), options, options.batch_size, meter)
     devices = sections.devices(trace)
     return s.Report(
@@ -147,6 +150,10 @@ def replay_notes(replay: s.Replay | None) -> list[str]:
             f"({(replay.error or 0):+.1%}); as recorded {ns_text((replay.recorded_step_us or 0) * 1e3)}: the "
             f"profiler's cost ({ns_text((replay.removed_us_per_step or 0) * 1e3)} per step) is taken out of the "
             "steps, the breakdown, the GPU's use, the verdict and the estimates")
+    if replay.phases:
+        text += "; against the step meter per phase: " + ", ".join(
+            f"{name} {ns_text((p['replayed'] or 0) * 1e3)} replayed / {ns_text((p['measured'] or 0) * 1e3)} measured"
+            + (f" ({p['error']:+.0%})" if p["error"] is not None else "") for name, p in replay.phases.items())
     if not replay.trusted:
         text += (f"; the replay is {abs(replay.error or 0):.0%} from the unprofiled step, beyond 5%: its shares are "
                  "approximate")

@@ -13,8 +13,10 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from stepscope.analysis.facts import Facts
 from stepscope.model import report as s
 from stepscope.model.meter import PHASES, Meter, MeterPhase, MeterRecord, MeterWorkers
+from stepscope.trace.intervals import coverage, union
 
 MIN_STEPS = 2  # steps the headline needs
 WARMUP_FRACTION = 5
@@ -136,3 +138,30 @@ def _workers(record: MeterRecord, starts: np.ndarray, ends: np.ndarray) -> Meter
     return MeterWorkers(workers=workers, batches=int(inside.sum()), batch_us=_us(float((ready - start)[inside].mean())),
                         batch_cpu_us=_us(float(cpu[inside].mean())) if cpu is not None else None,
                         busy_share=round(float(busy.sum()) / (max(workers, 1) * (hi - lo)), 4))
+
+
+# What the replayed timeline can say of each meter phase: the host ranges torch records around a DataLoader fetch and an
+# optimizer step; the rest of the step is everything else (forward, backward, sync and the loop's own work together).
+PHASE_RANGES = {"data": ("enumerate(DataLoader)#", "enumerate(DataPipe)#"), "optimizer": ("Optimizer.step#",)}
+
+
+def replay_phases(facts: Facts, meter: Meter) -> dict[str, dict[str, float | None]]:
+    """The replayed (or recorded) timeline's mean step split like the meter's, each part against the meter's."""
+    steps, trace = facts.steps, facts.trace
+    if not len(steps):
+        return {}
+    replayed_step = float(steps.duration.mean())
+    parts: dict[str, float] = {}
+    for phase, prefixes in PHASE_RANGES.items():
+        rows = trace.names_where(lambda name, p=prefixes: name.startswith(p))
+        covered = union(trace.events.start[rows], trace.events.end[rows])
+        parts[phase] = float(coverage(covered, steps.start, steps.end).mean()) if rows.any() else 0.0
+    parts["rest"] = max(replayed_step - sum(parts.values()), 0.0)
+    measured = {p.name: p.mean_us * 1e3 for p in meter.phases}
+    measured = {"data": measured.get("data", 0.0), "optimizer": measured.get("optimizer", 0.0)}
+    measured["rest"] = max(meter.step_us * 1e3 - sum(measured.values()), 0.0)
+    step_ns = meter.step_us * 1e3
+    return {phase: {"replayed": _us(parts[phase]), "measured": _us(measured[phase]),
+                    "error": round(parts[phase] / measured[phase] - 1, 4)
+                    if measured[phase] >= 0.01 * step_ns and measured[phase] > 0 else None}
+            for phase in ("data", "optimizer", "rest")}
