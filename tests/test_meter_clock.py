@@ -171,11 +171,11 @@ def test_a_device_timed_step_is_the_headline_and_the_host_phases_fit_in_it() -> 
 
 
 def test_the_replay_is_set_against_the_meter_phase_by_phase(tmp_path) -> None:  # type: ignore[no-untyped-def]
+    from builder import TraceBuilder
     from stepscope.analysis.facts import compute_facts
     from stepscope.model.meter import Meter, MeterPhase
     from stepscope.pipeline.meter import replay_phases
     from stepscope.trace.kineto import read_kineto
-    from builder import TraceBuilder
 
     b = TraceBuilder(device_name=None)
     for i, t0 in enumerate((0, 1000, 2000)):  # three CPU steps of 1000 µs: data 400, optimizer 100, the rest 500
