@@ -178,3 +178,18 @@ def test_an_untouched_replay_is_the_trace_itself_on_the_largest_shared_trace() -
     kept = ~trace.events.of_kind(Kind.GPU_ANNOTATION, Kind.GPU_SYNC)
     np.testing.assert_array_equal(np.sort(again.events.start), np.sort(trace.events.start[kept]))
     np.testing.assert_array_equal(np.sort(again.events.end), np.sort(trace.events.end[kept]))
+
+
+def test_a_measured_origin_step_is_the_base_and_the_replay_gives_the_ratio() -> None:
+    # The H100 trace replayed to H100 and H200; then the same with the origin measured (the step meter) at 1.5x the
+    # replayed step: the origin is the measured step and every target 1.5x its replayed figure, costs alike.
+    facts = compute_facts(_read(DATA / "gpu_h100" / "cifar_rung3" / "trace.json.gz"))
+    request = PredictRequest(gpus=("h100", "h200"))
+    replayed = predict(facts, request, table=TABLE, batch_size=32)
+    measured = 1.5 * replayed.origin.step_time_us * 1e3
+    on_meter = predict(facts, request, table=TABLE, batch_size=32, measured_step_ns=measured)
+    assert on_meter.origin.step_time_us == pytest.approx(measured / 1e3, rel=1e-6)
+    for a, b in zip(replayed.targets, on_meter.targets, strict=True):
+        assert b.step_time_us == pytest.approx(1.5 * a.step_time_us, rel=1e-4)
+        assert b.samples_per_s == pytest.approx(a.samples_per_s / 1.5, rel=1e-3)
+    assert any("step meter" in w for w in on_meter.warnings)

@@ -62,7 +62,8 @@ def one_report(trace: str | Path | Trace, options: AnalyzeOptions) -> s.Report:
         notes = (host_note,) if host_note else ()
         try:
             prediction = predict(facts, request, batch_size=options.batch_size, power_w=options.power_w,
-                                 step_range=options.step_range)
+                                 step_range=options.step_range,
+                                 measured_step_ns=meter.step_us * 1e3 if meter is not None else None)
         except StepscopeError as exc:  # the analysis stands without it; say why there is none
             notes = (*notes, f"no prediction: {exc.message}" + (f" ({exc.hint})" if exc.hint else ""))
     return assemble.report(facts, advice, options.replace(run=run), prediction, notes, timeline, meter)

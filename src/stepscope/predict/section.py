@@ -116,11 +116,12 @@ def _sources(table: HardwareTable, specs: list[GpuSpec], price_sources: list[str
 
 
 def _target(run: TargetRun, origin: _Origin, request: PredictRequest, batch_size: int | None,
-            power_w: float | None, price: cost.GpuPrice | None) -> s.PredictionTarget:
+            power_w: float | None, price: cost.GpuPrice | None, scale: float = 1.0) -> s.PredictionTarget:
     v, spec = run.view, run.roofs.spec
     err = measured_error()
-    spread = err.gpu_time_error * v.gpu_ns
-    step_s = v.step_ns / 1e9
+    step_ns = v.step_ns * scale
+    spread = err.gpu_time_error * v.gpu_ns * scale
+    step_s = step_ns / 1e9
     sps = batch_size / step_s if batch_size and step_s else None
     usd = price.usd_per_gpu_hour if price else None
     assumptions = ["the host's timeline (data loading, CPU work, launches) as measured on the origin"
@@ -142,7 +143,7 @@ def _target(run: TargetRun, origin: _Origin, request: PredictRequest, batch_size
         epoch = usd / 3600 * request.samples_per_epoch / sps
     return s.PredictionTarget(
         gpu=spec.id, name=spec.name,
-        step_time_us=_us(v.step_ns), low_us=_us(max(v.step_ns - spread, 0.0)), high_us=_us(v.step_ns + spread),
+        step_time_us=_us(step_ns), low_us=_us(max(step_ns - spread, 0.0)), high_us=_us(step_ns + spread),
         samples_per_s=round(sps, 2) if sps else None,
         bottleneck=v.bottleneck,
         price_per_gpu_hour=round(usd, 4) if usd is not None else None,
@@ -176,11 +177,18 @@ def _marked(targets: list[s.PredictionTarget]) -> list[s.PredictionTarget]:
 
 def predict(facts: Facts, request: PredictRequest, *, batch_size: int | None = None, power_w: float | None = None,
             table: HardwareTable | None = None, step_range: str | None = None,
-            today: dt.date | None = None) -> s.Prediction:
-    """The prediction section for a trace's facts: each requested GPU's step time, cost and energy."""
+            today: dt.date | None = None, measured_step_ns: float | None = None) -> s.Prediction:
+    """The prediction section for a trace's facts: each requested GPU's step time, cost and energy. With the
+    `measured_step_ns` of the job on the origin (the step meter's), the origin is that step and each target's
+    replayed step is scaled by measured / the origin's replayed step: the replay gives the ratio, the meter the base."""
     table = table or load_table()
     origin = _origin(facts, request, table)
     warnings: list[str] = [origin.note] if origin.note else []
+    replayed = origin.view.step_ns
+    scale = measured_step_ns / replayed if measured_step_ns and replayed else 1.0
+    if scale != 1.0:
+        warnings.append(f"the origin's step is the step meter's {measured_step_ns / 1e6:.2f} ms (the replay's "
+                        f"{replayed / 1e6:.2f} ms); each target's replayed step is scaled by {scale:.3f}")
     targets, prices = [], []
     specs = [resolve(table, g, "target GPU") for g in request.gpus]
     for spec in dict.fromkeys(specs):
@@ -191,9 +199,9 @@ def predict(facts: Facts, request: PredictRequest, *, batch_size: int | None = N
         if price is not None and price.stale:
             warnings.append(price.stale)
         prices.append(price.source if price else None)
-        targets.append(_target(run, origin, request, batch_size, power_w, price))
+        targets.append(_target(run, origin, request, batch_size, power_w, price, scale))
     targets = _marked(targets)
-    step = origin.view.step_ns
+    step = replayed * scale
     sps = batch_size / (step / 1e9) if batch_size and step else None
     err = measured_error()
     return s.Prediction(
