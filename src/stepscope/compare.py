@@ -66,7 +66,17 @@ def compare(before: Report, after: Report) -> Diff:
         headline_speedup=throughput if throughput else _round(1 / ratio) if ratio else None,
         headline_basis=unit if throughput else "step time" if ratio else "",
         kernel_groups=_kernel_groups(before, after, batches, per_sample),
+        phases=_phases(before, after, batches),
     )
+
+
+def _phases(before: Report, after: Report, batches: tuple[int | None, int | None]) -> list[CategoryDelta]:
+    """The step meter's phases side by side, when both runs have the meter."""
+    if before.meter is None or after.meter is None:
+        return []
+    b = {p.name: p.mean_us for p in before.meter.phases}
+    a = {p.name: p.mean_us for p in after.meter.phases}
+    return [_category(name, b.get(name, 0.0), a.get(name, 0.0), batches) for name in dict.fromkeys([*b, *a])]
 
 
 def _per(us: float | None, batch: int | None) -> float | None:

@@ -40,10 +40,10 @@ def on_meter(patterns: list[s.Pattern], meter: Meter) -> tuple[list[s.Pattern], 
     out = [_rescaled(p, scale) for p in patterns if p.id != "input_bound"]
     if measured >= MIN_SHARE:
         out.append(_input_bound(meter, measured, traced))
-        if traced is None:
+        if traced_share < measured / 2:
             notes.append(f"the step meter saw the training loop wait for data {measured:.0%} of each step when it ran "
-                         "unprofiled; the profiled steps hid it (the profiler slows the main process, so the loader "
-                         "keeps up): input_bound is the meter's")
+                         f"unprofiled, the profiled steps {traced_share:.0%}: the profiled steps hid it (the profiler "
+                         "slows the main process, so the loader keeps up); input_bound is the meter's")
     elif traced is not None:
         notes.append(f"the profiled steps waited for data {traced_share:.0%} of each step, the unprofiled ones "
                      f"{measured:.0%}: the wait is the profiler's, not the job's, and is left out of the verdict")

@@ -112,6 +112,9 @@ class Diff(Struct, kw_only=True):
     headline_speedup: float | None = None
     headline_basis: str = ""  # "samples/s" | "steps/s" | "step time"
     kernel_groups: list[KernelGroup] = msgspec.field(default_factory=list)  # largest change first (per sample if so)
+    # The step meter's phases before and after (data, forward, backward, optimizer, sync, other), when both runs were
+    # measured unprofiled: the figures that add up to each run's headline step.
+    phases: list[CategoryDelta] = msgspec.field(default_factory=list)
 
 
 def diff_to_json(diff: Diff) -> bytes:

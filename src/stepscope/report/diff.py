@@ -10,6 +10,7 @@ from rich.text import Text
 
 from stepscope.model.diff import Diff
 from stepscope.report.fit import table
+from stepscope.report.meter_table import LABELS as PHASE_LABELS
 from stepscope.report.palette import BREAKDOWN_LABELS
 from stepscope.report.tables import Cell, Table, kernel_cell
 from stepscope.units import bytes_cell, share_cell, us_cell
@@ -111,6 +112,14 @@ def diff_tables(diff: Diff) -> list[Table]:
          for c in sorted(diff.breakdown, key=lambda c: ORDER.get(c.category, len(ORDER)))
          if c.before_us or c.after_us],
         title=f"Step-time breakdown ({per})", id="diff-breakdown")]
+    if diff.phases:
+        tables.insert(0, Table(
+            [("phase", "text"), ("before", ""), ("after", ""), ("delta", "")],
+            [[Cell(PHASE_LABELS.get(c.category, c.category), None, "text"),
+              *pair((c.before_us, c.after_us, c.delta_us),
+                    (c.before_us_per_sample, c.after_us_per_sample, c.delta_us_per_sample))]
+             for c in diff.phases if c.before_us or c.after_us],
+            title=f"The step, measured unprofiled (step meter, {per})", id="diff-phases"))
     if diff.kernel_groups:
         scope = ("" if diff.kernel_lists_complete
                  else " Each run lists only its top kernels: new and gone mean in that list.")

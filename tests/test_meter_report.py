@@ -1,0 +1,98 @@
+"""The report on the step meter: the headline is the meter's, the breakdown's parts and the meter's phases add up to
+it in the JSON, the terminal and the HTML page, on a CPU trace and a real H100 trace; the diff sets the phases side by
+side. The meter records are planted: each figure below is computed by hand from them."""
+
+from __future__ import annotations
+
+import io
+import re
+from pathlib import Path
+
+import pytest
+from rich.console import Console
+
+from builder import TraceBuilder
+from stepscope.compare import compare
+from stepscope.model.meter import MeterRecord, MeterSteps
+from stepscope.pipeline import analyze
+from stepscope.report import render
+from stepscope.trace.kineto import read_kineto
+
+DATA = Path(__file__).parent / "data"
+
+
+def planted(data_ms: float, fwd_ms: float, other_ms: float, steps: int = 20, profiled_from: int = 10,
+            batch: int = 16) -> MeterRecord:
+    """Steps of data + forward + other ms; steps 0-1 are start-up (left out), the profiler from `profiled_from`."""
+    ms = 1_000_000
+    walls = [int((data_ms + fwd_ms + other_ms) * ms)] * steps
+    walls[0] = 500 * ms
+    ends, t = [], 0
+    for w in walls:
+        t += w
+        ends.append(t)
+    zeros = [0] * steps
+    return MeterRecord(source="optimizer", batch_size=batch, done=True,
+                       steps=MeterSteps(end_ns=ends, wall_ns=walls, data_ns=[int(data_ms * ms)] * steps,
+                                        forward_ns=[int(fwd_ms * ms)] * steps, backward_ns=zeros,
+                                        optimizer_ns=zeros, sync_ns=zeros),
+                       profiled=[profiled_from, steps - 3])
+
+
+def cpu_trace(tmp_path: Path) -> Path:
+    b = TraceBuilder(device_name=None)
+    for i, t0 in enumerate((0, 1000, 2000)):  # the profiled steps: data 100 µs of 1000 (the profiler hid a wait)
+        b.step(i, t0, t0 + 1000)
+        b.dataloader(t0, t0 + 100)
+        b.op("aten::mm", t0 + 100, t0 + 700)
+    return b.write(tmp_path / "t.json")
+
+
+def text_of(report) -> str:  # type: ignore[no-untyped-def]
+    buf = io.StringIO()
+    Console(file=buf, width=160, color_system=None).print(render("terminal", report))
+    return buf.getvalue()
+
+
+def test_a_cpu_report_stands_on_the_meter(tmp_path: Path) -> None:
+    report = analyze(cpu_trace(tmp_path), meter=planted(data_ms=6, fwd_ms=3, other_ms=1), batch_size=16)
+    s = report.summary
+    assert s.step_time_us == pytest.approx(10_000.0)  # 6 + 3 + 1 ms, steps 2-9 (0 and the first fifth left out)
+    assert s.samples_per_s == pytest.approx(1600.0)
+    assert sum(s.breakdown_us.values()) == pytest.approx(10_000.0, abs=0.01)
+    assert s.breakdown_us["dataloader"] == pytest.approx(6_000.0)
+    # The rest (4 ms) divided as the profiled steps divide theirs: CPU ops 600 of the 900 µs left, other 300.
+    assert s.breakdown_us["cpu_exec"] == pytest.approx(4_000 * 600 / 900, rel=1e-4)
+    m = report.meter
+    assert m is not None and m.steps == 8 and sum(p.mean_us for p in m.phases) == pytest.approx(10_000.0, abs=0.01)
+    assert report.patterns[0].id == "input_bound" and report.patterns[0].share == pytest.approx(0.6)
+    assert any("profiled steps hid it" in n for n in report.notes)
+    rec = next(r for r in report.recommendations if r.id == "dataloader_workers")
+    assert rec.estimated_speedup == pytest.approx(10 / 4, rel=0.01)  # 2 workers: a batch every 3 ms < 4 ms of work
+    text = text_of(report)
+    assert "10.0 ms" in text and "waiting for data" in text
+    assert re.search(r"unprofiled\s+10\.0 ms\s+6\.0 ms", text)  # the breakdown's summary row: the meter's figures
+    page = render("html", report).decode()
+    assert "The job, measured unprofiled (step meter)" in page and "10.0 ms" in page
+
+
+def test_a_gpu_trace_on_a_planted_meter_adds_up(tmp_path: Path) -> None:
+    trace = read_kineto(DATA / "gpu_h100" / "input_bound" / "trace.json.gz")
+    report = analyze(trace, meter=planted(data_ms=20, fwd_ms=5, other_ms=15), batch_size=32)
+    s = report.summary
+    assert s.step_time_us == pytest.approx(40_000.0)
+    assert sum(s.breakdown_us.values()) == pytest.approx(40_000.0, abs=0.05)
+    assert s.breakdown_us["dataloader"] == pytest.approx(20_000.0)
+    assert report.patterns[0].id == "input_bound" and report.patterns[0].share == pytest.approx(0.5)
+    # Every other pattern's share is its profiled share of the rest of the step.
+    assert sum(p.share for p in report.patterns) <= 1.0 + 1e-6
+
+
+def test_the_diff_sets_the_phases_side_by_side(tmp_path: Path) -> None:
+    path = cpu_trace(tmp_path)
+    before = analyze(path, meter=planted(data_ms=6, fwd_ms=3, other_ms=1), batch_size=16)
+    after = analyze(path, meter=planted(data_ms=1, fwd_ms=3, other_ms=1), batch_size=16)
+    diff = compare(before, after)
+    phases = {c.category: (c.before_us, c.after_us, c.delta_us) for c in diff.phases}
+    assert phases["data"] == (6000.0, 1000.0, -5000.0) and phases["forward"] == (3000.0, 3000.0, 0.0)
+    assert diff.speedup == pytest.approx(2.0)
