@@ -48,8 +48,8 @@ def test_lightning_callback(tmp_path: Path) -> None:
     # The batch is fetched inside the step (between two on_train_batch_end calls).
     assert report.summary.breakdown_us["dataloader"] > 0
     assert sorted(p.name for p in (tmp_path / "stepscope").iterdir()) == [
-        "calibration.json", "census.json", "report.html", "report.json", "report.txt", "telemetry.json",
-        "timing.json.gz", "trace.json.gz"]
+        "calibration.json", "census.json", "meter.json", "report.html", "report.json", "report.txt",
+        "telemetry.json", "timing.json.gz", "trace.json.gz"]
     # Lightning runs forward and backward in a closure inside optimizer.step(): the training_step's line and
     # the model's modules still carry their time, forward and backward, as in a plain loop.
     assert report.lines is not None and report.modules is not None

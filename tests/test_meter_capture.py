@@ -161,3 +161,12 @@ def test_the_record_round_trips_through_meter_json(tmp_path: Path) -> None:
     record = meter.finish("optimizer")
     read = meter_from_json((tmp_path / METER).read_bytes())
     assert read == record and read.done and read.steps.wall_ns == record.steps.wall_ns
+
+
+def test_a_subclass_calling_super_step_is_one_optimizer_step(tmp_path: Path) -> None:
+    # torch hooks every optimizer class's own step once an instance of it exists: SleepySGD.step -> SGD.step fires
+    # the global step hooks twice, nested. One optimizer step all the same.
+    torch.optim.SGD(torch.nn.Linear(1, 1).parameters(), lr=0.1)  # SGD.step hooked, as any program using SGD does
+    loader = torch.utils.data.DataLoader(SleepyData(16, 0.0), batch_size=2)
+    meter = run_steps(tmp_path, loader, 4)
+    assert meter.logs["optimizer"].count == 4

@@ -195,3 +195,21 @@ def test_the_replay_is_set_against_the_meter_phase_by_phase(tmp_path) -> None:  
     assert phases["data"] == {"replayed": 400.0, "measured": 500.0, "error": -0.2}
     assert phases["optimizer"] == {"replayed": 100.0, "measured": 100.0, "error": 0.0}
     assert phases["rest"]["replayed"] == 500.0 and phases["rest"]["measured"] == 600.0
+
+
+def test_the_live_line_reads_the_latest_steps() -> None:
+    from stepscope.capture.meter.live import status_text
+
+    clock = FakeClock()
+    pc, log = PhaseClock(clock), StepLog()
+    log.start(clock.t, pc.read()[1])
+    for _ in range(30):  # 10 ms steps: data 5 ms, forward 2 ms, other 3 ms
+        pc.enter(DATA)
+        clock.advance(5_000_000)
+        pc.leave(DATA)
+        pc.enter(FORWARD)
+        clock.advance(2_000_000)
+        pc.leave(FORWARD)
+        clock.advance(3_000_000)
+        log.boundary(*pc.read())
+    assert status_text(log, 32) == "step 30 · 10.0 ms · 3,200 samples/s · data 50% fwd 20% other 30%"

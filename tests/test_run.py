@@ -72,25 +72,25 @@ def test_run_writes_the_run_folder(tmp_path: Path, capfd: pytest.CaptureFixture[
     out_dir = tmp_path / "out"
     code, out, err = run(capfd, "--out", out_dir, "--width", "120", script)
     assert code == 0, err
-    assert sorted(p.name for p in out_dir.iterdir()) == ["calibration.json", "census.json", "report.html",
-                                                         "report.json", "report.txt", "telemetry.json",
+    assert sorted(p.name for p in out_dir.iterdir()) == ["calibration.json", "census.json", "meter.json",
+                                                         "report.html", "report.json", "report.txt", "telemetry.json",
                                                          "timing.json.gz", "trace.json.gz"]
     assert "program finished" not in out  # stopped once the window was recorded
     assert out.strip().splitlines()[-1] == (
-        f"stepscope: wrote {out_dir}/: calibration.json, census.json, report.html, report.json, report.txt, "
-        "telemetry.json, timing.json.gz, trace.json.gz")
-    # Skip 5; the timing pass warms up 2 and records the program's steps 7 to 11 (named by its own step numbers),
-    # the recorded pass then warms up 2 and records 14 to 18. The report's steps are the timing pass's.
-    assert profiler_steps(out_dir) == [f"ProfilerStep#{i}" for i in range(14, 19)]
+        f"stepscope: wrote {out_dir}/: calibration.json, census.json, meter.json, report.html, report.json, "
+        "report.txt, telemetry.json, timing.json.gz, trace.json.gz")
+    # Skip 10; the timing pass warms up 2 and records the program's steps 12 to 16 (named by its own step numbers),
+    # the recorded pass then warms up 2 and records 19 to 23. The report's steps are the timing pass's.
+    assert profiler_steps(out_dir) == [f"ProfilerStep#{i}" for i in range(19, 24)]
     report = from_json((out_dir / "report.json").read_bytes())
-    assert [s.id for s in report.steps] == ["7", "8", "9", "10", "11"]
+    assert [s.id for s in report.steps] == ["12", "13", "14", "15", "16"]
     assert report.replay is not None and report.replay.replayed and report.replay.unprofiled_step_us
     assert report.summary.step_time_us == report.run.reference.step_us  # the headline is the unprofiled step
     run_info = report.run
     assert run_info is not None
     assert (run_info.step_source, run_info.status, run_info.exit_code) == ("optimizer", "window recorded", 0)
     assert (run_info.batch_size, run_info.batch_size_source) == (16, "dataloader")
-    assert run_info.steps_recorded == 5 and run_info.first_recorded_step == 7
+    assert run_info.steps_recorded == 5 and run_info.first_recorded_step == 12
     assert run_info.profiled_device == "cpu" and "profiled the CPU only" in out
     assert run_info.profiler_overhead is not None and run_info.unprofiled_step_us > 0
     assert report.summary.samples_per_s == pytest.approx(16 * report.summary.steps_per_s, rel=1e-3)
@@ -169,7 +169,7 @@ def test_program_failure_keeps_results_and_exit_code(tmp_path: Path, capfd: pyte
                                                      how: str, code: int, says: str) -> None:
     script = write(tmp_path / "train.py", TRAIN)
     out_dir = tmp_path / "out"
-    got, out, err = run(capfd, "--out", out_dir, script, "--fail-at", "9", "--how", how)
+    got, out, err = run(capfd, "--out", out_dir, "--skip", "5", script, "--fail-at", "9", "--how", how)
     assert got == code
     assert f"stepscope: the program {says}; kept what was captured before it ended" in err
     if how == "raise":
@@ -229,8 +229,8 @@ def test_failure_before_the_window_writes_what_there_is(tmp_path: Path,
     code, out, err = run(capfd, "--out", tmp_path / "out", script, "--fail-at", "1")
     assert code == 1
     assert "needs at least 13" in err
-    assert sorted(p.name for p in (tmp_path / "out").iterdir()) == ["telemetry.json"]
-    assert out.strip().splitlines()[-1] == f"stepscope: wrote {tmp_path / 'out'}/: telemetry.json"
+    assert sorted(p.name for p in (tmp_path / "out").iterdir()) == ["meter.json", "telemetry.json"]
+    assert out.strip().splitlines()[-1] == f"stepscope: wrote {tmp_path / 'out'}/: meter.json, telemetry.json"
 
 
 def test_too_few_steps_says_what_to_change(tmp_path: Path, capfd: pytest.CaptureFixture[str]) -> None:

@@ -14,7 +14,7 @@ from stepscope.errors import StepscopeError
 from stepscope.model import runfolder
 from stepscope.model.meter import MeterRecord
 from stepscope.model.telemetry import telemetry_to_json
-from stepscope.pipeline.meter import meter_section
+from stepscope.pipeline import meter_section
 from stepscope.predict import PredictRequest
 from stepscope.report import render
 from stepscope.report.terminal import make_console

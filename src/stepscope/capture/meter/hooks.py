@@ -42,6 +42,7 @@ class MeterHooks:
         self._discovery: list[Any] = []
         self._depth = 0
         self._optimizer: Any = None  # the first optimizer to step marks the steps (a GAN has two)
+        self._optimizer_depth = 0
         self._dataset: Any = None  # the first dataset to yield marks the steps (not a validation set's)
         self._batch_pending = False
         self.model_found = False
@@ -137,12 +138,19 @@ class MeterHooks:
 
         return backward
 
+    # torch hooks each optimizer class's own `step`: a subclass whose step calls super().step() fires the global hooks
+    # twice, nested. Only the outermost call is the optimizer step.
     def _before_optimizer(self, optimizer: Any, args: Any, kwargs: Any) -> None:
         if self.meter.here():
-            self.meter.clock.enter(OPTIMIZER)
+            self._optimizer_depth += 1
+            if self._optimizer_depth == 1:
+                self.meter.clock.enter(OPTIMIZER)
 
     def _after_optimizer(self, optimizer: Any, args: Any, kwargs: Any) -> None:
         if not self.meter.here():
+            return
+        self._optimizer_depth = max(self._optimizer_depth - 1, 0)
+        if self._optimizer_depth:
             return
         self.meter.clock.leave(OPTIMIZER)
         pinned = self._optimizer() if self._optimizer is not None else None

@@ -32,6 +32,9 @@ PRIORITY = {"manual": 0, "lightning": 0, "huggingface": 0, "optimizer": 1, "back
 STARTS_A_STEP = ("forward",)
 LIVE_STEPS = 2_000  # the steps the live file keeps (the final file keeps all)
 WRITE_EVERY_NS = 1_000_000_000
+# Set in a forked child (a DataLoader worker inherits the hooks): they must do nothing there.
+_FORKED = [False]
+os.register_at_fork(after_in_child=lambda: _FORKED.__setitem__(0, True))
 
 
 class StepMeter:
@@ -48,7 +51,6 @@ class StepMeter:
         self._device = device
         self._device_source: str | None = None
         self._batch_size = batch_size or (lambda: None)
-        self._pid = os.getpid()
         self._thread = threading.get_ident()
         self._hooks: MeterHooks | None = None
         self._workers = WorkerLog(folder) if folder is not None else None
@@ -79,8 +81,9 @@ class StepMeter:
             self._live.close()
 
     def here(self) -> bool:
-        """The training thread of the process that started the meter (not a forked worker, not another thread)."""
-        return threading.get_ident() == self._thread and os.getpid() == self._pid
+        """The training thread of the process that started the meter (not a forked worker, not another thread).
+        The fork is known from a flag set in the child, not from os.getpid(): a system call on every hook."""
+        return not _FORKED[0] and threading.get_ident() == self._thread
 
     # -- what the hooks report ---------------------------------------------------------------------------
 
