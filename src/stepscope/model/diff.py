@@ -112,6 +112,9 @@ class Diff(Struct, kw_only=True):
     headline_speedup: float | None = None
     headline_basis: str = ""  # "samples/s" | "steps/s" | "step time"
     kernel_groups: list[KernelGroup] = msgspec.field(default_factory=list)  # largest change first (per sample if so)
+    # Why the two step times are not on one basis (one measured without the profiler, one as a profiler recorded it),
+    # "" when they are; then no speed-up is given (ratios and the headline are None).
+    mismatch: str = ""
 
 
 def diff_to_json(diff: Diff) -> bytes:
