@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from builder import MAIN_TID, TraceBuilder
+from builder import BACKWARD_TID, MAIN_TID, TraceBuilder
 from stepscope.analysis.launches import launching_call
 from stepscope.trace.kineto import read_kineto
 from stepscope.trace.model import Kind
@@ -109,3 +109,20 @@ def test_a_correlation_id_on_two_calls_links_nothing_but_a_graph_launch_links_it
     assert (link < 0).sum() == 2  # the two kernels of the shared id; the graph's three are linked
     assert any(n.startswith("2 of 8 GPU activities carry a correlation id that names no single launch")
                for n in trace.meta.notes), trace.meta.notes
+
+
+def test_runtime_calls_on_a_thread_of_their_own_go_to_the_innermost_op_holding_them(tmp_path: Path) -> None:
+    """No External id ties the calls to ops, and all of them lie on thread 0, where no op ran: each goes to the
+    thread whose innermost op holds it in time: the backward thread's leaf op over the main thread's long range."""
+    b = TraceBuilder()
+    b.step(1, 0, 500)
+    b.op("aten::mm", 10, 40)
+    b.op("autograd::engine::evaluate_function", 100, 300)  # the main thread waits in backward
+    b.op("MmBackward0", 150, 200, tid=BACKWARD_TID)
+    for start in (20, 160, 400):  # in aten::mm, in MmBackward0, in the step alone
+        b.events.append({"ph": "X", "cat": "cuda_runtime", "name": "cudaLaunchKernel", "pid": 1000, "tid": 0,
+                         "ts": start, "dur": 5, "args": {}})
+    trace = read_kineto(write(tmp_path, b.events))
+    calls = trace.events.kind == Kind.RUNTIME
+    assert trace.events.tid[calls].tolist() == [MAIN_TID, BACKWARD_TID, MAIN_TID]
+    assert any(n.startswith("3 of 3 runtime calls lie on threads where no op ran") for n in trace.meta.notes)

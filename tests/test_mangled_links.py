@@ -84,6 +84,25 @@ def test_runtime_calls_on_another_thread_are_put_back_on_their_ops(tid: object, 
     assert any(n.startswith(f"{held} runtime calls were recorded on another thread") for n in new_notes(after, before))
 
 
+def test_runtime_calls_without_their_ops_external_id_go_to_the_op_holding_them(tmp_path: Path) -> None:
+    """One rank of a sampled 128-rank job, whose runtime calls' External ids name no op (an older Kineto): with
+    every call on thread 0, launch_bound (8%) vanished and cpu_compute_bound grew from 22% to 30%. When most calls
+    lie on threads where no op ran, each goes to the thread whose innermost op holds it in time, and a note counts
+    them (1,204 runtime calls in the raw file)."""
+    path = shared("kineto/two_rank_job/rank-0.json.gz")
+    doc = raw(path)
+    calls = [e for e in doc["traceEvents"] if e.get("cat") == "cuda_runtime"]
+    ops = {e["args"].get("External id") for e in doc["traceEvents"] if e.get("cat") == "cpu_op"}
+    assert len(calls) == 1204 and not any(c["args"].get("External id") in ops for c in calls)
+    for call in calls:
+        call["tid"] = 0
+    before, after = original(path), mangled(doc, tmp_path)
+    assert "launch_bound" in [p.id for p in before.patterns]
+    assert same_patterns(after, before)
+    assert any(n.startswith("1,204 of 1,204 runtime calls lie on threads where no op ran")
+               for n in new_notes(after, before))
+
+
 def test_step_ranges_that_run_into_the_next_are_cut_where_it_begins(tmp_path: Path) -> None:
     """Conv net DDP on A100 (launch-bound), three ProfilerStep ranges, each closed half a step late: the first step
     took 1.5x its time (left out of the verdict as a one-off) and the last half, cutting the verdict's step by 25%,
