@@ -149,7 +149,7 @@ def test_one_correlation_id_on_every_event_links_nothing_and_says_so(tmp_path: P
 def test_a_device_clock_offset_from_the_hosts_is_found_and_taken_out(tmp_path: Path) -> None:
     """Recommendation model on A100 (communication-bound): every GPU activity written 10 s early (a device clock
     off the host's) turned the verdict into sync_bound and the GPU's use into 0%. No activity can start before the
-    call that launched it: when all of them do, the device timeline is moved back by the least shift that makes
+    call that launched it: when all of them do, the device's activities are moved later by the least shift that makes
     every launch possible (10 s less the shortest launch-to-start delay, a few µs)."""
     path = shared("kineto/a100_recsys_ddp_rank0.json.gz")
     doc = raw(path)
