@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 from stepscope.model.diff import (
     CategoryDelta,
     ConfigChange,
@@ -24,14 +26,15 @@ def compare(before: Report, after: Report) -> Diff:
     """Step time and throughput ratios, the breakdown side by side, and what changed in the configuration,
     patterns, kernels and source lines; per sample when the batch size changed."""
     b, a = before.summary, after.summary
-    ratio = a.step_time_us / b.step_time_us if a.step_time_us and b.step_time_us else None
+    mismatch = _basis_mismatch(before, after)
+    ratio = a.step_time_us / b.step_time_us if a.step_time_us and b.step_time_us and not mismatch else None
     side_b, side_a = _side(before), _side(after)
     unit = "samples/s" if side_a.samples_per_s and side_b.samples_per_s else "steps/s"
     tp_b, tp_a = ((side_b.samples_per_s, side_a.samples_per_s) if unit == "samples/s"
                   else (side_b.steps_per_s, side_a.steps_per_s))
     batches = (side_b.batch_size, side_a.batch_size)
     per_sample = None not in batches and batches[0] != batches[1]
-    throughput = _round(tp_a / tp_b) if tp_a and tp_b else None
+    throughput = _round(tp_a / tp_b) if tp_a and tp_b and not mismatch else None
     cats = list(dict.fromkeys([*b.breakdown_us, *a.breakdown_us]))
     appeared, gone, kept = _patterns(before, after)
     k_appeared, k_gone, k_changed, complete = _kernels(before, after)
@@ -67,6 +70,7 @@ def compare(before: Report, after: Report) -> Diff:
         headline_basis=unit if throughput else "step time" if ratio else "",
         kernel_groups=_kernel_groups(before, after, batches, per_sample),
         phases=_phases(before, after, batches),
+        mismatch=mismatch,
     )
 
 
@@ -77,6 +81,26 @@ def _phases(before: Report, after: Report, batches: tuple[int | None, int | None
     b = {p.name: p.mean_us for p in before.meter.phases}
     a = {p.name: p.mean_us for p in after.meter.phases}
     return [_category(name, b.get(name, 0.0), a.get(name, 0.0), batches) for name in dict.fromkeys([*b, *a])]
+
+
+def _unprofiled(r: Report) -> bool:
+    """Whether the report's headline step was measured without the profiler (a live run's), not as recorded."""
+    return r.summary.timeline_step_time_us is not None
+
+
+def _basis_mismatch(before: Report, after: Report) -> str:
+    """Why the two headline step times cannot be compared, or "": a run's is measured without the profiler, a
+    trace's as the profiler recorded it, slowed by the profiler's own cost (several times, on a CPU)."""
+    if _unprofiled(before) == _unprofiled(after) or not before.summary.step_time_us or not after.summary.step_time_us:
+        return ""
+    run, trace = (before, after) if _unprofiled(before) else (after, before)
+    which = ("BEFORE", "AFTER") if run is before else ("AFTER", "BEFORE")
+    folders = {str(Path(p).parent) for p in run.source.paths}
+    same = any(str(Path(p).parent) in folders for p in trace.source.paths)
+    said = f"{which[1]} is the recorded trace of the run {which[0]}; " if same else ""
+    return (f"{said}{which[0]}'s step time was measured without the profiler, {which[1]}'s as the profiler recorded "
+            "it, slowed by the profiler's own cost: not like with like, so no speed-up is given (compare two run "
+            "folders, or two traces recorded the same way)")
 
 
 def _per(us: float | None, batch: int | None) -> float | None:

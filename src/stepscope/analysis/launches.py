@@ -4,15 +4,15 @@ from __future__ import annotations
 
 import numpy as np
 
-from stepscope.trace.model import NONE, Kind, Trace
+from stepscope.trace.links import launch_pairs
+from stepscope.trace.model import NONE, Trace
 
 
 def launching_call(trace: Trace) -> np.ndarray:
     """For every row, the row of the runtime call that launched it (GPU activities only), else -1;
     computed once per trace.
 
-    CUPTI correlation ids are unique within the launching process, and one trace file holds one
-    rank's process, so a sorted join on the id alone is exact.
+    The join on correlation ids (trace.links.launch_pairs); an id that names no single launch links nothing.
     """
     return trace.derived("launching_call", lambda: _launching_call(trace))
 
@@ -21,15 +21,8 @@ def _launching_call(trace: Trace) -> np.ndarray:
     ev = trace.events
     # Row numbers fit in int32 below 2**31 rows: half the memory of an index kept for the trace's lifetime.
     result = np.full(len(ev), NONE, dtype=np.int32 if len(ev) < 2**31 else np.int64)
-    runtime = np.flatnonzero((ev.kind == Kind.RUNTIME) & (ev.correlation >= 0))
-    gpu = np.flatnonzero(trace.is_gpu_activity & (ev.correlation >= 0))
-    if len(runtime) == 0 or len(gpu) == 0:
-        return result
-    order = np.argsort(ev.correlation[runtime], kind="stable")
-    corr, rows = ev.correlation[runtime][order], runtime[order]
-    pos = np.minimum(np.searchsorted(corr, ev.correlation[gpu]), len(corr) - 1)
-    hit = corr[pos] == ev.correlation[gpu]
-    result[gpu[hit]] = rows[pos[hit]]
+    gpu, calls = launch_pairs(ev, trace.strings)
+    result[gpu] = calls
     result.flags.writeable = False
     return result
 

@@ -197,7 +197,8 @@ def _find_steps(trace: Trace, step_range: str | None) -> Steps:
         notes += found_notes
         if keep.any():
             ids = [i for i, k in zip(ids, keep, strict=True) if k]
-            return _stretch_to_gpu(trace, ids, cpu_start[keep], cpu_end[keep], source, notes)
+            cpu_end = _cut_overlaps(ids, cpu_start[keep], cpu_end[keep], notes)
+            return _stretch_to_gpu(trace, ids, cpu_start[keep], cpu_end, source, notes)
         notes.append(f"no step from {source}: every range has zero length or lies inside another")
     if (span := _gpu_span(trace)) is not None:
         return _stretch_to_gpu(trace, ["all"], *span, GPU_SPAN, notes)
@@ -235,6 +236,23 @@ def _valid_ranges(ids: list[str], start: np.ndarray, end: np.ndarray, notes: lis
         notes.append(f"step {ids[i]}: lies inside another step's range: left out")
     keep[1:] &= ~nested
     return keep
+
+
+def _cut_overlaps(ids: list[str], start: np.ndarray, end: np.ndarray, notes: list[str]) -> np.ndarray:
+    """The ends, each cut to where the next range (sorted by start) begins: a step's range that runs into the next
+    one's was closed late (one step's host work cannot run inside another's), and left whole it would take the next
+    step's work as its own and leave the next step short."""
+    over = np.flatnonzero(end[:-1] > start[1:])
+    if not len(over):
+        return end
+    worst = int((end[:-1] - start[1:])[over].max())
+    listed = ", ".join(ids[i] for i in over[:MAX_LISTED].tolist())
+    more = f" and {len(over) - MAX_LISTED} more" if len(over) > MAX_LISTED else ""
+    notes.append(f"the ranges of steps {listed}{more} run into the next step's range (by up to {worst / 1e6:.3g} ms): "
+                 "each is taken to end where the next begins")
+    end = end.copy()
+    end[over] = start[over + 1]
+    return end
 
 
 def _stretch_to_gpu(trace: Trace, ids: list[str], cpu_start: np.ndarray, cpu_end: np.ndarray, source: str,

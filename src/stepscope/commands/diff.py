@@ -64,6 +64,8 @@ def run(args: argparse.Namespace) -> int:
         print(f"wrote {', '.join(paths)}", file=sys.stderr if to_stdout else sys.stdout)
     slower = slower_by(diff)
     if args.fail_if_slower is not None:
+        if diff.mismatch:
+            raise StepscopeError(f"cannot gate on step time: {diff.mismatch}", exit_code=1)
         if slower is None:
             raise StepscopeError("cannot gate on step time: a run has no steps", exit_code=1)
         if slower > args.fail_if_slower:

@@ -115,6 +115,9 @@ class Diff(Struct, kw_only=True):
     # The step meter's phases before and after (data, forward, backward, optimizer, sync, other), when both runs were
     # measured unprofiled: the figures that add up to each run's headline step.
     phases: list[CategoryDelta] = msgspec.field(default_factory=list)
+    # Why the two step times are not on one basis (one measured without the profiler, one as a profiler recorded it),
+    # "" when they are; then no speed-up is given (ratios and the headline are None).
+    mismatch: str = ""
 
 
 def diff_to_json(diff: Diff) -> bytes:

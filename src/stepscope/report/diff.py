@@ -37,6 +37,8 @@ def verdict(diff: Diff) -> str:
     """The one figure the diff leads with: the throughput ratio (samples/s when both runs know their batch), the
     step-time speed-up without one."""
     x = diff.headline_speedup
+    if diff.mismatch:
+        return f"Not comparable: {diff.mismatch}"
     if not x:
         return "No step time to compare"
     basis = f" ({diff.headline_basis})" if diff.headline_basis else ""
@@ -56,7 +58,8 @@ def headline(diff: Diff) -> list[str]:
         tb = b.samples_per_s if unit == "samples/s" else b.steps_per_s
         ta = a.samples_per_s if unit == "samples/s" else a.steps_per_s
         lines.append(f"{unit} {tb:,.1f} -> {ta:,.1f} ({diff.throughput_ratio:.2f}x)")
-    step = f"step time {us_cell(b.step_time_us)} -> {us_cell(a.step_time_us)} ({_change(diff.step_time_ratio)})"
+    change = _change(diff.step_time_ratio)
+    step = f"step time {us_cell(b.step_time_us)} -> {us_cell(a.step_time_us)}" + (f" ({change})" if change else "")
     if diff.per_sample:
         step += f": a step holds {b.batch_size} -> {a.batch_size} samples, so the time per sample is what compares"
     lines.append(step)

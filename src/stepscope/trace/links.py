@@ -5,7 +5,8 @@ The analyses rely on: each GPU activity's correlation id naming the runtime call
 end, the GPU's wait for the host, kernels by op and by line follow it), events' names (collectives and
 syncs are known by name), host events' threads (nesting, syncs) and each event's duration and category.
 Exact copies of an event (the same trace concatenated twice, a tool that wrote an event twice) are repaired:
-counted once, and said so.
+counted once, and said so. A correlation id that is not one launch's (several runtime calls, or one call that
+is not a graph launch with several GPU activities) links nothing: the launch it names cannot be told.
 """
 
 from __future__ import annotations
@@ -21,11 +22,52 @@ _FOLLOWS = ("their launch is unknown: the step ends, the GPU's wait for the host
 _IDENTITY = ("kind", "start", "dur", "pid", "tid", "device", "stream", "name", "correlation", "external_id")
 
 
+def ambiguous_ids(events: Events, strings: tuple[str, ...]) -> np.ndarray:
+    """The sorted correlation ids that name no single launch: held by several runtime calls, or by several GPU
+    activities of a call that is not a graph launch (a CUDA graph's kernels all carry its launch's id)."""
+    corr = events.correlation
+    calls = (events.kind == Kind.RUNTIME) & (corr >= 0)
+    ids, counts = np.unique(corr[calls], return_counts=True)
+    shared = ids[counts > 1]
+    gpu_ids, gpu_counts = np.unique(corr[events.of_kind(*GPU_ACTIVITY_KINDS) & (corr >= 0)], return_counts=True)
+    many = gpu_ids[gpu_counts > 1]
+    many = many[np.isin(many, ids)]  # an id no recorded call has links nothing anyway (link_notes counts those)
+    if len(many):
+        graph = [i for i, s in enumerate(strings) if "GraphLaunch" in s[:64]]
+        graph_ids = corr[calls & np.isin(events.name, graph)] if graph else corr[:0]
+        shared = np.union1d(shared, many[~np.isin(many, graph_ids)])
+    return shared
+
+
+def launch_pairs(events: Events, strings: tuple[str, ...]) -> tuple[np.ndarray, np.ndarray]:
+    """(GPU activity rows, the rows of the runtime calls that launched them): the join on correlation ids, each id
+    naming one launch (CUPTI's ids are unique within the launching process, one trace file holds one process);
+    ids that name no single launch are left out."""
+    corr = events.correlation
+    usable = corr >= 0
+    if (bad := ambiguous_ids(events, strings)).size:
+        usable &= ~np.isin(corr, bad)
+    runtime = np.flatnonzero((events.kind == Kind.RUNTIME) & usable)
+    gpu = np.flatnonzero(events.of_kind(*GPU_ACTIVITY_KINDS) & usable)
+    if len(runtime) == 0 or len(gpu) == 0:
+        return gpu[:0], runtime[:0]
+    order = np.argsort(corr[runtime], kind="stable")
+    ids, rows = corr[runtime][order], runtime[order]
+    pos = np.minimum(np.searchsorted(ids, corr[gpu]), len(ids) - 1)
+    hit = ids[pos] == corr[gpu]
+    return gpu[hit], rows[pos[hit]]
+
+
 def link_notes(events: Events, strings: tuple[str, ...]) -> list[str]:
     """A note per broken link: GPU activities without a launching call, events without a name or a thread."""
     notes = []
     gpu = events.of_kind(*GPU_ACTIVITY_KINDS)
     n_gpu = int(gpu.sum())
+    if n_gpu and (bad := ambiguous_ids(events, strings)).size:
+        shared = int((gpu & np.isin(events.correlation, bad)).sum())
+        notes.append(f"{shared:,} of {n_gpu:,} GPU activities carry a correlation id that names no single launch "
+                     f"(shared by several runtime calls, or by several activities of one call; {len(bad):,} such "
+                     f"ids): their launch links cannot be trusted and are not followed: {_FOLLOWS}")
     if n_gpu:
         corr = events.correlation
         runtime = events.kind == Kind.RUNTIME

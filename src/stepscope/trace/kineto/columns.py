@@ -33,9 +33,10 @@ from stepscope.trace.kineto.schema import (
     TraceFile,
 )
 from stepscope.trace.kineto.values import as_int, float_column, int_column
-from stepscope.trace.links import link_notes, without_repeats
+from stepscope.trace.links import link_notes
 from stepscope.trace.model import NONE, Events, Kind, MemoryEvents, Trace
 from stepscope.trace.names import MAX_NAME_CHARS, bounded_name
+from stepscope.trace.repairs import repaired
 from stepscope.trace.source_annotations import OWN_ANNOTATION_PREFIX
 from stepscope.trace.validation import MAX_SPAN_NS, launches_without_kernels
 
@@ -219,7 +220,7 @@ class ColumnBuilder:
             total_allocated=mem.get("total_allocated", empty), total_reserved=mem.get("total_reserved", empty),
             addr=mem.get("addr"), pid=mem.get("pid"), tid=mem.get("tid"),
         )
-        table = without_repeats(table, self.notes)
+        table = repaired(table, strings, self.notes)
         meta = trace_meta(parsed, path, table, strings, t0, categories={c for c in self.categories if c},
                           process_names=self.process_names, thread_names=self.thread_names,
                           notes=self._reader_notes(table, strings))

@@ -14,13 +14,14 @@ from pathlib import Path
 import numpy as np
 
 from stepscope.errors import StepscopeError
-from stepscope.trace.links import link_notes, without_repeats
+from stepscope.trace.links import link_notes
 from stepscope.trace.model import NONE, Events, Kind, Trace, TraceMeta
 from stepscope.trace.names import MAX_NAME_CHARS
 from stepscope.trace.nsys import gpu as nsys_gpu
 from stepscope.trace.nsys import host as nsys_host
 from stepscope.trace.nsys import meta as nsys_meta
 from stepscope.trace.nsys.db import EVENT_TABLES, NSYS_MARKER_TABLES, OSRT, OVERHEAD, Block, NsysDatabase
+from stepscope.trace.repairs import repaired
 from stepscope.trace.validation import MAX_SPAN_NS, launches_without_kernels
 
 
@@ -83,7 +84,7 @@ def _assemble(ex: NsysDatabase, blocks: list[Block]) -> Trace:
     columns.pop("process", None)
     start = columns.pop("start")
     t0 = int(start.min())
-    events = without_repeats(Events.from_columns(start=start - t0, dur=end - start, **columns), ex.notes)
+    events = repaired(Events.from_columns(start=start - t0, dur=end - start, **columns), tuple(ex.strings), ex.notes)
     host = np.flatnonzero(events.device < 0)
     cuda = events.of_kind(Kind.KERNEL, Kind.MEMCPY, Kind.MEMSET, Kind.RUNTIME).any()
     devices = nsys_meta.devices(ex)
