@@ -11,6 +11,7 @@ from stepscope.advice import advise
 from stepscope.errors import StepscopeError
 from stepscope.model import report as s
 from stepscope.pipeline import assemble, ranks, sources
+from stepscope.pipeline.batch import batch_of
 from stepscope.pipeline.options import AnalyzeOptions
 from stepscope.pipeline.timeline import timeline_facts
 from stepscope.predict import PredictRequest, predict
@@ -46,16 +47,17 @@ def one_report(trace: str | Path | Trace, options: AnalyzeOptions) -> s.Report:
         options.on_facts(facts)
     replayed = timeline.deperturbed is not None and timeline.deperturbed.replayed
     advice = advise(facts, options.run, correct=not replayed)
+    batch = batch_of(facts, options.batch_size)
     prediction, notes = None, ()
     if options.predict is not None:
         request, host_note = _with_host(options.predict, options.calibration)
         notes = (host_note,) if host_note else ()
         try:
-            prediction = predict(facts, request, batch_size=options.batch_size, power_w=options.power_w,
+            prediction = predict(facts, request, batch_size=batch.size, power_w=options.power_w,
                                  step_range=options.step_range)
         except StepscopeError as exc:  # the analysis stands without it; say why there is none
             notes = (*notes, f"no prediction: {exc.message}" + (f" ({exc.hint})" if exc.hint else ""))
-    return assemble.report(facts, advice, options, prediction, notes, timeline)
+    return assemble.report(facts, advice, options, batch, prediction, notes, timeline)
 
 
 def _with_host(request: PredictRequest, calibration: ProfilerCost | None) -> tuple[PredictRequest, str | None]:
