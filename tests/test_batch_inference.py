@@ -10,7 +10,6 @@ from pathlib import Path
 import pytest
 
 from builder import TraceBuilder
-from conftest import kineto_trace
 from stepscope.analysis.batch import inferred_batch
 from stepscope.analysis.steps import find_steps
 from stepscope.pipeline import analyze
@@ -92,13 +91,18 @@ def test_without_a_layer_there_is_no_batch(tmp_path: Path) -> None:
     assert inferred(b, tmp_path) == (None, "no convolution or linear layer with recorded shapes in the steps")
 
 
-def test_without_recorded_shapes_there_is_no_batch(tmp_path: Path) -> None:
+def without_shapes() -> TraceBuilder:
     b = TraceBuilder()
-    training(b, 1, 1000, [8, 3, 32, 32], "aten::conv2d", [8, 3, 32, 32])
+    for i in range(2):
+        training(b, i + 1, 1000 + 100 * i, [8, 3, 32, 32], "aten::conv2d", [8, 3, 32, 32])
     for e in b.events:
         e["args"].pop("Input Dims", None)
         e["args"].pop("Input type", None)
-    assert inferred(b, tmp_path) == (None, "the trace has no recorded input shapes (record_shapes)")
+    return b
+
+
+def test_without_recorded_shapes_there_is_no_batch(tmp_path: Path) -> None:
+    assert inferred(without_shapes(), tmp_path) == (None, "the trace has no recorded input shapes (record_shapes)")
 
 
 def test_the_report_uses_an_inferred_batch_and_a_given_one_wins(tmp_path: Path) -> None:
@@ -117,8 +121,8 @@ def test_the_report_uses_an_inferred_batch_and_a_given_one_wins(tmp_path: Path) 
     assert not any("batch size" in n for n in analyze(path, batch_size=5).notes)
 
 
-def test_without_a_batch_the_report_names_the_option() -> None:
-    report = analyze(kineto_trace("v100_resnet_ns_units.json.gz"))  # recorded without shapes
+def test_without_a_batch_the_report_names_the_option(tmp_path: Path) -> None:
+    report = analyze(without_shapes().write(tmp_path / "t.json"))
     assert report.summary.samples_per_s is None and report.summary.batch_size_source is None
     (note,) = [n for n in report.notes if "--batch-size" in n]
     assert note.startswith("no batch size: --batch-size N gives samples/s and cost per sample")
