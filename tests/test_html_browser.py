@@ -1,5 +1,6 @@
 """The HTML report in a real headless Chromium: no console errors, no network, the verdict visible, the
-charts drawn, trace strings shown as text. Skips when Chromium, its driver or selenium is missing."""
+charts drawn, trace strings shown as text. Skips when Chromium, its driver or selenium is missing, and fails then
+under CI (the environment variable CI set)."""
 
 from __future__ import annotations
 
@@ -8,6 +9,7 @@ import os
 import shutil
 from collections.abc import Iterator
 from pathlib import Path
+from typing import NoReturn
 
 import pytest
 
@@ -22,11 +24,23 @@ FLAGS = ("--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-
          "--disable-background-networking", "--disable-component-update", "--disable-sync", "--window-size=1400,1000")
 
 
+def unavailable(why: str) -> NoReturn:
+    """A browser test that cannot run skips, except under CI (CI set, as CI services set it): there it fails, so
+    that a CI run without its browser tests cannot pass."""
+    if os.environ.get("CI", "").lower() not in ("", "0", "false"):
+        pytest.fail(f"{why}, and CI is set: CI must run the browser tests", pytrace=False)
+    pytest.skip(why)
+
+
 @pytest.fixture(scope="module")
 def browser(tmp_path_factory: pytest.TempPathFactory) -> Iterator[object]:
-    webdriver = pytest.importorskip("selenium.webdriver", reason="selenium is not installed")
+    try:
+        from selenium import webdriver
+    except ImportError:
+        unavailable("selenium is not installed (scripts/setup-venv test)")
     if not CHROMIUM or not DRIVER:
-        pytest.skip("Chromium or chromedriver is not installed (apt-get install chromium chromium-driver)")
+        unavailable("Chromium or chromedriver is not installed (scripts/install-chromium, or apt-get install "
+                    "chromium chromium-driver)")
     options = webdriver.ChromeOptions()
     options.binary_location = CHROMIUM
     for flag in FLAGS:

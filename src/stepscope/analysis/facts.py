@@ -7,6 +7,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from stepscope.analysis.annotations import Annotations, annotations
+from stepscope.analysis.batch import InferredBatch, inferred_batch
 from stepscope.analysis.breakdown import Breakdown, step_breakdown
 from stepscope.analysis.copies import CopySummary, copy_summary
 from stepscope.analysis.costs import StepCosts, step_costs
@@ -48,6 +49,7 @@ class Facts:
     utilization: Utilization | None  # MFU, roofline per kernel
     memory_peaks: tuple[DevicePeak, ...]  # the peak by category, memory over time, batch headroom
     census: RunCensus | None  # parameters, gradients, optimizer state as capture saw them
+    batch: InferredBatch  # the batch size the recorded shapes show, for samples/s when none was given
 
 
 def compute_facts(trace: Trace, step_range: str | None = None, census: RunCensus | None = None) -> Facts:
@@ -77,4 +79,5 @@ def compute_facts(trace: Trace, step_range: str | None = None, census: RunCensus
         utilization=utilization(trace, steps, flops, census),
         memory_peaks=device_peaks(trace, steps, census),
         census=census,
+        batch=inferred_batch(trace, steps),
     )

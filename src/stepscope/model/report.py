@@ -72,6 +72,10 @@ class Summary(Struct, kw_only=True):
     # A live capture's headline (step_time_us, steps_per_s, samples_per_s) is its unprofiled step; the steps table's
     # mean (the replayed, or recorded, timeline) is then this:
     timeline_step_time_us: float | None = None
+    # The samples per step behind samples_per_s (and the prediction's cost per sample), and where they come from:
+    # "given" (--batch-size, the API, the run's capture) or "inferred from the trace" (its recorded shapes).
+    batch_size: int | None = None
+    batch_size_source: str | None = None
 
 
 class DeviceIdle(Struct, kw_only=True):

@@ -10,6 +10,7 @@ from stepscope.advice import Advice
 from stepscope.analysis.facts import Facts
 from stepscope.model import report as s
 from stepscope.pipeline import sections
+from stepscope.pipeline.batch import Batch
 from stepscope.pipeline.meter import replay_phases
 from stepscope.pipeline.options import AnalyzeOptions
 from stepscope.pipeline.timeline import Timeline
@@ -22,16 +23,17 @@ from stepscope.version import __version__
 GENERATOR = f"stepscope {__version__}"
 
 
-def report(facts: Facts, advice: Advice, options: AnalyzeOptions, prediction: s.Prediction | None = None,
-           prediction_notes: tuple[str, ...] = (), timeline: Timeline | None = None,
-           meter: s.Meter | None = None) -> s.Report:
-    """One trace's Report. Notes: the capture's, the trace's, how the timeline was made, how the verdict was taken,
-    then the prediction's."""
+def report(facts: Facts, advice: Advice, options: AnalyzeOptions, batch: Batch,
+           prediction: s.Prediction | None = None, prediction_notes: tuple[str, ...] = (),
+           timeline: Timeline | None = None, meter: s.Meter | None = None) -> s.Report:
+    """One trace's Report. Notes: the capture's, the trace's, what the step meter's headline stands on, how the
+    timeline was made, the batch size when it was not given, how the verdict was taken, then the prediction's."""
     trace = facts.trace
     replay = replay_section(timeline) if timeline is not None and timeline.deperturbed is not None else None
     if replay is not None and meter is not None:
         replay = msgspec.structs.replace(replay, phases=replay_phases(facts, meter))
-    summary = headline(sections.summary(facts, options.batch_size), options, options.batch_size, meter)
+    summary = msgspec.structs.replace(headline(sections.summary(facts, batch.size), options, batch.size, meter),
+                                      batch_size=batch.size, batch_size_source=batch.source)
     devices = sections.devices(trace)
     return s.Report(
         generator=GENERATOR,
@@ -50,13 +52,13 @@ def report(facts: Facts, advice: Advice, options: AnalyzeOptions, prediction: s.
         memory=sections.memory(facts),
         patterns=advice.patterns,
         recommendations=advice.recommendations,
-        notes=[*options.capture_notes, *trace.meta.notes, *meter_notes(meter), *replay_notes(replay), *advice.notes,
-               *prediction_notes],
+        notes=[*options.capture_notes, *trace.meta.notes, *meter_notes(meter), *replay_notes(replay),
+               *([batch.note] if batch.note else []), *advice.notes, *prediction_notes],
         lines=sections.lines(facts),
         modules=sections.modules(facts),
         timeline=sections.timeline(facts),
         utilization=utilization_section(facts),
-        memory_usage=memory_section(facts, options.batch_size),
+        memory_usage=memory_section(facts, batch.size),
         run=run_section(options.run, advice.correction, summary.step_time_us, replay) if options.run is not None
         else None,
         prediction=prediction,

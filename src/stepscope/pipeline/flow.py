@@ -11,7 +11,11 @@ from stepscope.advice import advise
 from stepscope.errors import StepscopeError
 from stepscope.model import report as s
 from stepscope.pipeline import assemble, ranks, sources
+<<<<<<< HEAD
 from stepscope.pipeline.meter import meter_reference, meter_section
+=======
+from stepscope.pipeline.batch import batch_of
+>>>>>>> firsthour
 from stepscope.pipeline.options import AnalyzeOptions
 from stepscope.pipeline.timeline import timeline_facts
 from stepscope.predict import PredictRequest, predict
@@ -56,17 +60,18 @@ def one_report(trace: str | Path | Trace, options: AnalyzeOptions) -> s.Report:
     replayed = timeline.deperturbed is not None and timeline.deperturbed.replayed
     run = assemble.with_reference(options.run, options.reference) if meter is not None else options.run
     advice = advise(facts, run, correct=not replayed, meter=meter)
+    batch = batch_of(facts, options.batch_size)
     prediction, notes = None, ()
     if options.predict is not None:
         request, host_note = _with_host(options.predict, options.calibration)
         notes = (host_note,) if host_note else ()
         try:
-            prediction = predict(facts, request, batch_size=options.batch_size, power_w=options.power_w,
+            prediction = predict(facts, request, batch_size=batch.size, power_w=options.power_w,
                                  step_range=options.step_range,
                                  measured_step_ns=meter.step_us * 1e3 if meter is not None else None)
         except StepscopeError as exc:  # the analysis stands without it; say why there is none
             notes = (*notes, f"no prediction: {exc.message}" + (f" ({exc.hint})" if exc.hint else ""))
-    return assemble.report(facts, advice, options.replace(run=run), prediction, notes, timeline, meter)
+    return assemble.report(facts, advice, options.replace(run=run), batch, prediction, notes, timeline, meter)
 
 
 def _with_host(request: PredictRequest, calibration: ProfilerCost | None) -> tuple[PredictRequest, str | None]:
