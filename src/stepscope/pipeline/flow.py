@@ -11,11 +11,8 @@ from stepscope.advice import advise
 from stepscope.errors import StepscopeError
 from stepscope.model import report as s
 from stepscope.pipeline import assemble, ranks, sources
-<<<<<<< HEAD
-from stepscope.pipeline.meter import meter_reference, meter_section
-=======
 from stepscope.pipeline.batch import batch_of
->>>>>>> firsthour
+from stepscope.pipeline.meter import meter_reference, meter_section
 from stepscope.pipeline.options import AnalyzeOptions
 from stepscope.pipeline.timeline import timeline_facts
 from stepscope.predict import PredictRequest, predict
