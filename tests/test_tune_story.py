@@ -40,6 +40,18 @@ def test_the_ladder_as_the_final_diagnosis_is_told_it() -> None:
     assert entries["amp"].kept and entries["amp"].text == "applied by stepscope tune (1.20x (1.15-1.25, 6 windows))"
 
 
+def test_a_kept_fix_whose_next_setting_failed_is_told_as_kept() -> None:
+    # Workers kept at 2, then 4 workers failed ("too few steps": nothing measured): seen in a tune, where the story
+    # formatted the failed trial's missing gain and the tune ended in a TypeError.
+    tune = Tune(command=["x.py"], device=None, baseline=None, applied=["dataloader_workers"], speedup=2.0,
+                final_patterns=[], patch=None, not_tried=[], trials=[
+                    trial(1, ["dataloader_workers"], "keep", 2.34, True),
+                    trial(2, ["dataloader_workers"], "", None, False)])
+    entries = ladder_entries(tune)
+    assert entries == [LadderEntry(id="dataloader_workers", kept=True,
+                                   text="applied by stepscope tune (2.34x (2.29-2.39, 6 windows))")]
+
+
 def test_a_real_diagnosis_repeats_nothing_the_ladder_did() -> None:
     """The H100 diagnosis of the published walk-through loop recommends seven fixes; the ladder kept three of
     them, measured one as no gain, and saw another crash: the rest, and only the rest, are still recommended."""

@@ -21,7 +21,7 @@ def ladder_entries(tune: Tune) -> list[LadderEntry]:
     entries: dict[str, LadderEntry] = {}
     for t in tune.trials:
         for fix in t.tried:
-            if fix in tune.applied:
+            if fix in tune.applied and t.accepted:  # the trial that kept it (a later setting of it may have failed)
                 entries[fix] = LadderEntry(id=fix, kept=True, text=f"applied by stepscope tune ({_measured(t)})")
             elif t.decision in ("drop", "undecided") and t.gain is not None:
                 entries[fix] = LadderEntry(id=fix, kept=False, text=f"measured: {_measured(t)}, not kept")
