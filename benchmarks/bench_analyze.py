@@ -266,6 +266,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--no-install", action="store_true", help="do not create the HTA venv if missing")
     parser.add_argument("--big-gb", type=float, default=1.0, help="the generated trace's JSON size (0: none)")
     parser.add_argument("--big-repeat", type=int, default=1, help="fresh child processes on the generated trace")
+    parser.add_argument("--whole-runs", type=int, default=5, help="alternating fresh `stepscope analyze` and HTA "
+                        "processes, timed whole (0: none)")
+    parser.add_argument("--whole-only", action="store_true", help="only the whole-process comparison")
     parser.add_argument("--child", nargs=2, metavar=("TOOL", "TRACE"), help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
 
@@ -279,6 +282,9 @@ def main(argv: list[str] | None = None) -> int:
         print("HTA unavailable: stepscope figures only", file=sys.stderr)
     here = Path(sys.executable)
     load_before = os.getloadavg()[0]
+    whole = parts.whole_process(here, hta, main_trace, ROOT / "src", args.whole_runs) if args.whole_runs else None
+    if args.whole_only:
+        return parts.print_whole(whole)
     events = {t: run_child(here, "count", t)["events"] for t in (main_trace, stress_trace)}
 
     plan = [(here, "stepscope", main_trace), (here, "stepscope-read", main_trace),
@@ -357,6 +363,7 @@ def main(argv: list[str] | None = None) -> int:
     else:
         print("speed ratio (HTA / stepscope): n/a (HTA not run)")
         print("memory ratio (stepscope / HTA): n/a (HTA not run)")
+    parts.print_whole(whole)
     stress_cpu = by[("stepscope", stress_trace.name)]["cpu_seconds"]
     print(f"mtia analyse: {stress_s:.2f} s (target < {STRESS_SECONDS_TARGET:g} s)  [CPU time {stress_cpu:.2f} s]")
     for tool in ("stepscope", "hta"):
@@ -371,7 +378,7 @@ def main(argv: list[str] | None = None) -> int:
     print(f"imports an analysis loads (self time, s): {', '.join(f'{n} {t:.3f}' for n, t in costs)}")
     if big_rows:
         summary.update(parts.print_big(big_rows["stepscope"], big_rows.get("hta"), json_bytes))
-    summary["sections"] = sections
+    summary["sections"], summary["whole_process"] = sections, whole
 
     if args.json:
         out = {

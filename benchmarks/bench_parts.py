@@ -5,9 +5,13 @@ and the generated 1 GB trace. Standard library only at module level, like bench_
 from __future__ import annotations
 
 import json
+import os
 import re
+import resource
+import statistics
 import subprocess
 import sys
+import tempfile
 import time
 from collections import Counter
 from pathlib import Path
@@ -17,6 +21,11 @@ HERE = Path(__file__).resolve().parent
 CACHE = HERE / ".cache"  # git-ignored: the generated big traces
 BIG_MEMORY_TARGET = 0.6  # stepscope's peak / the JSON's size, at most
 BIG_SPEED_TARGET = 8.0  # HTA seconds / stepscope seconds, at least
+WHOLE_SPEED_TARGET = 6.0  # HTA's whole process / `stepscope analyze TRACE`'s whole process, at least
+# HTA's side of the whole-process race: its import, its load, the temporal and idle-time breakdowns (as _child_hta).
+HTA_SCRIPT = ("import sys\nfrom hta.trace_analysis import TraceAnalysis\n"
+              "analyzer = TraceAnalysis(trace_dir=sys.argv[1])\nanalyzer.get_temporal_breakdown(visualize=False)\n"
+              "analyzer.get_idle_time_breakdown(ranks=sorted(analyzer.t.traces), visualize=False)\n")
 
 
 def big_trace(gigabytes: float) -> tuple[Path, int, int]:
@@ -135,3 +144,61 @@ def print_big(big: dict[str, Any], hta: dict[str, Any] | None, json_bytes: int) 
               f"HTA / stepscope wall {speed:.1f}x (target >= {BIG_SPEED_TARGET:g}x)")
         out["big_speed_ratio"] = speed
     return out
+
+
+def _timed(cmd: list[str], env: dict[str, str]) -> tuple[float, float]:
+    """Wall and CPU seconds (user + system) of one fresh process, its output discarded."""
+    before = resource.getrusage(resource.RUSAGE_CHILDREN)
+    t0 = time.perf_counter()
+    done = subprocess.run(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, env=env)
+    wall = time.perf_counter() - t0
+    after = resource.getrusage(resource.RUSAGE_CHILDREN)
+    if done.returncode != 0:
+        raise RuntimeError(f"{' '.join(cmd)} failed (exit {done.returncode}):\n{done.stderr[-3000:]!r}")
+    return wall, (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
+
+
+def whole_process(stepscope_python: Path, hta_python: Path | None, trace: Path, src: Path,
+                  runs: int) -> dict[str, object]:
+    """What a user waits for: a fresh `python -m stepscope analyze TRACE` (its terminal report, imports and all),
+    against a fresh Python doing HTA's import, load and both breakdowns. Runs alternate, so load from elsewhere
+    falls on both; the medians are reported."""
+    hta_env = {k: v for k, v in os.environ.items() if k != "PYTHONDONTWRITEBYTECODE"}  # compiled once, as installed
+    env = {**hta_env, "PYTHONPATH": os.pathsep.join(filter(None, [str(src), os.environ.get("PYTHONPATH")]))}
+    ours = [str(stepscope_python), "-m", "stepscope", "analyze", str(trace)]
+    measured: dict[str, list[tuple[float, float]]] = {"stepscope": [], "hta": []}
+    load_before = os.getloadavg()[0]
+    with tempfile.TemporaryDirectory(prefix="bench-hta-") as tmp:
+        (Path(tmp) / trace.name).symlink_to(trace)
+        theirs = [str(hta_python), "-c", HTA_SCRIPT, tmp] if hta_python is not None else None
+        for i in range(-1, runs):  # the first round untimed: bytecode written, files in the page cache
+            print(f"whole process {i + 1}/{runs} ...", file=sys.stderr, flush=True)
+            this_round = {"stepscope": _timed(ours, env), "hta": _timed(theirs, hta_env) if theirs else None}
+            for tool, times in this_round.items():
+                if i >= 0 and times is not None:
+                    measured[tool].append(times)
+    out: dict[str, object] = {"runs": runs, "cpus": os.cpu_count(), "load_average": [load_before, os.getloadavg()[0]]}
+    for tool, got in measured.items():
+        if got:
+            out[tool] = {"wall_s": [w for w, _ in got], "cpu_s": [c for _, c in got],
+                         "median_wall_s": statistics.median(w for w, _ in got),
+                         "median_cpu_s": statistics.median(c for _, c in got)}
+    return out
+
+
+def print_whole(whole: dict[str, object] | None) -> int:
+    if whole is None:  # --whole-runs 0
+        return 0
+    ours, hta = whole["stepscope"], whole.get("hta")
+    assert isinstance(ours, dict)
+    load = whole["load_average"]
+    assert isinstance(load, list)
+    line = (f"whole process ({whole['cpus']} CPUs, 1-min load average {load[0]:.2f} before, {load[1]:.2f} after), "
+            f"median of {whole['runs']} alternating runs: `stepscope analyze` "
+            f"{ours['median_wall_s']:.3f} s (CPU {ours['median_cpu_s']:.3f} s)")
+    if isinstance(hta, dict):
+        line += (f", HTA {hta['median_wall_s']:.3f} s (CPU {hta['median_cpu_s']:.3f} s): "
+                 f"{hta['median_wall_s'] / ours['median_wall_s']:.1f}x (target >= {WHOLE_SPEED_TARGET:g}x) "
+                 f"[by CPU time: {hta['median_cpu_s'] / ours['median_cpu_s']:.1f}x]")
+    print(line)
+    return 0

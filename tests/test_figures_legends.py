@@ -34,7 +34,7 @@ def charts() -> dict[str, dict[str, Any]]:
                         predict=PredictRequest(gpus=("h200", "l4"), prices={"l4": 0.8}))
     found = {}
     for name, report, tel in (("run", run, telemetry), ("gpt2", gpt2, None), ("predict", predicted, None)):
-        for s in sections.build(report, tel):
+        for s in sections.build(report, tel, charts=True):
             if s.figure is not None:
                 found[f"{name}:{s.id}"] = s.figure
     tune = tune_from_json((H100 / "tune_cifar" / "tune.json").read_bytes())

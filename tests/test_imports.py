@@ -115,6 +115,10 @@ LAZY: dict[str, tuple[int, str]] = {
     "report/__init__.py": (1, "the renderer table: each renderer's module (the HTML pages' jinja2, Perfetto's "
                               "writer) only when its output is asked for"),
     "trace/load.py": (1, "the Nsight Systems reader only for nsys files"),
+    "pipeline/flow.py": (1, "the several-ranks road (engines, process pools, the reduction) only for a job: one "
+                            "trace's analysis loads none of it"),
+    "commands/ranks.py": (1, "the engines (multiprocessing, process pools) only when `analyze` is given several "
+                             "ranks"),
     "tune/child.py": (1, "a measured trial runs the user's program with none of the analysis loaded"),
     "tune/fixes/__init__.py": (1, "the registry: one module per fix, found by name"),
 }

@@ -12,7 +12,6 @@ from pathlib import Path
 from stepscope.errors import StepscopeError
 from stepscope.model.report import Report
 from stepscope.pipeline import AnalyzeOptions, analyze
-from stepscope.ranks.engines import make_engine
 
 SHOWN_FAILURES = 20
 
@@ -40,6 +39,8 @@ def take_paths_from_ray(args: argparse.Namespace) -> None:
 
 def analyze_ranks(args: argparse.Namespace, files: Sequence[Path], options: AnalyzeOptions,
                   show_progress: bool) -> Report:
+    from stepscope.ranks.engines import make_engine  # a single trace's analyze loads no engine (process pools)
+
     engine = make_engine(dask=args.dask, ray=args.ray, ray_requested=args.ray is not None, workers=args.workers)
     with engine, _progress(show_progress, len(files), engine.name) as progress:
         report = analyze(files, options.replace(engine=engine, progress=progress))

@@ -4,6 +4,8 @@ frozen once built; a job of several ranks is the main rank's Report with the cro
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 import msgspec
 
 from stepscope.advice import Advice
@@ -16,9 +18,11 @@ from stepscope.pipeline.options import AnalyzeOptions
 from stepscope.pipeline.timeline import Timeline
 from stepscope.pipeline.usage import memory_section, utilization_section
 from stepscope.predict.energy import origin_energy
-from stepscope.ranks.to_report import JobParts
 from stepscope.units import ns_text
 from stepscope.version import __version__
+
+if TYPE_CHECKING:
+    from stepscope.ranks.to_report import JobParts  # a job's parts: only the several-ranks road makes them
 
 GENERATOR = f"stepscope {__version__}"
 

@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING, Any
 from stepscope.advice import advise
 from stepscope.errors import StepscopeError
 from stepscope.model import report as s
-from stepscope.pipeline import assemble, ranks, sources
+from stepscope.pipeline import assemble, sources
 from stepscope.pipeline.batch import batch_of
 from stepscope.pipeline.meter import meter_reference, meter_section
 from stepscope.pipeline.options import AnalyzeOptions
@@ -33,13 +33,21 @@ def analyze(source: sources.Source, options: AnalyzeOptions | None = None, **cha
     options = sources.with_live_run((options or AnalyzeOptions()).replace(**changes))
     traces = sources.traces_given(source)
     if traces is not None:
-        return one_report(traces[0], options) if len(traces) == 1 else ranks.analyze_traces(traces, options,
-                                                                                            one_report)
+        return one_report(traces[0], options) if len(traces) == 1 else _job(options, traces=traces)
     paths = sources.paths_given(source)
     files = sources.files_of(paths)
     if len(files) == 1:
         return one_report(files[0], sources.with_run_folder(paths, options))
-    return ranks.analyze_files(files, options, one_report)
+    return _job(options, files=files)
+
+
+def _job(options: AnalyzeOptions, *, traces: list[Trace] | None = None, files: list[Path] | None = None) -> s.Report:
+    """Several ranks as one job: Traces read already, analysed in this process, or files, on the options' engine."""
+    from stepscope.pipeline import ranks  # one trace loads none of this road (engines, process pools, reduction)
+
+    if traces is not None:
+        return ranks.analyze_traces(traces, options, one_report)
+    return ranks.analyze_files(files or [], options, one_report)
 
 
 def one_report(trace: str | Path | Trace, options: AnalyzeOptions) -> s.Report:

@@ -6,10 +6,14 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass, field
 from functools import lru_cache
-from importlib import resources
+from pathlib import Path
 
 from stepscope.errors import StepscopeError
 from stepscope.hardware import Achievable, GpuSpec, HardwareTable, Interconnect, achievable_for
+
+# The package's own folder, not importlib.resources: that loads tempfile, shutil, bz2 and lzma at import
+# (hardware/table.py reads its files the same way).
+DATA = Path(__file__).resolve().parent / "data"
 
 # Where a GPU has no rate for a dtype, the rate a program written for it falls back to there.
 DTYPE_FALLBACK = {"tf32": "fp32", "bf16": "fp32", "fp16": "fp32", "fp8": "bf16", "int8": "fp16"}
@@ -55,7 +59,7 @@ class Roofs:
 @lru_cache(maxsize=1)
 def roofline_bias() -> dict[str, object]:
     """How far below their datasheet roofs GPUs run training kernels (NeuSight's published medians)."""
-    return json.loads((resources.files("stepscope.predict") / "data" / "roofline_bias.json").read_text())
+    return json.loads((DATA / "roofline_bias.json").read_text())
 
 
 def resolve(table: HardwareTable, name: str, what: str = "GPU") -> GpuSpec:

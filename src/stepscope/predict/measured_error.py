@@ -7,8 +7,12 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass
 from functools import lru_cache
-from importlib import resources
+from pathlib import Path
 from typing import Any
+
+# The package's own folder, not importlib.resources: that loads tempfile, shutil, bz2 and lzma at import
+# (hardware/table.py reads its files the same way).
+DATA = Path(__file__).resolve().parent / "data"
 
 
 @dataclass(frozen=True)
@@ -24,7 +28,7 @@ class MeasuredError:
 
 @lru_cache(maxsize=1)
 def measured_error() -> MeasuredError:
-    doc = json.loads((resources.files("stepscope.predict") / "data" / "validation.json").read_text())
+    doc = json.loads((DATA / "validation.json").read_text())
     rows = doc["pairs"]
     pairs = frozenset(frozenset((r["origin"], r["target"])) for r in rows)
     return MeasuredError(gpu_time_error=float(doc["summary"]["gpu_time_error_max"]), pairs=pairs,

@@ -17,7 +17,7 @@ from typing import Any
 from stepscope.errors import StepscopeError
 
 # Modules the pool's workers import once, before forking each worker (forkserver).
-PRELOAD = ["stepscope.ranks.summarize", "stepscope.pipeline"]
+PRELOAD = ["stepscope.ranks.summarize", "stepscope.pipeline", "stepscope.pipeline.ranks"]
 
 
 @dataclass(frozen=True)

@@ -2,9 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Any
-
-import plotly.graph_objects as go
+from typing import TYPE_CHECKING, Any
 
 from stepscope.model.report import Report, Timeline
 from stepscope.model.telemetry import GpuReading, TelemetryReport
@@ -17,6 +15,9 @@ from stepscope.report.palette import (
     TIMELINE_COLORS,
     TIMELINE_LABELS,
 )
+
+if TYPE_CHECKING:
+    import plotly.graph_objects as go
 
 Figure = dict[str, Any]
 
@@ -34,6 +35,15 @@ def plain(text: str) -> str:
     return text.replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")
 
 
+def new_figure(layout: dict[str, Any]) -> go.Figure:
+    """An empty plotly figure. plotly is imported here, on the first chart drawn, so that only the HTML pages load
+    it: the terminal and JSON outputs draw no chart (plotly's import and figures were a quarter of the terminal
+    report's whole process on a 216k-event trace)."""
+    import plotly.graph_objects as go
+
+    return go.Figure(layout=layout)
+
+
 def _spec(fig: go.Figure) -> Figure:
     return fig.to_plotly_json()
 
@@ -43,8 +53,8 @@ def breakdown_figure(report: Report) -> Figure | None:
     if not report.steps:
         return None
     steps = [f"step {plain(r.id)}" for r in report.steps]
-    fig = go.Figure(layout={**LAYOUT, "barmode": "stack", "yaxis": {"title": {"text": "ms per step"}},
-                            "xaxis": {"type": "category"}, "hovermode": "x unified"})
+    fig = new_figure({**LAYOUT, "barmode": "stack", "yaxis": {"title": {"text": "ms per step"}},
+                      "xaxis": {"type": "category"}, "hovermode": "x unified"})
     for cat, color in BREAKDOWN_COLORS.items():
         values = [r.breakdown_us.get(cat, 0.0) / 1000 for r in report.steps]
         if any(values):
@@ -65,8 +75,8 @@ def gpu_figure(report: Report) -> Figure | None:
     if report.gpu is None or not report.gpu.devices:
         return None
     devices = [f"GPU {d.device}" for d in report.gpu.devices]
-    fig = go.Figure(layout={**LAYOUT, "barmode": "stack", "xaxis": {"title": {"text": "ms per step"}},
-                            "yaxis": {"type": "category"}, "height": 160 + 40 * len(devices)})
+    fig = new_figure({**LAYOUT, "barmode": "stack", "xaxis": {"title": {"text": "ms per step"}},
+                      "yaxis": {"type": "category"}, "height": 160 + 40 * len(devices)})
     for key, color in IDLE_COLORS.items():
         values = [(d.busy_us_per_step if key == "busy" else d.idle_us_per_step.get(key, 0.0)) / 1000
                   for d in report.gpu.devices]
@@ -82,7 +92,7 @@ def timeline_figure(timeline: Timeline | None) -> Figure | None:
     t, spans = timeline, timeline.spans
     names = [plain(n) for n in t.names]
     height = 150 + ROW_HEIGHT * len(t.rows)
-    fig = go.Figure(layout={
+    fig = new_figure({
         **LAYOUT, "height": height, "hovermode": "closest", "showlegend": True,
         "xaxis": {"title": {"text": f"µs from the start of step {plain(t.step_id)}"}, "range": [0, t.duration_us]},
         "yaxis": {"tickvals": list(range(len(t.rows))), "ticktext": [plain(r.label) for r in t.rows],
@@ -128,9 +138,9 @@ def telemetry_figure(telemetry: TelemetryReport | None) -> Figure | None:
     if not samples:
         return None
     t = [x.t for x in samples]
-    fig = go.Figure(layout={**LAYOUT, "hovermode": "x unified",
-                            "xaxis": {"title": {"text": "seconds since the capture started"}},
-                            "yaxis": {"title": {"text": "busy %"}, "range": [0, 105]}})
+    fig = new_figure({**LAYOUT, "hovermode": "x unified",
+                      "xaxis": {"title": {"text": "seconds since the capture started"}},
+                      "yaxis": {"title": {"text": "busy %"}, "range": [0, 105]}})
     names = telemetry.gpus if telemetry is not None else []
     for g in range(max((len(x.gpu) for x in samples), default=0)):
         readings = [x.gpu[g] if g < len(x.gpu) else GpuReading() for x in samples]
@@ -159,8 +169,8 @@ def telemetry_figure(telemetry: TelemetryReport | None) -> Figure | None:
 def breakdown_diff_figure(before: dict[str, float], after: dict[str, float], unit: str = "ms per step") -> Figure:
     """Before and after side by side: grouped bars of the mean breakdown (ms per step, or per sample)."""
     cats = [c for c in BREAKDOWN_COLORS if before.get(c) or after.get(c)]
-    fig = go.Figure(layout={**LAYOUT, "barmode": "group", "yaxis": {"title": {"text": unit}},
-                            "xaxis": {"type": "category"}})
+    fig = new_figure({**LAYOUT, "barmode": "group", "yaxis": {"title": {"text": unit}},
+                      "xaxis": {"type": "category"}})
     for label, values, color in (("before", before, "#9ecae9"), ("after", after, "#4c78a8")):
         fig.add_bar(x=[BREAKDOWN_LABELS[c] for c in cats], y=[values.get(c, 0.0) / 1000 for c in cats],
                     name=label, marker={"color": color}, hovertemplate="%{y:.2f} ms")
@@ -175,8 +185,8 @@ def prediction_figure(report: Report) -> Figure | None:
         return None
     origin = plain(f"{p.origin.name or p.origin.gpu} (measured)")
     names = [plain(t.name or t.gpu) for t in p.targets]
-    fig = go.Figure(layout={**LAYOUT, "yaxis": {"title": {"text": "ms per step"}}, "xaxis": {"type": "category"},
-                            "hovermode": "x unified"})
+    fig = new_figure({**LAYOUT, "yaxis": {"title": {"text": "ms per step"}}, "xaxis": {"type": "category"},
+                      "hovermode": "x unified"})
     # One slot per GPU (offsetgroup): the measured bar and the predicted ones are two legend entries, not two colours
     # under one.
     fig.add_bar(x=[origin], y=[(p.origin.step_time_us or 0) / 1000], name="step time, measured (this trace)",
@@ -213,9 +223,9 @@ def ladder_figure(tune: Tune, unit: str) -> Figure | None:
                               for t in tune.trials]
     measured = [getattr(tune.baseline, per_s)] + [getattr(t, per_s) for t in tune.trials]
     estimated = [None] + [getattr(t, f"estimated_{per_s}") for t in tune.trials]
-    fig = go.Figure(layout={**LAYOUT, "barmode": "group", "yaxis": {"title": {"text": unit}},
-                            "xaxis": {"type": "category", "categoryorder": "array", "categoryarray": labels,
-                                      "title": {"text": "rung: the fix it adds"}, "automargin": True}})
+    fig = new_figure({**LAYOUT, "barmode": "group", "yaxis": {"title": {"text": unit}},
+                      "xaxis": {"type": "category", "categoryorder": "array", "categoryarray": labels,
+                                "title": {"text": "rung: the fix it adds"}, "automargin": True}})
     for kind, color in RUNG_COLORS.items():
         mine = [i for i, o in enumerate(outcome) if o == kind]
         if mine:

@@ -88,7 +88,7 @@ class HtmlRenderer:
         self.telemetry = telemetry  # a run's telemetry.json (stepscope.telemetry/1), when there is one
 
     def render(self, report: Report) -> bytes:
-        built = sections.build(report, self.telemetry)
+        built = sections.build(report, self.telemetry, charts=True)
         return page(
             "report.html.j2",
             title=self.title or f"stepscope: {', '.join(report.source.paths[:2])}",

@@ -6,10 +6,8 @@ from __future__ import annotations
 
 from typing import Any
 
-import plotly.graph_objects as go
-
 from stepscope.model.report import RankRow, Report
-from stepscope.report.figures import LAYOUT, Figure, _spec, plain
+from stepscope.report.figures import LAYOUT, Figure, _spec, new_figure, plain
 from stepscope.report.tables import Cell, Table
 from stepscope.units import bytes_cell, share_cell, us_cell
 
@@ -176,9 +174,9 @@ def heatmap_figure(report: Report) -> Figure | None:
         return [[None if v is None else v / 1000 for v in getattr(r, field)] for r in report.ranks]
 
     times, waits = ms_matrix("step_times_us"), ms_matrix("step_wait_us")
-    fig = go.Figure(layout={**LAYOUT, "height": min(200 + 14 * len(labels), 900),
-                            "xaxis": {"type": "category"},
-                            "yaxis": {"type": "category", "autorange": "reversed", "automargin": True}})
+    fig = new_figure({**LAYOUT, "height": min(200 + 14 * len(labels), 900),
+                      "xaxis": {"type": "category"},
+                      "yaxis": {"type": "category", "autorange": "reversed", "automargin": True}})
     fig.add_heatmap(z=waits, x=steps, y=labels, colorscale="Viridis", colorbar={"title": {"text": "ms"}},
                     hovertemplate="%{y}, %{x}: %{z:.2f} ms<extra></extra>")
     buttons: list[dict[str, Any]] = [

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
+from functools import partial
 from typing import Any
 
 from stepscope.model.report import Report
@@ -31,7 +32,8 @@ class Section:
     tables: tuple[t.Table, ...] = ()
     items: tuple[tuple[str, str], ...] = ()  # (label, text) pairs, e.g. a run's settings
     lead: tuple[str, ...] = ()  # the statements that come before the tables (the headline figures)
-    figure: dict[str, Any] | None = None  # a plotly figure (HTML only)
+    figure: figures.Figure | None = None  # the plotly figure, drawn by build(charts=True) from `chart` (HTML only)
+    chart: Callable[[], figures.Figure | None] | None = None  # draws `figure`: called only where charts are shown
     lines: tuple[str, ...] = ()  # short statements, each on its own line
     detail: tuple[str, ...] = ()  # lines after them that the console counts and the page and report.txt show
     detail_label: str = ""  # what the detail lines are, in words
@@ -63,7 +65,8 @@ def ranks(report: Report, telemetry: TelemetryReport | None = None) -> Section |
     if not tables:
         return None
     return Section("ranks", "Ranks", rk.INTRO, lead=tuple(rk.lead(report)), tables=tuple(tables),
-                   figure=rk.heatmap_figure(report), lines=tuple(report.cross_rank.notes if report.cross_rank else ()))
+                   chart=partial(rk.heatmap_figure, report),
+                   lines=tuple(report.cross_rank.notes if report.cross_rank else ()))
 
 
 def meter(report: Report, telemetry: TelemetryReport | None = None) -> Section | None:
@@ -81,7 +84,7 @@ def breakdown(report: Report, telemetry: TelemetryReport | None = None) -> Secti
     return Section("breakdown", "Step-time breakdown",
                    "Exclusive by priority: kernel > memcpy > memset > communication > runtime > DataLoader > "
                    "CPU ops > other; the parts add up to the step.",
-                   tables=(table,), figure=figures.breakdown_figure(report))
+                   tables=(table,), chart=partial(figures.breakdown_figure, report))
 
 
 def gpu(report: Report, telemetry: TelemetryReport | None = None) -> Section | None:
@@ -91,20 +94,19 @@ def gpu(report: Report, telemetry: TelemetryReport | None = None) -> Section | N
     return Section("gpu", "GPU utilisation and idle causes",
                    "Busy: at least one kernel running. Idle split per device: host wait (the next kernel was not "
                    "launched yet), kernel wait (gaps under 30 ns between queued kernels), other (events, copies, "
-                   "syncs).", tables=(table,), figure=figures.gpu_figure(report))
+                   "syncs).", tables=(table,), chart=partial(figures.gpu_figure, report))
 
 
 def timeline(report: Report, telemetry: TelemetryReport | None = None) -> Section | None:
     tl = report.timeline
-    fig = figures.timeline_figure(tl)
-    if tl is None or fig is None:
+    if tl is None or not tl.rows:  # no chart (figures.timeline_figure), and nothing else to show
         return None
     left_out = (f" The {count_cell(tl.left_out)} shortest spans are left out to keep the page small."
                 if tl.left_out else "")
     return Section("timeline", f"Timeline of step {tl.step_id} (the median step, {us_cell(tl.duration_us)})",
                    "Host threads (ops by nesting level, then runtime calls) and GPU streams; the GPU's idle gaps "
                    "coloured by cause; sync calls marked ×. Drag to zoom, double-click to reset." + left_out,
-                   figure=fig, figure_only=True)
+                   chart=partial(figures.timeline_figure, tl), figure_only=True)
 
 
 def lines(report: Report, telemetry: TelemetryReport | None = None) -> Section | None:
@@ -143,18 +145,18 @@ def memory(report: Report, telemetry: TelemetryReport | None = None) -> Section 
 def run(report: Report, telemetry: TelemetryReport | None = None) -> Section | None:
     """How a live capture went (`stepscope run`, the API, callbacks): shown the same by `run` and `report`."""
     lines = t.run_summary(report)
-    fig = figures.telemetry_figure(telemetry)
-    if not lines and fig is None:
+    if not lines and (telemetry is None or not telemetry.samples):  # nor a chart (figures.telemetry_figure)
         return None
-    return Section("run", "The run", lines=tuple(lines), figure=fig)
+    return Section("run", "The run", lines=tuple(lines), chart=partial(figures.telemetry_figure, telemetry))
 
 
 def prediction(report: Report, telemetry: TelemetryReport | None = None) -> Section | None:
     table = pred.prediction_table(report)
     if table is None:
         return None
-    return Section("prediction", pred.TITLE, pred.INTRO, tables=(table,), figure=figures.prediction_figure(report),
-                   lines=tuple(pred.prediction_lines(report)), detail=tuple(pred.prediction_detail(report)),
+    return Section("prediction", pred.TITLE, pred.INTRO, tables=(table,),
+                   chart=partial(figures.prediction_figure, report), lines=tuple(pred.prediction_lines(report)),
+                   detail=tuple(pred.prediction_detail(report)),
                    detail_label="The assumptions, the model and its sources")
 
 
@@ -168,7 +170,8 @@ def utilization(report: Report, telemetry: TelemetryReport | None = None) -> Sec
                    "The roofline chart: kernels as points sized by time; each dtype's roof in its own colour and "
                    "dash, the datasheet's drawn full and the measured achievable ones faint.",
                    lead=tuple(ut.utilization_items(report)),
-                   tables=tuple(x for x in tables if x is not None), figure=usage_figures.roofline_figure(report))
+                   tables=tuple(x for x in tables if x is not None),
+                   chart=partial(usage_figures.roofline_figure, report))
 
 
 def memory_usage(report: Report, telemetry: TelemetryReport | None = None) -> list[Section] | None:
@@ -184,7 +187,7 @@ def memory_usage(report: Report, telemetry: TelemetryReport | None = None) -> li
             lines.append("persistent memory is not split: the trace comes without a run census (stepscope run)")
         where = "host" if m.device < 0 else f"device {m.device}"
         result.append(Section(f"memory-usage-{'host' if m.device < 0 else m.device}", f"Memory at the peak ({where})",
-                              tables=tuple(tables), lines=tuple(lines), figure=usage_figures.memory_figure(m)))
+                              tables=tuple(tables), lines=tuple(lines), chart=partial(usage_figures.memory_figure, m)))
     return result
 
 
@@ -201,13 +204,14 @@ SECTIONS: tuple[SectionFn, ...] = (
 
 
 def build(report: Report, telemetry: TelemetryReport | None = None,
-          sections: tuple[SectionFn, ...] = SECTIONS) -> list[Section]:
-    """The report's sections, in order, leaving out those it has nothing for."""
+          sections: tuple[SectionFn, ...] = SECTIONS, charts: bool = False) -> list[Section]:
+    """The report's sections, in order, leaving out those it has nothing for; with `charts`, each one's figure drawn
+    (only the HTML page shows them: plotly's figures were most of the terminal report's time)."""
     built: list[Section] = []
     for fn in sections:
         found = fn(report, telemetry)
         built += found if isinstance(found, list) else [found] if found is not None else []
-    return built
+    return [replace(x, figure=x.chart()) if charts and x.chart else x for x in built]
 
 
 def headline(report: Report) -> list[tuple[str, str]]:

@@ -3,12 +3,14 @@
 from __future__ import annotations
 
 import math
-
-import plotly.graph_objects as go
+from typing import TYPE_CHECKING
 
 from stepscope.model.report import Report
 from stepscope.model.usage import DeviceMemoryUsage, Roofline
-from stepscope.report.figures import LAYOUT, Figure, _spec, plain
+from stepscope.report.figures import LAYOUT, Figure, _spec, new_figure, plain
+
+if TYPE_CHECKING:
+    import plotly.graph_objects as go
 
 ROOF_COLORS = {"compute": "#4c78a8", "memory": "#f58518", "latency": "#9d755d", "unknown": "#bab0ac"}
 # Each dtype's roof its own colour and dash, so that bf16's and fp32's are told apart (both were solid black).
@@ -46,8 +48,8 @@ def roofline_figure(report: Report) -> Figure | None:
         return None
     xs = [p.intensity for p in points]
     lo, hi = 10 ** math.floor(math.log10(min(xs)) - 0.5), 10 ** math.ceil(math.log10(max(xs)) + 0.5)
-    fig = go.Figure(layout={**LAYOUT, "xaxis": {"type": "log", "title": {"text": "arithmetic intensity (FLOP/byte)"}},
-                            "yaxis": {"type": "log", "title": {"text": "achieved TFLOP/s"}}, "height": 480})
+    fig = new_figure({**LAYOUT, "xaxis": {"type": "log", "title": {"text": "arithmetic intensity (FLOP/byte)"}},
+                      "yaxis": {"type": "log", "title": {"text": "achieved TFLOP/s"}}, "height": 480})
     _roof_lines(fig, line, lo, hi, sorted({p.dtype for p in points}))
     biggest = max(p.time_us_per_step for p in points)
     for roof, color in ROOF_COLORS.items():
@@ -71,9 +73,9 @@ def memory_figure(m: DeviceMemoryUsage) -> Figure | None:
     if not m.timeline_ms:
         return None
     gb = 1e9
-    fig = go.Figure(layout={**LAYOUT, "hovermode": "x unified",
-                            "xaxis": {"title": {"text": "ms from the trace's start"}},
-                            "yaxis": {"title": {"text": "GB"}, "rangemode": "tozero"}})
+    fig = new_figure({**LAYOUT, "hovermode": "x unified",
+                      "xaxis": {"title": {"text": "ms from the trace's start"}},
+                      "yaxis": {"title": {"text": "GB"}, "rangemode": "tozero"}})
     fig.add_scatter(x=m.timeline_ms, y=[a / gb for a in m.timeline_allocated], name="allocated", mode="lines",
                     line={"color": "#4c78a8", "shape": "hv"}, hovertemplate="%{y:.3f} GB")
     if any(r > 0 for r in m.timeline_reserved):
