@@ -104,7 +104,7 @@ class ResNet18(nn.Module):
 def parse_args() -> argparse.Namespace:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu")
-    p.add_argument("--steps", type=int, default=30, help="optimizer steps to run in total")
+    p.add_argument("--steps", type=int, default=40, help="optimizer steps to run in total")
     p.add_argument("--batch-size", type=int, default=32)
     p.add_argument("--image-size", type=int, default=None, help="default: 224 on CUDA, 32 on CPU")
     p.add_argument("--num-images", type=int, default=10_000)

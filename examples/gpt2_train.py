@@ -76,7 +76,7 @@ def parse_args() -> argparse.Namespace:
     cuda = torch.cuda.is_available()
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--device", default="cuda" if cuda else "cpu")
-    p.add_argument("--steps", type=int, default=30, help="optimizer steps to run in total")
+    p.add_argument("--steps", type=int, default=40, help="optimizer steps to run in total")
     p.add_argument("--batch-size", type=int, default=None, help="default 12 on CUDA, 8 on CPU")
     p.add_argument("--block-size", type=int, default=None, help="tokens per sequence; default 1024 / 64")
     p.add_argument("--n-layer", type=int, default=None, help="default 12 / 2")

@@ -47,7 +47,7 @@ class BatchPool(Dataset):
 def main() -> None:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu")
-    p.add_argument("--steps", type=int, default=30, help="optimizer steps to run in total")
+    p.add_argument("--steps", type=int, default=40, help="optimizer steps to run in total")
     p.add_argument("--batch-size", type=int, default=64)
     p.add_argument("--image-size", type=int, default=None, help="default: 224 on CUDA, 112 on CPU")
     p.add_argument("--workers", type=int, default=0, help="DataLoader num_workers")

@@ -56,7 +56,7 @@ def device_metrics(logits: torch.Tensor, target: torch.Tensor, confusion: torch.
 def main() -> None:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu")
-    p.add_argument("--steps", type=int, default=30, help="optimizer steps to run in total")
+    p.add_argument("--steps", type=int, default=40, help="optimizer steps to run in total")
     p.add_argument("--batch-size", type=int, default=32)
     p.add_argument("--image-size", type=int, default=32)
     p.add_argument("--on-device", action="store_true", help="fix: batched metrics on the device")

@@ -25,7 +25,7 @@ from torch.utils.data import BatchSampler, DataLoader, RandomSampler, TensorData
 def main() -> None:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu")
-    p.add_argument("--steps", type=int, default=30, help="optimizer steps to run in total")
+    p.add_argument("--steps", type=int, default=40, help="optimizer steps to run in total")
     p.add_argument("--batch-size", type=int, default=None, help="default: 1024 on CUDA, 256 on CPU")
     p.add_argument("--width", type=int, default=None, help="default: 4096 on CUDA, 512 on CPU")
     p.add_argument("--depth", type=int, default=8)

@@ -51,7 +51,7 @@ class SlowDataset(Dataset):
 def main() -> None:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu")
-    p.add_argument("--steps", type=int, default=30, help="optimizer steps to run in total")
+    p.add_argument("--steps", type=int, default=40, help="optimizer steps to run in total")
     p.add_argument("--batch-size", type=int, default=32)
     p.add_argument("--image-size", type=int, default=64)
     p.add_argument("--work", type=int, default=8, help="numpy blur passes per sample (data cost)")
