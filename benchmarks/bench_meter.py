@@ -2,6 +2,7 @@
 
     .venv/bin/python benchmarks/bench_meter.py                 # every workload, 3 rounds (~10 min on 2 cores)
     .venv/bin/python benchmarks/bench_meter.py --only storage --rounds 5
+    .venv/bin/python benchmarks/bench_meter.py --examples         # the examples/ scripts instead (CPU sizes)
 
 For each workload, each round runs, one after the other (so the machine's drift falls on all of them alike):
   plain       the loop as it is (its own step times: the truth)
@@ -11,7 +12,8 @@ For each workload, each round runs, one after the other (so the machine's drift 
 and prints, per workload, medians over the rounds: the meter's cost (metered / plain - 1, paired per round), the
 headline against the plain step (paired), the perturbation's answer and stepscope's verdict, and on the storage
 loader the data wait against the share a second worker saves plain, with the dataloader_workers estimate.
-OMP_NUM_THREADS=1 throughout. Prints; exits 0.
+With --examples, each script of examples/ at its CPU size: plain (its own samples/s line), metered, and the
+headline of `stepscope run`, paired per round. OMP_NUM_THREADS=1 throughout. Prints; exits 0.
 """
 
 from __future__ import annotations
@@ -19,6 +21,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import re
 import statistics
 import subprocess
 import sys
@@ -28,6 +31,10 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 WORKLOADS = ROOT / "benchmarks" / "meter_workloads.py"
+RATE = re.compile(r"([\d.,]+) samples/s")
+EXAMPLES = (("cifar_resnet.py", "--image-size", "32", "--batch-size", "16"), ("gpt2_train.py",),
+            ("pattern_input_bound.py",), ("pattern_launch_bound.py",), ("pattern_cpu_compute_bound.py",),
+            ("pattern_sync_bound.py",), ("pattern_copy_bound.py",), ("pattern_gpu_compute_bound.py",))
 WARMUP = 10  # plain steps left out of the plain median (start-up, prefetched batches)
 METERED = ("import runpy, sys; from stepscope.capture.meter import StepMeter; "
            "StepMeter(None, live=False).install(); sys.argv = sys.argv[1:]; "
@@ -84,12 +91,56 @@ def confirmed(work: Workload, base: float, perturbed: float) -> bool:
     return perturbed / base >= 1.6  # 2x the batch, ~2x the time: the math is the step
 
 
+def example_rate(command: list[str], metered: bool = False) -> float | None:
+    head = [sys.executable, "-c", METERED] if metered else [sys.executable]
+    done = subprocess.run([*head, *command], capture_output=True, text=True, env=env(), cwd=ROOT)
+    found = RATE.findall(done.stdout)
+    return float(found[-1].replace(",", "")) if found else None
+
+
+def examples(rounds: int, only: list[str] | None) -> None:
+    """Each example at its CPU size: the meter's cost and the headline against the plain run, paired per round."""
+    print("| example | plain samples/s | meter cost | stepscope headline vs plain | verdict |")
+    print("|---|---|---|---|---|")
+    for example in EXAMPLES:
+        if only and example[0].removesuffix(".py") not in only:
+            continue
+        command = [str(ROOT / "examples" / example[0]), *example[1:], "--device", "cpu"]
+        costs, errors, plains, verdict = [], [], [], "-"
+        with tempfile.TemporaryDirectory() as d:
+            for _ in range(rounds):
+                plain_rate = example_rate(command)
+                metered_rate = example_rate(command, metered=True)
+                out = Path(d) / "run"
+                subprocess.run([sys.executable, "-m", "stepscope", "run", "-o", str(out), "-f",
+                                "--telemetry-interval", "0", *command], capture_output=True, env=env(), cwd=d)
+                report = json.loads((out / "report.json").read_text()) if (out / "report.json").is_file() else None
+                if not plain_rate or not metered_rate or report is None:
+                    continue
+                plains.append(plain_rate)
+                costs.append(plain_rate / metered_rate - 1)  # time per sample, metered over plain
+                rate = report["summary"].get("samples_per_s")
+                if rate:
+                    errors.append(plain_rate / rate - 1)  # the headline's step over the plain step
+                verdict = report["patterns"][0]["id"] if report["patterns"] else "-"
+        if not plains:
+            print(f"| {example[0]} | failed | | | |", flush=True)
+            continue
+        cost = f"{statistics.median(costs):+.2%} ({min(costs):+.1%}..{max(costs):+.1%})"
+        err = f"{statistics.median(errors):+.1%} ({min(errors):+.1%}..{max(errors):+.1%})" if errors else "-"
+        print(f"| {example[0]} | {statistics.median(plains):,.1f} | {cost} | {err} | {verdict} |", flush=True)
+
+
 def main() -> None:
     p = argparse.ArgumentParser()
     p.add_argument("--only", nargs="*")
     p.add_argument("--rounds", type=int, default=3)
     p.add_argument("--steps", type=int, default=60)
+    p.add_argument("--examples", action="store_true", help="the examples/ scripts instead of the workloads")
     args = p.parse_args()
+    if args.examples:
+        examples(args.rounds, args.only)
+        return
     rows = []
     for work in WORKLOADS_ALL:
         if args.only and work.name not in args.only:

@@ -59,7 +59,8 @@ class SleepySGD(torch.optim.SGD):
 
 
 def run_steps(meter_folder: Path, loader: torch.utils.data.DataLoader, steps: int, *, syncs: bool = False,
-              sleepy_item: bool = False, monkeypatch: pytest.MonkeyPatch | None = None) -> StepMeter:
+              sleepy_item: bool = False, monkeypatch: pytest.MonkeyPatch | None = None,
+              chosen: str | None = None) -> StepMeter:
     model = SleepyModel()
     opt = SleepySGD(model.parameters(), lr=0.01)
     if sleepy_item:
@@ -71,7 +72,7 @@ def run_steps(meter_folder: Path, loader: torch.utils.data.DataLoader, steps: in
             return original(self)
 
         monkeypatch.setattr(torch.Tensor, "item", slow_item)
-    meter = StepMeter(meter_folder, syncs=syncs, live=False).install()
+    meter = StepMeter(meter_folder, syncs=syncs, live=False, chosen=chosen).install()
     try:
         for i, x in enumerate(loader):
             loss = model(x).sum()
@@ -114,12 +115,17 @@ def test_hand_built_steps_are_measured_phase_by_phase(tmp_path: Path, monkeypatc
     assert len(rec.steps.wall_ns) == 8  # one per optimizer step, the first from the first fetch
 
 
-def test_each_source_counts_its_own_steps(tmp_path: Path) -> None:
+def test_each_source_counts_its_own_steps_until_the_strongest_leads(tmp_path: Path) -> None:
     loader = torch.utils.data.DataLoader(SleepyData(16, 0.001), batch_size=2)
     meter = run_steps(tmp_path, loader, 5)
-    assert meter.logs["optimizer"].count == 5 and meter.logs["backward"].count == 5
-    assert meter.logs["forward"].count == 4  # a forward's step ends at the next forward
-    assert meter.leading == "optimizer"
+    assert meter.leading == "optimizer" and meter.logs["optimizer"].count == 5
+    # Weaker sources are kept until the optimizer has led 3 steps (then they would never be reported): backward
+    # passes 1-3, forwards' steps 1-2 (the first forward starts a step, it ends none).
+    assert meter.logs["backward"].count == 3 and meter.logs["forward"].count == 2
+    # A source the user chose (--step-on forward) is kept whatever leads.
+    chosen = run_steps(tmp_path, torch.utils.data.DataLoader(SleepyData(16, 0.001), batch_size=2), 5,
+                       chosen="forward")
+    assert chosen.logs["forward"].count == 4 and chosen.record("forward").source == "forward"
 
 
 def test_a_loader_whose_worker_waits_is_seen_from_the_workers_side(tmp_path: Path) -> None:

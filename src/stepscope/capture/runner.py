@@ -5,6 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
+from stepscope.capture.arbiter import CHOSEN
 from stepscope.capture.attribution import AttributionWindow
 from stepscope.capture.census import MemoryCensus
 from stepscope.capture.hooks import StepHooks
@@ -50,7 +51,8 @@ def capture_program(program: Program, spec: CaptureOptions, folder: Path, *, ful
     session.listeners = [x for x in (telemetry, watch, attribution, MemoryCensus(folder)) if x is not None]
     session.on_leader = hooks.drop_weaker_than
     # The meter's hooks go on first, so the step-detection hooks (which start and stop the profiler) wrap them.
-    meter = session.meter = StepMeter(folder, syncs=spec.meter_syncs, batch_size=lambda: session.batch_size)
+    meter = session.meter = StepMeter(folder, syncs=spec.meter_syncs, batch_size=lambda: session.batch_size,
+                                      chosen=CHOSEN.get(spec.step_on or ""))
     previous = activate(session)
     try:
         meter.install()

@@ -30,7 +30,9 @@ PRIORITY = {"manual": 0, "lightning": 0, "huggingface": 0, "optimizer": 1, "back
             "forward": 4}
 # Sources whose mark is the start of a step (a model call ends the previous forward's step): the first one ends none.
 STARTS_A_STEP = ("forward",)
-LIVE_STEPS = 2_000  # the steps the live file keeps (the final file keeps all)
+LIVE_STEPS = 2_000
+# Steps of the strongest source after which weaker sources are no longer kept (they cost every step).
+SETTLED = 3  # the steps the live file keeps (the final file keeps all)
 WRITE_EVERY_NS = 1_000_000_000
 # Set in a forked child (a DataLoader worker inherits the hooks): they must do nothing there.
 _FORKED = [False]
@@ -40,8 +42,9 @@ os.register_at_fork(after_in_child=lambda: _FORKED.__setitem__(0, True))
 class StepMeter:
     def __init__(self, folder: Path | None, *, syncs: bool | None = None, live: bool = True,
                  clock: Callable[[], int] = time.perf_counter_ns, device: DeviceTimer | None = None,
-                 batch_size: Callable[[], int | None] | None = None) -> None:
+                 batch_size: Callable[[], int | None] | None = None, chosen: str | None = None) -> None:
         self.folder = folder
+        self.chosen = chosen  # the source the user chose to count steps by (--step-on), kept whatever leads
         self.clock = PhaseClock(clock)
         self.logs: dict[str, StepLog] = {}
         self.leading: str | None = None  # the strongest source seen so far
@@ -90,6 +93,10 @@ class StepMeter:
     def boundary(self, source: str) -> None:
         """A step of `source` has just ended."""
         log = self.logs.get(source)
+        leading = self.leading
+        if (leading is not None and leading != source and source != self.chosen
+                and PRIORITY.get(source, 9) > PRIORITY.get(leading, 9) and self.logs[leading].count >= SETTLED):
+            return  # a weaker source once a stronger one has led a few steps: its steps will never be reported
         t, totals = self.clock.read()
         if log is None:
             log = self.logs[source] = StepLog()

@@ -75,16 +75,15 @@ class StepLog:
             self._last_t, self._last = t, totals[:NAMED]
 
     def boundary(self, t: int, totals: list[int]) -> None:
-        last_t, last = self._last_t, self._last
+        last_t = self._last_t
         if last_t is not None:
-            wall = t - last_t
+            d, f, b, o, y = totals[0], totals[1], totals[2], totals[3], totals[4]  # unrolled: this runs every step
+            last = self._last
             if self.count < MAX_STEPS:
-                self.rows.extend((t, wall, *(totals[i] - last[i] for i in range(NAMED))))
+                self.rows.extend((t, t - last_t, d - last[0], f - last[1], b - last[2], o - last[3], y - last[4]))
             else:
-                over = self.overflow
-                over[0] += wall
-                for i in range(NAMED):
-                    over[1 + i] += totals[i] - last[i]
+                for i, v in enumerate((t - last_t, d - last[0], f - last[1], b - last[2], o - last[3], y - last[4])):
+                    self.overflow[i] += v
             self.count += 1
         self._last_t, self._last = t, totals[:NAMED]
 
