@@ -3,6 +3,7 @@ line shows as slower beyond noise; Ctrl-C during a capture leaves no process beh
 
 from __future__ import annotations
 
+import os
 import re
 import shlex
 import shutil
@@ -24,6 +25,17 @@ def screen(session: str) -> str:
     return subprocess.run([TMUX, "capture-pane", "-p", "-J", "-t", session], capture_output=True, text=True).stdout
 
 
+def save_svg(session: str, path: Path) -> None:
+    from rich.console import Console
+    from rich.text import Text
+
+    ansi = subprocess.run([TMUX, "capture-pane", "-p", "-e", "-t", session], capture_output=True, text=True).stdout
+    with open(os.devnull, "w") as sink:
+        console = Console(record=True, width=160, file=sink, force_terminal=True)
+        console.print(Text.from_ansi(ansi.rstrip()))
+    console.save_svg(str(path), title="stepscope watch")
+
+
 def table_row(text: str, start: str) -> str:
     """The table row that starts with `start`, with its wrapped continuation lines joined to it."""
     lines = text.splitlines()
@@ -37,8 +49,9 @@ def test_watch_shows_the_change_and_ctrl_c_leaves_nothing(tmp_path: Path) -> Non
     script = write_script(tmp_path)
     session = f"stepscope-watch-{tmp_path.name}"[:60]
     # COLUMNS from the test's own environment would override the pane's width for rich
-    cmd = (f"cd {shlex.quote(str(tmp_path))} && unset COLUMNS LINES && OMP_NUM_THREADS=1 {shlex.quote(sys.executable)} -m stepscope watch "
-           f"--polling --runs-dir runs train.py; echo WATCH-EXIT=$?; sleep 60")
+    cmd = (f"cd {shlex.quote(str(tmp_path))} && unset COLUMNS LINES && OMP_NUM_THREADS=1 "
+           f"{shlex.quote(sys.executable)} -m stepscope watch --polling --runs-dir runs train.py; "
+           "echo WATCH-EXIT=$?; sleep 60")
     subprocess.run([TMUX, "new-session", "-d", "-s", session, "-x", "160", "-y", "60", cmd], check=True)
     try:
         first = wait_for(lambda: re.search(r"run 1 \(start\): finished", screen(session)), 90, "the first run")
@@ -50,6 +63,8 @@ def test_watch_shows_the_change_and_ctrl_c_leaves_nothing(tmp_path: Path) -> Non
         row = table_row(screen(session), f"train.py:{FORWARD_LINE} ")
         assert "out = model(x)" in row
         assert re.search(r"fwd \+[\d.]+ (ms|µs) \(\+\d+%\) slower", row), row  # vs previous, beyond noise
+        if images := os.environ.get("STEPSCOPE_DOCS_IMAGES"):  # docs/watch.md's picture
+            save_svg(session, Path(images) / "watch-terminal.svg")
         # Ctrl-C while a capture runs: touch the script, wait for its `stepscope run` child, then interrupt.
         pane_pid = int(subprocess.run([TMUX, "display-message", "-p", "-t", session, "#{pane_pid}"],
                                       capture_output=True, text=True).stdout)
