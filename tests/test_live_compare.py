@@ -4,11 +4,12 @@ thresholds), the fixed threshold without per-step figures, phases and verdicts, 
 from __future__ import annotations
 
 import math
+from types import SimpleNamespace
 
 import pytest
 
 from stepscope.live.batch import batch_model, predict
-from stepscope.live.compare import compare
+from stepscope.live.compare import compare, phases_us, run_noise
 from stepscope.model import report as s
 from stepscope.model.usage import ActivationLine, DeviceMemoryUsage, MemoryCategory, MemoryUsage
 
@@ -121,3 +122,16 @@ def test_batch_model_without_an_estimate_grows_the_op_time() -> None:
     model = batch_model(r)
     assert model is not None and model.grow_us == pytest.approx(600) and model.fixed_bytes is None
     assert predict(model, 32).step_us == pytest.approx(1600) and predict(model, 32).peak_bytes is None
+
+
+def test_the_step_meters_section_gives_the_phases_and_the_noise() -> None:
+    # A report written with the step meter (its `meter` section; read by attribute): p10 90 µs, p90 115.63 µs over
+    # 16 steps, median 100 -> a standard deviation of 25.63 / 2.563 = 10 µs, 10% of the median, 2.5% for a mean of
+    # 16 steps. Its phases replace the breakdown.
+    phases = [SimpleNamespace(name="forward", mean_us=40.0, share=0.4),
+              SimpleNamespace(name="other", mean_us=60.0, share=0.6)]
+    meter = SimpleNamespace(steps=16, median_us=100.0, p10_us=90.0, p90_us=115.63, phases=phases)
+    metered = SimpleNamespace(meter=meter, run=None, steps=[], summary=SimpleNamespace(breakdown_us={"cpu_exec": 1.0}))
+    noise = run_noise(metered)  # type: ignore[arg-type]
+    assert noise.basis == "meter steps" and noise.relative == pytest.approx(0.025)
+    assert phases_us(metered) == ("meter", {"forward": 40.0, "other": 60.0})  # type: ignore[arg-type]

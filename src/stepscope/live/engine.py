@@ -25,6 +25,7 @@ from stepscope.model.report import Report, from_json
 from stepscope.model.runfolder import REPORT_JSON
 
 METER_JSON = "meter.json"  # the step meter's file (stepscope.meter/1), when `stepscope run` writes one
+METER_PHASES = ("data", "forward", "backward", "optimizer", "sync")  # its phases; `other` is the rest of the step
 LOG = "output.log"  # the child's stdout and stderr, beside (not inside) its run folder
 POLL_S = 0.1  # how often a capture's folder is looked at for the meter's first figures
 KILL_WAIT_S = 5.0
@@ -262,21 +263,26 @@ def _why_failed(capture: _Capture) -> str:
 
 
 def meter_figures(run_id: int, path: Path) -> FirstFigures | None:
-    """The step meter's figures (stepscope.meter/1) once it has a step: median step, samples/s, phase shares."""
+    """The step meter's figures (meter.json, stepscope.meter/1) once it has an unprofiled step past the program's
+    first (its start-up): the median step, samples/s, and each phase's median share of it."""
     try:
         meter = msgspec.json.decode(path.read_bytes())
         steps = meter["steps"]
-        wall = sorted(int(x) for x in steps["wall_ns"])
-    except (OSError, msgspec.DecodeError, KeyError, TypeError, ValueError):
+        first = int(steps.get("first_step", 0))
+        profiled = meter.get("profiled") or [-1, -2]
+        keep = [i for i in range(len(steps["wall_ns"]))
+                if first + i > 0 and not profiled[0] <= first + i <= profiled[1]]
+        wall = sorted(int(steps["wall_ns"][i]) for i in keep)
+    except (OSError, msgspec.DecodeError, KeyError, TypeError, ValueError, IndexError, AttributeError):
         return None
     if not wall or wall[len(wall) // 2] <= 0:
         return None
     median = wall[len(wall) // 2]
     phases: dict[str, float] = {}
-    for key, values in steps.items():
-        if key.endswith("_ns") and key not in ("wall_ns", "end_ns") and values:
-            ordered = sorted(values)
-            phases[key[:-3]] = ordered[len(ordered) // 2] / median
+    for name in METER_PHASES:
+        values = sorted(int(v) for i, v in enumerate(steps.get(f"{name}_ns") or []) if i in keep)
+        if values:
+            phases[name] = values[len(values) // 2] / median
     phases["other"] = max(0.0, 1.0 - sum(phases.values()))
     batch = meter.get("batch_size")
     samples = batch * 1e9 / median if isinstance(batch, int) and batch > 0 else None
@@ -284,8 +290,13 @@ def meter_figures(run_id: int, path: Path) -> FirstFigures | None:
 
 
 def _figures_from_report(run_id: int, report: Report) -> FirstFigures:
+    """The headline and the phases: the report's meter section (a report written with the step meter), else its
+    breakdown."""
     s = report.summary
-    step = s.step_time_us or 0.0
-    total = sum(s.breakdown_us.values()) or 1.0
-    return FirstFigures(run_id, step / 1e3, s.samples_per_s, {k: v / total for k, v in s.breakdown_us.items()},
-                        "report")
+    meter = getattr(report, "meter", None)
+    if meter is not None and getattr(meter, "phases", None):
+        shares = {p.name: p.share for p in meter.phases}
+    else:
+        total = sum(s.breakdown_us.values()) or 1.0
+        shares = {k: v / total for k, v in s.breakdown_us.items()}
+    return FirstFigures(run_id, (s.step_time_us or 0.0) / 1e3, s.samples_per_s, shares, "report")
