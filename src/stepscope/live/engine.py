@@ -114,6 +114,7 @@ class _Capture:
         self.run_id, self.proc, self.folder, self.started = run_id, proc, folder, started
         self.cancelled = threading.Event()
         self.first_figures: float | None = None
+        self.finished = False  # its result has been sent
         self.tail: deque[str] = deque(maxlen=40)
         self.thread: threading.Thread | None = None
 
@@ -127,7 +128,8 @@ class Reprofiler:
         self.workdir.mkdir(parents=True, exist_ok=True)
         self._lock = threading.Lock()
         self._run_id = 0
-        self._current: _Capture | None = None
+        self._current: _Capture | None = None  # the capture in flight, until its result is sent
+        self._live: set[_Capture] = set()  # every child not yet reaped (a finished one may still write its pages)
         self._closed = False
 
     def command(self, folder: Path) -> list[str]:
@@ -139,7 +141,8 @@ class Reprofiler:
         with self._lock:
             if self._closed:
                 raise RuntimeError("the Reprofiler is closed")
-            self._stop(self._current)
+            for old in list(self._live):  # the one in flight, and any still writing its pages after its result
+                self._stop(old)
             self._run_id += 1
             run_id = self._run_id
             folder = self.workdir / f"run-{run_id}"
@@ -153,6 +156,7 @@ class Reprofiler:
                                     stdout=subprocess.PIPE, stderr=subprocess.STDOUT, start_new_session=True)
             capture = _Capture(run_id, proc, folder, time.monotonic())
             self._current = capture
+            self._live.add(capture)
             capture.thread = threading.Thread(target=self._follow, args=(capture,), daemon=True,
                                               name=f"stepscope-live-{run_id}")
         self._emit(Started(run_id, tuple(cmd)))
@@ -169,10 +173,13 @@ class Reprofiler:
         """Cancel and wait: no child process is left behind."""
         with self._lock:
             self._closed = True
-            capture, self._current = self._current, None
-            self._stop(capture)
-        if capture is not None and capture.thread is not None and capture.thread is not threading.current_thread():
-            capture.thread.join(KILL_WAIT_S)
+            self._current = None
+            captures = list(self._live)
+            for capture in captures:
+                self._stop(capture)
+        for capture in captures:
+            if capture.thread is not None and capture.thread is not threading.current_thread():
+                capture.thread.join(KILL_WAIT_S)
 
     def _stop(self, capture: _Capture | None) -> None:
         if capture is None:
@@ -182,18 +189,27 @@ class Reprofiler:
             _kill_group(capture.proc)
 
     def _follow(self, capture: _Capture) -> None:
-        """Read the child's output, look for the first figures, and report the result when it ends."""
+        """Read the child's output, look for the first figures, and report the result as soon as report.json is
+        written (the child goes on writing report.txt and report.html, conveniences nobody here waits for)."""
         reader = threading.Thread(target=self._read_output, args=(capture,), daemon=True)
         reader.start()
-        while capture.proc.poll() is None and not capture.cancelled.is_set():
+        report_file = capture.folder / REPORT_JSON
+        while capture.proc.poll() is None and not capture.cancelled.is_set() and not report_file.is_file():
             if capture.first_figures is None:
                 self._first_figures_from_meter(capture)
             time.sleep(POLL_S)
+        if not report_file.is_file():  # it ended (or was cancelled) without a report: its output says why
+            capture.proc.wait()
+            reader.join(KILL_WAIT_S)
+        if not capture.cancelled.is_set():
+            self._report(capture)
         capture.proc.wait()
         _kill_group(capture.proc)  # what the program left running in its group (a worker, a server) goes too
         reader.join(KILL_WAIT_S)
-        if capture.cancelled.is_set():
-            return
+        with self._lock:
+            self._live.discard(capture)
+
+    def _report(self, capture: _Capture) -> None:
         report, error = _load_report(capture.folder)
         if error is None and report is not None and not report.summary.step_time_us:
             error = "no steps were recorded: " + (report.run.status if report.run else "the trace has none")
@@ -208,9 +224,11 @@ class Reprofiler:
             if self._current is capture:
                 self._current = None
         self._send(capture, Finished(capture.run_id, result))
+        capture.finished = True
 
     def _send(self, capture: _Capture, event: Event) -> None:
-        if not capture.cancelled.is_set():
+        """Nothing after a cancel, nor after the result (the child's last lines of output)."""
+        if not capture.cancelled.is_set() and not capture.finished:
             self._emit(event)
 
     def _read_output(self, capture: _Capture) -> None:
