@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import argparse
 import shutil
+import signal
 import tempfile
 import threading
 from pathlib import Path
@@ -90,6 +91,7 @@ def main(args: argparse.Namespace) -> int:
                            batch_flag=BatchFlag(args.batch_flag) if args.batch_flag else None)
     console = Console(stderr=False)
     page = None
+    previous = {sig: signal.signal(sig, _interrupt) for sig in (signal.SIGTERM, signal.SIGHUP)}
     try:
         if args.page:
             try:
@@ -108,8 +110,16 @@ def main(args: argparse.Namespace) -> int:
             page.close()
         if not args.runs_dir:
             shutil.rmtree(workdir, ignore_errors=True)
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)
     console.print("stepscope: watch ended")
     return 0
+
+
+def _interrupt(signum: int, frame: object) -> None:
+    """SIGTERM and SIGHUP (the terminal closed) end watch as Ctrl-C does: its captures run in sessions of their
+    own, out of reach of the signals sent to watch's group, so they must be ended by watch itself."""
+    raise KeyboardInterrupt
 
 
 def _show(session: WatchSession, console: Console) -> None:

@@ -28,6 +28,7 @@ from stepscope.live.engine import (
 from stepscope.live.files import FileWatcher, watched_files
 
 DEBOUNCE_S = 0.3
+FILES_TTL_S = 2.0
 
 
 @dataclass(frozen=True)
@@ -72,6 +73,7 @@ class WatchSession:
         self.engine = Reprofiler(target, on_event=self._on_event, workdir=workdir / "runs")
         self.measurer = Reprofiler(target, on_event=self._on_measure, workdir=workdir / "batches")
         self._debounce = Debouncer(debounce_s, self._resubmit)
+        self._listed: tuple[float, object, set[Path]] | None = None
         self.watcher = FileWatcher(self._files, self.saved, polling=polling)
 
     # -- driving
@@ -128,8 +130,12 @@ class WatchSession:
         self.engine.submit()
 
     def _files(self) -> set[Path]:
+        """What to watch, listed again at most every FILES_TTL_S (a poll asks four times a second)."""
+        now = time.monotonic()
         report = self.current.report if self.current else None
-        return watched_files(self.script, self.target.cwd, report)
+        if self._listed is None or now - self._listed[0] > FILES_TTL_S or self._listed[1] is not report:
+            self._listed = (now, report, watched_files(self.script, self.target.cwd, report))
+        return self._listed[2]
 
     def _on_event(self, event: Event) -> None:
         with self._lock:
