@@ -12,8 +12,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from stepscope.live import view
-from stepscope.live.batch import batch_model
-from stepscope.live.compare import compare
+from stepscope.live.batch import BatchModel, batch_model
+from stepscope.live.compare import Changes, compare
 from stepscope.live.engine import (
     Debouncer,
     Event,
@@ -66,6 +66,8 @@ class WatchSession:
         self.previous: Result | None = None
         self.baseline: Result | None = None
         self.failed: Result | None = None  # the last result, when it failed
+        self.changes: Changes | None = None  # the current result against the previous one and the baseline
+        self.model: BatchModel | None = None  # the batch sizes' model, from the current result
         self.saved_at: float | None = None  # monotonic time of the save behind the run in flight
         self.trigger: str = "start"
         self.measurements: dict[int, dict] = {}  # batch size -> a measurement's state and figures
@@ -97,6 +99,9 @@ class WatchSession:
         """The current result becomes the baseline the next ones are compared with."""
         with self._lock:
             self.baseline = self.current
+            if self.current is not None and self.current.report is not None:
+                prev = self.previous.report if self.previous else None
+                self.changes = compare(self.current.report, prev, None)  # nothing since a baseline it is
         self._changed()
 
     def measure(self, batch: int) -> str | None:
@@ -194,5 +199,3 @@ class WatchSession:
         for listener in list(self._listeners):
             listener(version)
 
-    changes = None
-    model = None
