@@ -61,3 +61,17 @@ def test_a_measurement_belongs_to_the_run_it_was_made_against(tmp_path: Path) ->
     assert all(r["measured"] is None for r in s.snapshot()["batch"]["rows"])
     s.batch_flag = None
     assert "not settable" in (s.measure(64) or "")
+
+
+def test_run_folders_nobody_shows_are_removed(tmp_path: Path) -> None:
+    s = session(tmp_path)
+    runs = tmp_path / "work" / "runs"
+    for n in range(1, 5):
+        (runs / f"run-{n}").mkdir(parents=True, exist_ok=True)
+        (runs / f"run-{n}" / "report.json").write_text("{}")
+        (runs / f"run-{n}.output.log").write_text("")
+    for n in (1, 2, 3, 4):
+        finish(s, n, 100.0 + n)
+    # shown: run 4 (current), 3 (previous), 1 (baseline); run 2 is nobody's any more
+    assert sorted(p.name for p in runs.iterdir()) == ["run-1", "run-1.output.log", "run-3", "run-3.output.log",
+                                                        "run-4", "run-4.output.log"]

@@ -5,6 +5,7 @@ Batch measurements run the program again with another batch size through a secon
 
 from __future__ import annotations
 
+import shutil
 import threading
 import time
 from collections.abc import Callable
@@ -160,6 +161,7 @@ class WatchSession:
             elif isinstance(event, Finished):
                 run["state"], run["finished_at"] = "finished", time.monotonic()
                 self._finished(event.result)
+                self._prune()
         self._changed()
 
     def _finished(self, result: Result) -> None:
@@ -174,6 +176,19 @@ class WatchSession:
         base = self.baseline.report if self.baseline is not result else None
         self.changes = compare(result.report, prev, base)
         self.model = batch_model(result.report)
+
+    def _prune(self) -> None:
+        """Run folders of results nobody shows any more go (a long session would fill the disk with traces); the
+        current, previous and baseline runs' stay, and any newer one (in flight)."""
+        keep = {r.run_id for r in (self.current, self.previous, self.baseline, self.failed) if r is not None}
+        newest = max(self.runs, default=0)
+        for path in self.engine.workdir.glob("run-*"):
+            number = path.name.removeprefix("run-").split(".")[0]
+            if number.isdigit() and int(number) not in keep and int(number) < newest:
+                if path.is_dir():
+                    shutil.rmtree(path, ignore_errors=True)
+                else:
+                    path.unlink(missing_ok=True)
 
     def _on_measure(self, event: Event) -> None:
         if not isinstance(event, Finished):
