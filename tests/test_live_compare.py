@@ -135,3 +135,17 @@ def test_the_step_meters_section_gives_the_phases_and_the_noise() -> None:
     noise = run_noise(metered)  # type: ignore[arg-type]
     assert noise.basis == "meter steps" and noise.relative == pytest.approx(0.025)
     assert phases_us(metered) == ("meter", {"forward": 40.0, "other": 60.0})  # type: ignore[arg-type]
+
+
+def test_the_widest_spread_is_taken_and_never_under_two_percent() -> None:
+    # Recorded steps 99, 100, 101 (a spread of 1.4826 x 1 / 100 / sqrt 3 = 0.86%) but reference steps 80, 100,
+    # 120, 100 (median absolute deviation 10: 1.4826 x 10 / 100 / sqrt 4 = 7.4%): the reference's is taken.
+    ref = s.Run(command=[], status="window recorded", exit_code=0, step_source="optimizer", skip=3, warmup=1,
+                steps_requested=3, steps_recorded=3, first_recorded_step=4, batch_size=16,
+                batch_size_source="user", profiled_device="cpu", profiler_overhead=None, unprofiled_step_us=100.0,
+                recorded_step_us=100.0, reference=s.Reference(method="host clock", step_us=100.0,
+                                                             values_us=[80, 100, 120, 100], steps=4, noise=0.2))
+    r = report([99, 100, 101], [line(10, 100)])
+    noise = run_noise(s.Report(**{**{f: getattr(r, f) for f in r.__struct_fields__}, "run": ref}))
+    assert noise.basis == "reference steps" and noise.relative == pytest.approx(1.4826 * 10 / 100 / 2)
+    assert run_noise(r).relative == pytest.approx(0.02) and run_noise(r).basis == "at least 2%"  # 0.86% < 2%
