@@ -1,0 +1,214 @@
+"""What changed since the previous capture and since the pinned baseline: per user line (forward and backward
+time, memory), per phase, and the verdict, each change marked beyond the runs' own noise or not.
+
+Noise: each run's relative spread of a mean step, the largest of: the step meter's steps ((p90 - p10) / 2.563, a
+standard deviation for normal data, over the median), the unprofiled reference steps and the recorded steps (their
+median absolute deviation x 1.4826 over their median); each over the square root of its count; 2% at least.
+Noise multiplies: a change is beyond it when the ratio of the two values is beyond e^(`Z` x the two runs' spreads
+combined) and the change is over `FLOOR_US`. With fewer than `MIN_STEPS` per-step figures in every basis a fixed
+`FIXED_NOISE` stands in, and says so."""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from statistics import median
+
+from stepscope.compare import compare as diff_reports
+from stepscope.model.diff import Diff
+from stepscope.model.report import Report
+
+Z = 2.0
+MIN_STEPS = 3
+MIN_RELATIVE = 0.02  # a run's spread is never taken as under 2% of a mean step
+FIXED_NOISE = 0.10  # without per-step figures, ratios within e^±0.1 (about 10%) are taken as noise
+FLOOR_US = 2.0  # a line's time changes below this (per step) are never taken as real
+FLOOR_BYTES = 1024
+METRICS = ("forward_us", "backward_us", "memory_bytes")
+
+
+@dataclass(frozen=True)
+class Noise:
+    relative: float  # one run's relative spread of a mean over its steps (its standard error over the value)
+    basis: str  # "meter steps" | "reference steps" | "recorded steps" | "fixed"
+
+
+@dataclass(frozen=True)
+class Shift:
+    """One figure then and now."""
+
+    before: float
+    after: float
+    delta: float
+    ratio: float | None  # after / before
+    threshold: float  # the change noise can make, in the figure's unit
+    beyond_noise: bool
+
+
+@dataclass(frozen=True)
+class LineFigures:
+    forward_us: float  # per step: the larger of the host and device time of the line's forward ops
+    backward_us: float  # the same for the autograd nodes of the ops it created
+    memory_bytes: int | None  # activations it allocated that were live at the peak (None: memory not profiled)
+
+
+@dataclass(frozen=True)
+class LineDelta:
+    file: str
+    line: int
+    code: str
+    now: LineFigures | None  # None: the line is gone from the current run
+    previous: LineFigures | None
+    baseline: LineFigures | None
+    since_previous: dict[str, Shift]  # by METRICS name, only the figures both runs have
+    since_baseline: dict[str, Shift]
+
+    @property
+    def label(self) -> str:
+        return f"{self.file}:{self.line}"
+
+
+@dataclass(frozen=True)
+class PhaseDelta:
+    name: str
+    now_us: float
+    since_previous: Shift | None
+    since_baseline: Shift | None
+
+
+@dataclass(frozen=True)
+class Verdict:
+    pattern: str | None  # the primary pattern's id
+    title: str
+    share: float | None
+
+
+@dataclass(frozen=True)
+class Changes:
+    step: dict[str, Shift]  # "previous" / "baseline": the headline step time (µs)
+    lines: list[LineDelta]  # the largest change since the previous run first
+    phases: list[PhaseDelta]
+    phase_source: str  # "meter" | "breakdown"
+    verdict_now: Verdict
+    verdict_previous: Verdict | None
+    verdict_baseline: Verdict | None
+    noise: Noise  # the current run's
+    diff_previous: Diff | None  # stepscope.compare's full Diff (kernels, config, patterns)
+    diff_baseline: Diff | None
+
+
+def compare(current: Report, previous: Report | None, baseline: Report | None) -> Changes:
+    noise = {id(r): run_noise(r) for r in (current, previous, baseline) if r is not None}
+    n_now = noise[id(current)]
+
+    def shift(before: float, after: float, other: Report, floor: float) -> Shift:
+        rel = math.hypot(n_now.relative, noise[id(other)].relative)
+        # Noise is multiplicative: a change is real when the ratio is beyond e^(Z x the combined spread), i.e. the
+        # smaller value under the larger x e^-(Z x spread); said in the figure's unit for the reader.
+        limit = max(abs(before), abs(after)) * (1 - math.exp(-Z * rel))
+        return make_shift(before, after, max(limit, floor))
+
+    now_lines, prev_lines, base_lines = (line_figures(r) if r is not None else {}
+                                         for r in (current, previous, baseline))
+    codes = {k: code for r in (baseline, previous, current) if r is not None for k, code in _codes(r).items()}
+    lines = []
+    for key in sorted(set(now_lines) | set(prev_lines) | set(base_lines)):
+        now = now_lines.get(key)
+        lines.append(LineDelta(key[0], key[1], codes.get(key, ""), now, prev_lines.get(key), base_lines.get(key),
+                               _line_shifts(now, prev_lines.get(key), previous, shift),
+                               _line_shifts(now, base_lines.get(key), baseline, shift)))
+    lines.sort(key=lambda d: (*_largest(d.since_previous), -(d.now.forward_us + d.now.backward_us if d.now else 0)))
+    source, phases_now = phases_us(current)
+    phases = []
+    for name, us in phases_now.items():
+        sides = []
+        for other in (previous, baseline):
+            then = phases_us(other)[1].get(name) if other is not None else None
+            sides.append(shift(then, us, other, FLOOR_US) if then is not None and other is not None else None)
+        phases.append(PhaseDelta(name, us, sides[0], sides[1]))
+    step = {}
+    for name, other in (("previous", previous), ("baseline", baseline)):
+        a, b = current.summary.step_time_us, other.summary.step_time_us if other is not None else None
+        if other is not None and a and b:
+            step[name] = shift(b, a, other, FLOOR_US)
+    return Changes(step, lines, phases, source, verdict(current), verdict(previous) if previous else None,
+                   verdict(baseline) if baseline else None, n_now,
+                   diff_reports(previous, current) if previous is not None else None,
+                   diff_reports(baseline, current) if baseline is not None else None)
+
+
+def make_shift(before: float, after: float, threshold: float) -> Shift:
+    delta = after - before
+    return Shift(before, after, delta, after / before if before else None, threshold, abs(delta) > threshold)
+
+
+def _line_shifts(now: LineFigures | None, then: LineFigures | None, other: Report | None, shift) -> dict[str, Shift]:
+    if now is None or then is None or other is None:
+        return {}
+    out = {"forward_us": shift(then.forward_us, now.forward_us, other, FLOOR_US),
+           "backward_us": shift(then.backward_us, now.backward_us, other, FLOOR_US)}
+    if now.memory_bytes is not None and then.memory_bytes is not None:
+        # Memory does not vary step to step as time does: the floor alone says what is real.
+        out["memory_bytes"] = make_shift(then.memory_bytes, now.memory_bytes, FLOOR_BYTES)
+    return out
+
+
+def _largest(shifts: dict[str, Shift]) -> tuple[int, float]:
+    """Sort key: lines with a time change beyond noise first, then by the size of their largest time change."""
+    times = [s for k, s in shifts.items() if k != "memory_bytes"]
+    return (-any(s.beyond_noise for s in times), -max((abs(s.delta) for s in times), default=0.0))
+
+
+def run_noise(report: Report) -> Noise:
+    """The largest of the spreads the report gives (the meter's steps, the reference steps, the recorded steps,
+    each with `MIN_STEPS` or more), and at least `MIN_RELATIVE`: three steps can agree by chance."""
+    found = []
+    meter = getattr(report, "meter", None)  # the step meter's section, in reports written with it
+    if meter is not None and getattr(meter, "steps", 0) >= MIN_STEPS and meter.median_us > 0:
+        # p90 - p10 spans 2.563 standard deviations of normal data
+        sd = (meter.p90_us - meter.p10_us) / 2.563
+        found.append(Noise(sd / meter.median_us / math.sqrt(meter.steps), "meter steps"))
+    run = report.run
+    for basis, values in (("reference steps", run.reference.values_us if run and run.reference else []),
+                          ("recorded steps", [s.duration_us for s in report.steps])):
+        if len(values) >= MIN_STEPS and (mid := median(values)) > 0:
+            mad = median(abs(v - mid) for v in values)
+            found.append(Noise(1.4826 * mad / mid / math.sqrt(len(values)), basis))
+    if not found:
+        return Noise(FIXED_NOISE / (Z * math.sqrt(2)), "fixed")  # two runs combined: a ratio beyond e^0.1
+    widest = max(found, key=lambda n: n.relative)
+    return widest if widest.relative >= MIN_RELATIVE else Noise(MIN_RELATIVE, f"at least {MIN_RELATIVE:.0%}")
+
+
+def line_figures(report: Report) -> dict[tuple[str, int], LineFigures]:
+    """(file, line) -> its figures, from the report's lines and (when memory was profiled) activation lines."""
+    memory: dict[tuple[str, int], int] = {}
+    has_memory = bool(report.memory_usage and report.memory_usage.devices)
+    for device in report.memory_usage.devices if report.memory_usage else []:
+        for a in device.activation_lines:
+            if a.file is not None and a.line is not None:
+                memory[(a.file, a.line)] = memory.get((a.file, a.line), 0) + a.bytes
+    rows = report.lines.rows if report.lines else []
+    return {(r.file, r.line): LineFigures(max(r.cpu_fwd_us, r.gpu_fwd_us), max(r.cpu_bwd_us, r.gpu_bwd_us),
+                                          memory.get((r.file, r.line), 0) if has_memory else None)
+            for r in rows if r.file is not None and r.line is not None}
+
+
+def _codes(report: Report) -> dict[tuple[str, int], str]:
+    return {(r.file, r.line): r.code for r in (report.lines.rows if report.lines else [])
+            if r.file is not None and r.line is not None}
+
+
+def phases_us(report: Report) -> tuple[str, dict[str, float]]:
+    """µs per step by phase: the step meter's (the report's "meter" section, when it has one) else the breakdown."""
+    meter = getattr(report, "meter", None)
+    if meter is not None and getattr(meter, "phases", None):
+        return "meter", {p.name: p.mean_us for p in meter.phases}
+    return "breakdown", {k: v for k, v in report.summary.breakdown_us.items() if v}
+
+
+def verdict(report: Report) -> Verdict:
+    if not report.patterns:
+        return Verdict(None, "no pattern found", None)
+    p = report.patterns[0]
+    return Verdict(p.id, p.title or p.id, p.share)

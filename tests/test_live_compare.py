@@ -1,0 +1,166 @@
+"""live.compare and live.batch on hand-built reports: which line changes are beyond the runs' noise (hand-computed
+thresholds), the fixed threshold without per-step figures, phases and verdicts, and the batch model's figures."""
+
+from __future__ import annotations
+
+import math
+from types import SimpleNamespace
+
+import pytest
+
+from stepscope.live.batch import batch_model, predict
+from stepscope.live.compare import compare, phases_us, run_noise
+from stepscope.model import report as s
+from stepscope.model.usage import ActivationLine, DeviceMemoryUsage, MemoryCategory, MemoryUsage
+
+
+def line(n: int, fwd: float, bwd: float = 0.0, code: str = "") -> s.LineCost:
+    return s.LineCost(file="train.py", line=n, code=code or f"line {n}", label=f"train.py:{n}", cpu_fwd_us=fwd,
+                      cpu_bwd_us=bwd, gpu_fwd_us=0.0, gpu_bwd_us=0.0, kernels=0.0, share=0.1)
+
+
+def report(steps: list[float], lines: list[s.LineCost], *, pattern: str = "python_overhead",
+           memory: MemoryUsage | None = None, recs: list[s.Recommendation] | None = None,
+           breakdown: dict[str, float] | None = None, samples_per_s: float | None = None) -> s.Report:
+    mean = sum(steps) / len(steps)
+    return s.Report(
+        source=s.Source(paths=["t"], format="live"), device=s.Device(name="CPU", kind="cpu"),
+        steps=[s.StepRow(id=str(i), duration_us=d, breakdown_us={}, gpu_utilization=None) for i, d in enumerate(steps)],
+        summary=s.Summary(step_time_us=mean, breakdown_us=breakdown or {"cpu_exec": mean * 0.75, "other": mean / 4},
+                          gpu_utilization=None, samples_per_s=samples_per_s,
+                          steps_per_s=1e6 / mean if samples_per_s else None, step_count=len(steps)),
+        patterns=[s.Pattern(id=pattern, share=0.9, evidence={}, title=pattern)],
+        lines=s.Lines(source="stepscope annotations", granularity="line", attributed_share=1.0, rows=lines),
+        memory_usage=memory, recommendations=recs or [])
+
+
+def test_line_changes_against_hand_computed_noise() -> None:
+    # Steps 90, 100, 110 in both runs: median 100, median absolute deviation 10; the standard error of a mean of 3
+    # steps is 1.4826 x 10 / 100 / sqrt 3 of the value, per run; two runs combined, times Z = 2, on the log scale:
+    # a change is real when the smaller value is under the larger x e^-(that), about 0.785.
+    rel = 1.4826 * 10 / 100 / math.sqrt(3)
+    threshold = 1 - math.exp(-2 * math.hypot(rel, rel))
+    before = report([90, 100, 110], [line(10, 100, 50), line(11, 100), line(12, 40)])
+    after = report([110, 90, 100], [line(10, 200, 50), line(11, 120), line(13, 30)], pattern="cpu_compute_bound")
+    c = compare(after, before, before)
+    assert c.noise.basis == "recorded steps" and c.noise.relative == pytest.approx(rel)
+    by = {d.line: d for d in c.lines}
+    fwd10 = by[10].since_previous["forward_us"]
+    assert (fwd10.before, fwd10.after, fwd10.delta) == (100, 200, 100)
+    assert fwd10.threshold == pytest.approx(threshold * 200) and fwd10.beyond_noise  # 100 > 43.0
+    assert not by[10].since_previous["backward_us"].beyond_noise  # 50 -> 50
+    fwd11 = by[11].since_previous["forward_us"]
+    assert fwd11.threshold == pytest.approx(threshold * 120) and not fwd11.beyond_noise  # 20 < 25.8
+    assert by[12].now is None and by[12].since_previous == {}  # gone
+    assert by[13].previous is None and by[13].now is not None  # new
+    assert c.lines[0].line == 10  # the change beyond noise comes first
+    assert (c.verdict_previous.pattern, c.verdict_now.pattern) == ("python_overhead", "cpu_compute_bound")
+    assert c.step["previous"].delta == pytest.approx(0.0) and not c.step["previous"].beyond_noise
+    assert c.diff_previous is not None and c.diff_previous.step_time_ratio == pytest.approx(1.0)
+    assert c.phase_source == "breakdown" and {p.name for p in c.phases} == {"cpu_exec", "other"}
+
+
+def test_fixed_threshold_without_per_step_figures() -> None:
+    # Two steps per run: too few for a spread, so a ratio within e^0.1 stands in for the two runs together: the
+    # smaller value above the larger x e^-0.1 (0.905) is noise.
+    before = report([100, 100], [line(10, 100), line(11, 100)])
+    after = report([100, 100], [line(10, 109), line(11, 112)])
+    c = compare(after, before, None)
+    assert c.noise.basis == "fixed"
+    by = {d.line: d for d in c.lines}
+    assert by[10].since_previous["forward_us"].threshold == pytest.approx(109 * (1 - math.exp(-0.1)))
+    assert not by[10].since_previous["forward_us"].beyond_noise  # 9 < 10.37
+    assert by[11].since_previous["forward_us"].beyond_noise  # 12 > 10.66
+    assert by[10].since_baseline == {} and c.diff_baseline is None
+
+
+def test_first_run_has_nothing_to_compare() -> None:
+    c = compare(report([90, 100, 110], [line(10, 100)]), None, None)
+    assert c.step == {} and all(d.since_previous == {} and d.since_baseline == {} for d in c.lines)
+    assert c.verdict_previous is None
+
+
+def test_line_memory_from_activation_lines() -> None:
+    def usage(nbytes: int) -> MemoryUsage:
+        act = [ActivationLine(file="train.py", line=10, label="train.py:10", op="aten::addmm", bytes=nbytes),
+               ActivationLine(file="train.py", line=10, label="train.py:10", op="aten::relu", bytes=nbytes)]
+        return MemoryUsage(devices=[DeviceMemoryUsage(device=-1, peak_allocated_bytes=10 * nbytes,
+                                                      peak_reserved_bytes=None, reserved_gap_bytes=None,
+                                                      phase="forward", peak_step="1", categories=[],
+                                                      activation_lines=act)])
+
+    before = report([90, 100, 110], [line(10, 100), line(11, 5)], memory=usage(4096))
+    after = report([90, 100, 110], [line(10, 100), line(11, 5)], memory=usage(65536))
+    by = {d.line: d for d in compare(after, before, None).lines}
+    assert by[10].now.memory_bytes == 2 * 65536 and by[10].previous.memory_bytes == 2 * 4096
+    assert by[10].since_previous["memory_bytes"].beyond_noise
+    assert by[11].now.memory_bytes == 0
+
+
+def test_batch_model_from_the_reports_estimate_and_memory() -> None:
+    # Batch 32, step 1000 µs; larger_batch: 2x the batch -> 1.6x samples/s, so the 2x step is 2 x 1000 / 1.6 =
+    # 1250 µs: 250 µs more per extra batch. Memory: 4800 bytes of activations and temporaries over 32 samples =
+    # 150 per sample; the peak 10000 leaves 5200 fixed.
+    rec = s.Recommendation(id="larger_batch", title="t", evidence={"batch_factor": 2}, location=None,
+                           estimated_speedup=1.6)
+    mem = MemoryUsage(devices=[DeviceMemoryUsage(
+        device=-1, peak_allocated_bytes=10000, peak_reserved_bytes=None, reserved_gap_bytes=None, phase="backward",
+        peak_step="1", categories=[MemoryCategory(name="activations", bytes=3200),
+                                   MemoryCategory(name="temporaries", bytes=1600),
+                                   MemoryCategory(name="gradients", bytes=5200)])])
+    r = report([1000, 1000, 1000], [], memory=mem, recs=[rec], samples_per_s=32_000.0)
+    model = batch_model(r)
+    assert model is not None and model.batch_size == 32 and model.grow_us == pytest.approx(250)
+    at128 = predict(model, 128)
+    assert at128.step_us == pytest.approx(1000 + 3 * 250)
+    assert at128.samples_per_s == pytest.approx(128 / 1750e-6)
+    assert at128.peak_bytes == 5200 + 150 * 128 and at128.fits is None  # a CPU: no capacity to fit in
+    assert predict(model, 32).step_us == pytest.approx(1000) and predict(model, 32).peak_bytes == 10000
+
+
+def test_batch_model_without_an_estimate_grows_the_op_time() -> None:
+    # No larger_batch estimate: cpu_exec (600 of the 1000 µs step) grows with the batch, `other` stays.
+    r = report([1000, 1000, 1000], [], breakdown={"cpu_exec": 600.0, "other": 400.0}, samples_per_s=16_000.0)
+    model = batch_model(r)
+    assert model is not None and model.grow_us == pytest.approx(600) and model.fixed_bytes is None
+    assert predict(model, 32).step_us == pytest.approx(1600) and predict(model, 32).peak_bytes is None
+
+
+def test_the_step_meters_section_gives_the_phases_and_the_noise() -> None:
+    # A report written with the step meter (its `meter` section; read by attribute): p10 90 µs, p90 115.63 µs over
+    # 16 steps, median 100 -> a standard deviation of 25.63 / 2.563 = 10 µs, 10% of the median, 2.5% for a mean of
+    # 16 steps. Its phases replace the breakdown.
+    phases = [SimpleNamespace(name="forward", mean_us=40.0, share=0.4),
+              SimpleNamespace(name="other", mean_us=60.0, share=0.6)]
+    meter = SimpleNamespace(steps=16, median_us=100.0, p10_us=90.0, p90_us=115.63, phases=phases)
+    metered = SimpleNamespace(meter=meter, run=None, steps=[], summary=SimpleNamespace(breakdown_us={"cpu_exec": 1.0}))
+    noise = run_noise(metered)  # type: ignore[arg-type]
+    assert noise.basis == "meter steps" and noise.relative == pytest.approx(0.025)
+    assert phases_us(metered) == ("meter", {"forward": 40.0, "other": 60.0})  # type: ignore[arg-type]
+
+
+def test_the_widest_spread_is_taken_and_never_under_two_percent() -> None:
+    # Recorded steps 99, 100, 101 (a spread of 1.4826 x 1 / 100 / sqrt 3 = 0.86%) but reference steps 80, 100,
+    # 120, 100 (median absolute deviation 10: 1.4826 x 10 / 100 / sqrt 4 = 7.4%): the reference's is taken.
+    ref = s.Run(command=[], status="window recorded", exit_code=0, step_source="optimizer", skip=3, warmup=1,
+                steps_requested=3, steps_recorded=3, first_recorded_step=4, batch_size=16,
+                batch_size_source="user", profiled_device="cpu", profiler_overhead=None, unprofiled_step_us=100.0,
+                recorded_step_us=100.0, reference=s.Reference(method="host clock", step_us=100.0,
+                                                             values_us=[80, 100, 120, 100], steps=4, noise=0.2))
+    r = report([99, 100, 101], [line(10, 100)])
+    noise = run_noise(s.Report(**{**{f: getattr(r, f) for f in r.__struct_fields__}, "run": ref}))
+    assert noise.basis == "reference steps" and noise.relative == pytest.approx(1.4826 * 10 / 100 / 2)
+    assert run_noise(r).relative == pytest.approx(0.02) and run_noise(r).basis == "at least 2%"  # 0.86% < 2%
+
+
+def test_noisy_runs_still_show_a_large_ratio() -> None:
+    # Two real runs on a loaded 2-core machine (tests/test_watch_terminal.py, before and after widening a layer):
+    # recorded steps 3456, 574, 1621 µs (spread 1.4826 x 1047 / 1621 / sqrt 3 = 55%) and 14480, 2970, 16286
+    # (1.4826 x 1807 / 14480 / sqrt 3 = 10.7%). Combined x 2: 1.13 on the log scale, a ratio of 3.1. The widened
+    # line went from 72.8 to 2868.8 µs (39x): real; another from 114 to 56 µs (0.49x): within noise.
+    before = report([3456.486, 574.432, 1621.032], [line(15, 72.794), line(18, 114.098)])
+    after = report([14479.722, 2970.068, 16286.202], [line(15, 2868.847), line(18, 56.428)])
+    assert run_noise(before).relative == pytest.approx(1.4826 * (1621.032 - 574.432) / 1621.032 / math.sqrt(3))
+    by = {d.line: d for d in compare(after, before, None).lines}
+    assert by[15].since_previous["forward_us"].beyond_noise
+    assert not by[18].since_previous["forward_us"].beyond_noise
