@@ -70,6 +70,9 @@ def add_capture_options(p: argparse.ArgumentParser, d: CaptureOptions = D) -> No
                         "replay then takes the step's timeline from the costlier trace: docs/capture.md)")
     p.add_argument("--reference-steps", type=count, default=d.reference_steps, metavar="N",
                    help=f"unprofiled steps timed after the window, for the profiler's overhead ({d.reference_steps})")
+    p.add_argument("--no-calibrate", dest="calibrate", action="store_false", default=d.calibrate,
+                   help="do not measure the profiler's cost per event after the window (~1-3 s; the replay then "
+                        "takes the timeline as recorded)")
 
 
 def options_from_args(args: argparse.Namespace) -> CaptureOptions:
@@ -81,7 +84,8 @@ def options_from_args(args: argparse.Namespace) -> CaptureOptions:
                           profile_memory=args.profile_memory, with_stack=args.with_stack,
                           attribution=args.attribution, telemetry=interval > 0,
                           telemetry_interval=interval if interval > 0 else 0.2,
-                          reference_steps=args.reference_steps, timing_pass=args.timing_pass)
+                          reference_steps=args.reference_steps, timing_pass=args.timing_pass,
+                          calibrate=args.calibrate)
 
 
 def program_from_args(args: argparse.Namespace) -> Program:

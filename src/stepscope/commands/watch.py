@@ -24,9 +24,10 @@ from stepscope.live.terminal import render
 from stepscope.live.watch import BatchFlag, WatchSession
 
 # A short window: the first figures quickly, lines and modules from three recorded steps. One recorded pass (no
-# timing pass) halves the capture; memory is profiled for the per-line memory and the batch control's model.
+# timing pass) halves the capture; memory is profiled for the per-line memory and the batch control's model. No
+# calibration of the profiler's cost (1-3 s): the step meter measures the job itself.
 WATCH_DEFAULTS = CaptureOptions(skip=3, warmup=1, steps=3, timing_pass=False, profile_memory=True,
-                                reference_steps=5)
+                                reference_steps=5, calibrate=False)
 REFRESH_PER_S = 4
 BATCH_FLAGS = ("--batch-size", "--batch_size", "--bs")  # taken as the program's batch option when it gives one
 
@@ -74,7 +75,8 @@ def run_options(args: argparse.Namespace) -> tuple[str, ...]:
     if args.profile_memory is not None:
         opts.append("--profile-memory" if args.profile_memory else "--no-profile-memory")
     opts += [flag for flag, on in (("--with-stack", args.with_stack), ("--no-attribution", not args.attribution),
-                                   ("--no-timing-pass", not args.timing_pass)) if on]
+                                   ("--no-timing-pass", not args.timing_pass),
+                                   ("--no-calibrate", not args.calibrate)) if on]
     return tuple(opts)
 
 
