@@ -24,11 +24,12 @@ GENERATOR = f"stepscope {__version__}"
 def report(facts: Facts, advice: Advice, options: AnalyzeOptions, prediction: s.Prediction | None = None,
            prediction_notes: tuple[str, ...] = (), timeline: Timeline | None = None) -> s.Report:
     """One trace's Report. Notes: the capture's, the trace's, how the timeline was made, how the verdict was taken,
-    then the prediction's."""
+    the prediction's, then the recommendations left out as settled (`options.settled`)."""
     trace = facts.trace
     replay = replay_section(timeline) if timeline is not None and timeline.deperturbed is not None else None
     summary = headline(sections.summary(facts, options.batch_size), options, options.batch_size)
     devices = sections.devices(trace)
+    recommendations, settled_notes = unsettled(advice.recommendations, options)
     return s.Report(
         generator=GENERATOR,
         source=s.Source(paths=[trace.meta.path], format=trace.meta.format),
@@ -45,8 +46,9 @@ def report(facts: Facts, advice: Advice, options: AnalyzeOptions, prediction: s.
         copies=sections.copies(facts),
         memory=sections.memory(facts),
         patterns=advice.patterns,
-        recommendations=advice.recommendations,
-        notes=[*options.capture_notes, *trace.meta.notes, *replay_notes(replay), *advice.notes, *prediction_notes],
+        recommendations=recommendations,
+        notes=[*options.capture_notes, *trace.meta.notes, *replay_notes(replay), *advice.notes, *prediction_notes,
+               *settled_notes],
         lines=sections.lines(facts),
         modules=sections.modules(facts),
         timeline=sections.timeline(facts),
@@ -88,6 +90,21 @@ def replay_section(timeline: Timeline) -> s.Replay:
                     error=round(dep.error, 4) if dep.error is not None else None, trusted=dep.trusted,
                     removed_us_per_step=us(dep.removed_ns_per_step) if dep.replayed else None,
                     profiler_cost_ns=cost)
+
+
+def unsettled(recommendations: list[s.Recommendation],
+              options: AnalyzeOptions) -> tuple[list[s.Recommendation], list[str]]:
+    """The recommendations not already acted on, and a note for each one left out that has something to say."""
+    if options.settled is None:
+        return recommendations, []
+    kept, notes = [], []
+    for rec in recommendations:
+        said = options.settled(rec)
+        if said is None:
+            kept.append(rec)
+        elif said:
+            notes.append(said)
+    return kept, notes
 
 
 def replay_notes(replay: s.Replay | None) -> list[str]:
