@@ -17,6 +17,7 @@ class Advice:
     recommendations: list[s.Recommendation]  # best estimated gain first
     correction: s.OverheadCorrection | None = None  # how the profiler's overhead was measured and taken out
     notes: list[str] = field(default_factory=list)  # how the verdict was taken (correction, one-off steps)
+    considered: list[s.Considered] = field(default_factory=list)  # fixes weighed and left out, with why
 
 
 def advise(facts: Facts, run: s.Run | None = None, *, correct: bool = True) -> Advice:
@@ -26,4 +27,5 @@ def advise(facts: Facts, run: s.Run | None = None, *, correct: bool = True) -> A
     ctx = Context(facts, run, correct)
     patterns = classify(facts, ctx)
     correction = ctx.correction.record() if ctx.correction is not None else None
-    return Advice(patterns, recommend(facts, patterns, ctx), correction, ctx.notes() if len(facts.steps) else [])
+    recommendations, considered = recommend(facts, patterns, ctx)
+    return Advice(patterns, recommendations, correction, ctx.notes() if len(facts.steps) else [], considered)

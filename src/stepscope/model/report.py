@@ -169,6 +169,14 @@ class Recommendation(Struct, kw_only=True):
     estimate: str = ""  # the reasoning behind the estimate, in words
 
 
+class Considered(Struct, kw_only=True):
+    """A fix the advice weighed for this run and left out, and why (on a CPU run: its settings, its CPU, its
+    compute share); none of them is in `recommendations`."""
+
+    id: str
+    reason: str
+
+
 class RankDiagnosis(Struct, kw_only=True):
     """The full single-rank diagnosis of one chosen rank."""
 
@@ -270,6 +278,7 @@ class Report(Struct, kw_only=True):
     utilization: Utilization | None = None  # FLOPs, MFU, roofline (model/usage.py)
     memory_usage: MemoryUsage | None = None  # the peak by category, memory over time, batch headroom
     replay: Replay | None = None  # live captures: how the timeline was made and how far it is from the job
+    considered: list[Considered] = msgspec.field(default_factory=list)  # fixes weighed and left out, with why
 
 
 class LineCost(Struct, kw_only=True):

@@ -58,6 +58,7 @@ def report(facts: Facts, advice: Advice, options: AnalyzeOptions, prediction: s.
         else None,
         prediction=prediction,
         replay=replay,
+        considered=advice.considered,
     )
 
 

@@ -56,6 +56,17 @@ def recommendations(report: Report, telemetry: TelemetryReport | None = None) ->
                    "(`stepscope tune` measures them).", tables=(table,), extra={"recommendations": recs})
 
 
+def considered(report: Report, telemetry: TelemetryReport | None = None) -> Section | None:
+    """The fixes the advice weighed and left out, each with why (a CPU run's threads, layout, precision)."""
+    if not report.considered:
+        return None
+    rows = [[t.Cell(c.id, None, "text mono"), t.Cell(c.reason, None, "text wrap")] for c in report.considered]
+    table = t.Table([("fix", "text"), ("why it is not recommended", "text")], rows, id="considered")
+    intro = ("No fix is recommended. " if not report.recommendations else "") + \
+        "Weighed for this run and left out:"
+    return Section("considered", "Considered, not recommended", intro, tables=(table,))
+
+
 def ranks(report: Report, telemetry: TelemetryReport | None = None) -> Section | None:
     """The job across its ranks: the straggler and why, waits, exposed communication (docs/distributed.md)."""
     tables = rk.rank_tables(report)
@@ -187,8 +198,8 @@ def notes(report: Report, telemetry: TelemetryReport | None = None) -> Section |
 # In the order a reader asks: what to change and its caveats; where the step's time goes; where in the code; the GPU
 # work in detail; memory; other GPUs; how the capture went.
 SECTIONS: tuple[SectionFn, ...] = (
-    recommendations, notes, ranks, breakdown, gpu, timeline, lines, modules, syncs, copies, kernels, utilization,
-    memory, memory_usage, prediction, run)
+    recommendations, considered, notes, ranks, breakdown, gpu, timeline, lines, modules, syncs, copies, kernels,
+    utilization, memory, memory_usage, prediction, run)
 
 
 def build(report: Report, telemetry: TelemetryReport | None = None,
