@@ -9,7 +9,7 @@ import msgspec
 
 
 class Struct(msgspec.Struct, kw_only=True, omit_defaults=False):
-    """Not frozen, unlike the Report's parts: tune fills its result in as the trials come back (tune/review.py)."""
+    """Not frozen, unlike the Report's parts (a Tune is built whole by tune/review.tune_result each time it changes)."""
 
 
 TUNE_SCHEMA = "stepscope.tune/1"

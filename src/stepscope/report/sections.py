@@ -2,8 +2,9 @@
 SECTIONS in order and draw each Section their own way, so their titles, columns and contents cannot drift.
 
 A section function takes the Report (and the run's telemetry, when there is one) and returns a
-Section or None when the report has nothing for it. Sections select and format; they never compute a
-figure. A new report section is one function here (plus, for a chart, a figure in report/figures.py).
+Section or None when the report has nothing for it. Sections select and format; they compute no figure
+beyond a share of two the Report holds (docs/architecture.md). A new report section is one function here (plus,
+for a chart, a figure in report/figures.py).
 """
 
 from __future__ import annotations
