@@ -95,14 +95,15 @@ def bigger_batch(ctx: Context, k: int) -> Estimate:
     """Samples/s with a batch k times bigger: per-sample work scales by k, per-step overhead does not."""
     step = ctx.step_ns
     if ctx.accelerator == "gpu":
-        # The host is busy all step issuing work; only its per-sample part grows. Collectives are taken to grow
-        # too (all-to-all does; all-reduce does not), so the estimate errs low.
-        per_sample = ctx.part_ns("input", "cpu", "copy_sync")
-        host = step + (k - 1) * per_sample
-        device = k * gpu_busy_ns(ctx) + ctx.part_ns("device_wait")
-        new = max(host, device)
-        how = (f"launch and sync time per step stays, data loading, CPU work and all GPU work grow {k}x, "
-               "the step is the longer of host and GPU")
+        # The replay's model (replay/whatif.bigger_batch), for a trace too large to replay: the device's work takes
+        # k times as long except the optimizer's kernels (sized by the weights); the host's work per step stays
+        # (taken as the whole step: it errs low). Collectives are taken to grow too (all-to-all does; all-reduce
+        # does not), so it errs low again.
+        busy = gpu_busy_ns(ctx)
+        fixed = min(ctx.optimizer.gpu_ns, busy)
+        new = max(step, k * (busy - fixed) + fixed + ctx.part_ns("device_wait"))
+        how = (f"kernels and copies take {k}x as long (the optimizer's do not: they are sized by the weights); the "
+               "host's work per step stays; the step is the longer of host and GPU")
     else:
         b = ctx.facts.breakdown.mean()  # as recorded: op time less the profiler's share of it
         ops = max(b["cpu_exec"] * ctx.host_scale - per_step_update_ns(ctx), 0.0)
