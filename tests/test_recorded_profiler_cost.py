@@ -59,3 +59,17 @@ def test_amp_is_offered_on_a_recorded_trace_whatever_the_profiler_cost(tmp_path:
     truth = (PREP_US + CONVS * KERNEL_US) / (PREP_US + CONVS * OWN_US)
     assert amp.estimated_speedup == pytest.approx(truth, rel=0.03)
     assert "default per event" in (amp.estimate or "") and "estimate" in (amp.estimate or "").lower()
+
+
+def test_a_timeline_replayed_already_is_not_replayed_again(tmp_path: Path) -> None:
+    """A run folder's timeline has its calibrated cost taken out (the advice is told `correct=False`): the default
+    is not taken out a second time; nor from a fix that takes host work away."""
+    from stepscope.advice.context import Context
+    from stepscope.advice.whatif import without_profiler
+    from stepscope.analysis.facts import compute_facts
+
+    facts = compute_facts(read_trace(program(tmp_path / "recorded.json", profiled=True)))
+    assert without_profiler(Context(facts, None, False), "amp") == (facts.trace, "")
+    assert without_profiler(Context(facts), "cuda_graphs") == (facts.trace, "")
+    replayed, said = without_profiler(Context(facts), "amp")
+    assert replayed is not facts.trace and "default per event" in said

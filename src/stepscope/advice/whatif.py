@@ -133,7 +133,8 @@ def without_profiler(ctx: Context, fix: str) -> tuple[Trace, str]:
     the profiler's default cost per event, so that the profiler's own cost does not decide the gain. With the
     assumption it adds."""
     trace = ctx.facts.trace
-    if ctx.run is not None or fix not in DEVICE_SIDE:
+    replayed_already = not ctx.correct  # a run folder's timeline, its calibrated cost taken out (pipeline/flow)
+    if ctx.run is not None or replayed_already or fix not in DEVICE_SIDE:
         return trace, ""
     c = RECORDED_DEFAULT
     return trace.derived("advice.without_profiler", lambda: replay(trace, host_cost=c)), (
