@@ -38,14 +38,19 @@ def _cpu_compute(ctx: Context) -> float:
     return ctx.part_ns("cpu_compute")
 
 
+# What a trace alone does not say, that a fix needs to know (a live capture records it: `stepscope run`).
+UNKNOWN = {"cpu_threads": "torch's thread count and the cores", "channels_last": "the model's memory format and "
+           "the CPU's kernels (AVX2, AVX-512)", "cpu_bf16": "whether the CPU has native bf16 and autocast is on"}
+
+
 def _not_worth(ctx: Context, fix: str) -> list[s.Recommendation | s.Considered] | None:
-    """Why a CPU fix is left out before its own conditions: not a CPU run (nothing said), the settings unknown, or
-    too little compute to change. None: it is worth weighing."""
+    """Why a CPU fix is left out before its own conditions: not a CPU run (nothing said), what it needs to know
+    unknown, or too little compute to change. None: it is worth weighing."""
     if ctx.accelerator != "cpu" or not ctx.step_ns:
         return []
-    if ctx.settings is None:
-        return [s.Considered(id=fix, reason="a trace alone does not say the program's threads, layout, precision or "
-                                            "CPU: run it under `stepscope run` to have this fix weighed")]
+    if ctx.settings is None and fix in UNKNOWN:
+        return [s.Considered(id=fix, reason=f"a trace alone does not say {UNKNOWN[fix]}: run the program under "
+                                            "`stepscope run` to have this fix weighed")]
     compute = _cpu_compute(ctx)
     if compute < CPU_COMPUTE_MIN_SHARE * ctx.step_ns:
         return [s.Considered(id=fix, reason=f"the ops compute {share_text(compute / ctx.step_ns)} of the step, "
