@@ -206,11 +206,12 @@ def test_a100_recsys_is_communication_bound_with_device_side_waits() -> None:
     assert fix_ids(r)[0] == "overlap_communication"
     assert r.recommendations[0].estimated_speedup == pytest.approx(overlap_estimate(raw), abs=0.01)
     # FusedAdam is already fused; TF32 kernels already use the tensor cores, so AMP saves half their time at
-    # most, x the compute share: about 1%.
+    # most: about 5% of the step, all of it only if nothing else holds the step (the replay without the profiler's
+    # default host cost finds that: 1.05x, at the bar; x the compute share, the formula's view, about 1%).
     assert raw.host("Optimizer.step#FusedAdam.step") and "fused_optimizer" not in fix_ids(r)
     tf32 = raw.per_step(total(raw.kernels(TF32_KERNELS)))
-    bound = without(tf32 * AMP_SAVES["tf32"] * split["compute"] / raw.step_us)
-    assert bound < 1.02
+    bound = without(tf32 * AMP_SAVES["tf32"] / raw.step_us)
+    assert bound < 1.06
     assert all(x.id == "amp" and (x.estimated_speedup or 1) <= bound + 0.005 for x in r.recommendations[1:])
 
 

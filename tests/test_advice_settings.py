@@ -38,8 +38,16 @@ def ctx_of(b: TraceBuilder, tmp_path: Path, run: s.Run | None = None) -> tuple[C
 
 
 def ids(rule, b: TraceBuilder, tmp_path: Path, run: s.Run | None = None) -> list[str]:  # type: ignore[no-untyped-def]
+    """The ids the rule recommends (a rule may also say why it left its fix out: a Considered, not counted)."""
     ctx, patterns = ctx_of(b, tmp_path, run)
-    return [r.id for r in rule(ctx, patterns)]
+    return [r.id for r in rule(ctx, patterns) if isinstance(r, s.Recommendation)]
+
+
+def why_not(rule, b: TraceBuilder, tmp_path: Path, run: s.Run | None = None) -> str:  # type: ignore[no-untyped-def]
+    ctx, patterns = ctx_of(b, tmp_path, run)
+    (left_out,) = rule(ctx, patterns)
+    assert isinstance(left_out, s.Considered)
+    return left_out.reason
 
 
 def cpu_settings(**kw: object) -> s.Settings:
@@ -137,7 +145,7 @@ def test_cpu_threads_only_when_cores_are_left_unused(tmp_path: Path) -> None:
     assert ids(rules_cpu.cpu_threads, b, tmp_path, run_with(cpu_settings(cpu_cores=2, intra_op_threads=2))) == []
     ctx, patterns = ctx_of(b, tmp_path, run_with(cpu_settings(cpu_cores=4, intra_op_threads=1)))
     (rec,) = rules_cpu.cpu_threads(ctx, patterns)
-    assert "torch.set_num_threads(4)" in rec.title
+    assert isinstance(rec, s.Recommendation) and "torch.set_num_threads(4)" in rec.title
     # Compute is 9 of 10 ms; 4 threads at 70% efficiency for the 3 added: 1 + 3 x 0.7 = 3.1x faster compute.
     assert rec.estimated_speedup == pytest.approx(10.0 / (1.0 + 9.0 / 3.1), abs=0.01)
 
@@ -158,10 +166,77 @@ def test_bf16_autocast_only_where_the_cpu_has_native_bf16(tmp_path: Path) -> Non
     amx = run_with(cpu_settings(cpu_bf16="amx_bf16"))
     ctx, patterns = ctx_of(b, tmp_path, amx)
     (rec,) = rules_cpu.cpu_bf16(ctx, patterns)
+    assert isinstance(rec, s.Recommendation)
     # 9 ms of convolution in a 10 ms step, / 2.5 on AMX: 10 / (1 + 9 / 2.5).
     assert rec.estimated_speedup == pytest.approx(10.0 / (1.0 + 9.0 / 2.5), abs=0.01)
     assert ids(rules_cpu.cpu_bf16, b, tmp_path, run_with(cpu_settings(cpu_bf16="amx_bf16",
                                                                        autocast="bfloat16"))) == []
+
+
+def demo_step() -> TraceBuilder:
+    """The CPU demo's shape (ResNet-18 at 64 px on a 2-core AVX2 machine, threads on both cores): per 12 ms step,
+    9 ms of convolution, 1.5 ms of batch norm and 0.5 ms of ReLU, 1 ms of Python."""
+    b, tl = sc.scenario(device_name=None)
+    for i in range(4):
+        with tl.step(i):
+            tl.cpu("aten::mkldnn_convolution", 6000.0)
+            tl.cpu("aten::convolution_backward", 3000.0)
+            tl.cpu("aten::native_batch_norm", 1500.0)
+            tl.cpu("aten::relu", 500.0)
+            tl.idle(1000.0)
+    return b
+
+
+def test_a_cpu_run_says_what_an_expert_would_try_and_why_the_rest_is_left_out(tmp_path: Path) -> None:
+    """Issue 30, item 7a: the demo recommended nothing and said nothing of why."""
+    b = demo_step()
+    run = run_with(cpu_settings(channels_last=False, conv_layers=20))  # AVX2, no native bf16, 2 threads, 2 cores
+    ctx, patterns = ctx_of(b, tmp_path, run)
+    from stepscope.advice.rules import recommend
+
+    recs, considered = recommend(ctx.facts, patterns, ctx)
+    # torch.compile: the 2 ms of ops outside the convolutions, halved: 12 / (12 - 1) = 1.09x, stated as an estimate.
+    assert [r.id for r in recs] == ["torch_compile"]
+    assert recs[0].estimated_speedup == pytest.approx(12.0 / 11.0, abs=0.01) and "estimate" in recs[0].estimate
+    why = {c.id: c.reason for c in considered}
+    assert set(why) == {"cpu_threads", "channels_last", "cpu_bf16"}
+    assert "already runs 2 threads on the 2 cores" in why["cpu_threads"]
+    assert "AVX2" in why["channels_last"] and "stepscope tune" in why["channels_last"]
+    assert "no native bf16" in why["cpu_bf16"]
+    # The same program on an AVX-512 CPU with native bf16 and 4 cores: each of them is recommended instead.
+    rich = run_with(cpu_settings(channels_last=False, conv_layers=20, cpu_capability="AVX512", cpu_bf16="amx_bf16",
+                                 cpu_cores=4))
+    ctx, patterns = ctx_of(b, tmp_path, rich)
+    recs, considered = recommend(ctx.facts, patterns, ctx)
+    assert {r.id for r in recs} == {"torch_compile", "cpu_threads", "channels_last", "cpu_bf16"} and not considered
+    # A trace alone cannot say: each CPU fix says so.
+    assert "a trace alone" in why_not(rules_cpu.cpu_bf16, b, tmp_path)
+
+
+def test_nothing_recommended_says_what_was_considered_in_json_and_terminal(tmp_path: Path) -> None:
+    import io
+
+    from rich.console import Console
+
+    from stepscope.model.report import from_json, to_json
+    from stepscope.pipeline import analyze
+    from stepscope.pipeline.options import AnalyzeOptions
+    from stepscope.report.terminal import TerminalRenderer
+
+    b, tl = sc.scenario(device_name=None)  # convolutions alone: nothing to fuse, nothing a bigger batch spreads
+    for i in range(4):
+        with tl.step(i):
+            tl.cpu("aten::mkldnn_convolution", 9000.0)
+            tl.idle(200.0)
+    report = analyze(b.write(tmp_path / "t.json"), AnalyzeOptions(run=run_with(cpu_settings(channels_last=False))))
+    assert report.recommendations == []
+    assert [c.id for c in report.considered] == ["torch_compile", "cpu_threads", "channels_last", "cpu_bf16"]
+    assert [c.id for c in from_json(to_json(report)).considered] == [c.id for c in report.considered]
+    buffer = io.StringIO()
+    Console(file=buffer, width=200, color_system=None).print(TerminalRenderer().render(report))
+    text = buffer.getvalue()
+    assert "No fix recommended; considered: torch_compile, cpu_threads, channels_last, cpu_bf16" in text
+    assert "Considered, not recommended" in text and "no native bf16" in text
 
 
 # -- the profiler's overhead, corrected --------------------------------------------------------------------

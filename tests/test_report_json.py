@@ -15,7 +15,7 @@ REPORT_FIELDS = {
     "schema", "generator", "source", "device", "devices", "accelerator", "rank", "world_size", "steps",
     "summary", "gpu", "kernels", "syncs", "copies", "memory", "patterns", "recommendations", "ranks",
     "cross_rank", "notes", "timeline", "run", "lines", "modules", "prediction", "utilization", "memory_usage",
-    "replay", "meter",
+    "replay", "meter", "considered",
 }
 STEP_FIELDS = {"id", "duration_us", "breakdown_us", "gpu_utilization", "kernel_count", "sync_count", "sync_us",
                "htod_bytes"}

@@ -335,3 +335,19 @@ def test_location_seam_points_at_the_users_line(tmp_path: Path) -> None:
     report = analyze(path)
     fix = next(r for r in report.recommendations if r.id == "dataloader_workers")
     assert fix.location is not None and fix.location["file"].endswith("test_rules.py")
+
+
+def test_a_bigger_batch_is_one_model_formula_or_replay(tmp_path: Path) -> None:
+    """The formula that stands in for the replay beyond its size assumes what the replay does (issue 30 item 8):
+    on traces small enough for both, they agree. By hand: the launch-bound step (7.5 ms of host launching 0.9 ms
+    of kernels) keeps its host time for 2x the samples: 2x; the busy GPU's 1 ms GEMMs take 2 ms: 1x; the SGD
+    step's 160 kernels of 4 µs (0.64 ms of 2.64 ms of GPU work) do not grow."""
+    from stepscope.advice.whatif import replayed
+
+    for b in (sc.launch_bound_trace(), sc.gpu_bound_trace(), _optimizer_trace("void at::native::sgd_kernel", 160)):
+        ctx, _ = ctx_of(b, tmp_path)
+        by_replay = replayed(ctx, "larger_batch", k=2)
+        assert by_replay is not None
+        assert bigger_batch(ctx, 2).speedup == pytest.approx(by_replay.speedup, rel=0.03)
+    ctx, _ = ctx_of(sc.launch_bound_trace(), tmp_path)
+    assert bigger_batch(ctx, 2).speedup == pytest.approx(2.0, abs=0.01)

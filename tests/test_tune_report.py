@@ -59,6 +59,7 @@ def sample_tune() -> Tune:
                   estimated_speedup=2.13, accepted=True, reason="faster: 2.50x (2.30-2.70, 6 windows)",
                   numerics=None, compile_s=None, exit_code=0, rung=1, tried=["dataloader_workers"], gain=2.5,
                   estimated_samples_per_s=1363.2, interval=[2.3, 2.7], confidence=0.95, windows=6, decision="keep",
+                  paired_rate=1600.0, paired_reference_rate=640.0,  # its runs below: 1600 against 640 around each
                   runs=[TrialRun(arm=arm, rate=r, windows=windows(32e3 / r * 1e3 / 32)) for arm, r in
                         (("reference", 640.0), ("candidate", 1600.0), ("reference", 640.0), ("candidate", 1600.0))])
     broken = Trial(fixes=["<script>alert(1)</script>", "dataloader_workers"], params={}, step_time_us=None,
@@ -73,6 +74,7 @@ def sample_tune() -> Tune:
                                   patterns=[PatternShare(id="input_bound", share=0.6)], drift=0.02),
                 trials=[trial, broken], applied=["dataloader_workers"], speedup=2.5, speedup_interval=[2.3, 2.7],
                 speedup_windows=6, final_samples_per_s=1600.0, final_steps_per_s=50.0, min_gain=0.05,
+                final_paired_rate=1600.0, final_paired_baseline_rate=640.0,
                 final_recommendations=[FinalRecommendation(id="amp", title="bf16", estimated_speedup=1.31)],
                 final_patterns=[PatternShare(id="cpu_compute_bound", share=0.7)], patch="suggested.patch",
                 not_tried=[NotTried(id="remove_sync", reason="needs a code change", suggestion="no .item() per step")])
@@ -100,11 +102,12 @@ def test_round_trip_and_refusal_of_other_schemas() -> None:
 def test_the_ladder_table_rows() -> None:
     table = ladder_table(sample_tune())
     rows = [[c.text for c in row] for row in table.rows]
-    assert rows[0][:4] == ["0", "baseline (as written)", "640.0", "1.00x"]
-    assert rows[0][7] == "2 runs, 6 windows, first and last 2.0% apart"
-    assert rows[1] == ["1", "+ dataloader_workers (num_workers=4)", "1,600.0", "2.50x", "2.50x on 0", "~2.13x",
-                       "kept", "faster: 2.50x (2.30-2.70, 6 windows)"]
-    assert rows[2][2:7] == ["-", "-", "", "-", "no"] and "RuntimeError" in rows[2][7]
+    assert rows[0][:6] == ["0", "baseline (as written)", "640.0", "", "", "1.00x"]
+    assert rows[0][8] == "2 runs, 6 windows, first and last 2.0% apart"
+    # 1600 / 640 = 2.50: the rate, the rung's rate in the same runs, their ratio, and 1.00x times it.
+    assert rows[1] == ["1", "+ dataloader_workers (num_workers=4)", "1,600.0", "640.0 on 0", "2.50x", "2.50x",
+                       "~2.13x", "kept", "faster: 2.50x (2.30-2.70, 6 windows)"]
+    assert rows[2][2:8] == ["-", "", "", "-", "-", "no"] and "RuntimeError" in rows[2][8]
 
 
 def test_terminal_rendering() -> None:
@@ -113,7 +116,8 @@ def test_terminal_rendering() -> None:
     text = buffer.getvalue()
     assert ("tuned: 2.50x (2.30-2.70, 6 windows) measured against the program as it is, keeping dataloader_workers"
             in text)
-    assert "throughput: 640.0 -> 1,600.0 samples/s" in text and "next: amp ~1.31x" in text
+    assert "throughput: 640.0 -> 1,600.0 samples/s (the program as it is and tuned, in alternating runs" in text
+    assert "next: amp ~1.31x" in text
     assert "now: cpu_compute_bound 70%" in text and "remove_sync" in text and "suggested.patch" in text
 
 

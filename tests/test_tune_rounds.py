@@ -94,3 +94,11 @@ def test_what_stops_a_comparison_early() -> None:
     m = Machine({config_key(BASE): [100, 100], config_key(FAST): [200]}, budget=3)
     outcome = m.compare().run(BASE, FAST)
     assert outcome.decision == "undecided" and outcome.stopped == "the budget ran out" and outcome.gain is not None
+
+
+def test_a_reused_candidate_run_that_changed_nothing_is_not_applied_without_more_runs() -> None:
+    """'not applied' is decided here alone (judge only says it), on the candidate's first run, reused or not."""
+    m = Machine({config_key(BASE): [100], config_key(FAST): []}, applied=0)
+    m.history.append(make_run(FAST, 0, 100, applied=0))  # the last run of the tune: the candidate, which did nothing
+    outcome = m.compare().run(BASE, FAST)
+    assert outcome.decision == "not applied" and m.asked == [] and len(outcome.candidate_runs()) == 1

@@ -11,7 +11,7 @@ import pytest
 
 from stepscope.model.report import Recommendation, Report, Source, Summary
 from stepscope.model.tune import Trial, Tune
-from stepscope.tune.story import final_recommendations, ladder_entries, with_ladder
+from stepscope.tune.story import final_recommendations, ladder_entries, settled_by
 from stepscope.tune.wire import LadderEntry, ReferenceWindows, TrialSpec
 
 EXAMPLES = Path(__file__).resolve().parent.parent / "examples"
@@ -55,33 +55,37 @@ def test_a_kept_fix_whose_next_setting_failed_is_told_as_kept() -> None:
 def test_a_real_diagnosis_repeats_nothing_the_ladder_did() -> None:
     """The H100 diagnosis of the published walk-through loop recommends seven fixes; the ladder kept three of
     them, measured one as no gain, and saw another crash: the rest, and only the rest, are still recommended."""
-    from stepscope import analyze
+    from stepscope.pipeline import analyze
+    from stepscope.pipeline.options import AnalyzeOptions
 
-    report = analyze(WALK, batch_size=32)
+    report = analyze(WALK, AnalyzeOptions(batch_size=32))
     before = [r.id for r in report.recommendations]
     assert {"dataloader_workers", "pin_memory", "non_blocking_copy", "torch_compile", "cuda_graphs"} <= set(before)
     ladder = [LadderEntry(id=i, kept=True, text="applied by stepscope tune (2.00x)")
               for i in ("dataloader_workers", "pin_memory", "non_blocking_copy")]
     ladder.append(LadderEntry(id="torch_compile", kept=False, text="measured: 1.03x (0.98-1.08, 6 windows), not kept"))
-    told = with_ladder(report, ladder)
+    told = analyze(WALK, AnalyzeOptions(batch_size=32, settled=settled_by(ladder)))  # assembled without them
     expected = [i for i in before if i not in ("dataloader_workers", "pin_memory", "non_blocking_copy",
                                                "torch_compile")]
     assert [r.id for r in told.recommendations] == expected and "cuda_graphs" in expected
     estimate = next(r.estimated_speedup for r in report.recommendations if r.id == "torch_compile")
     assert told.notes[-1] == f"torch_compile (estimated ~{estimate:.2f}x): measured: 1.03x (0.98-1.08, 6 windows), " \
                              "not kept"
-    assert [r.id for r in report.recommendations] == before  # the report given is left as it was
+    assert told.notes[:-1] == report.notes  # the rest of the report is the same
     assert [f.id for f in final_recommendations(told, ladder)] == expected
 
 
 def test_a_recommendation_carried_out_by_another_fix_is_not_repeated() -> None:
-    """cpu_bf16 is bfloat16 autocast on a CPU: amp kept, it is done."""
+    """cpu_bf16 is bfloat16 autocast on a CPU: amp kept, it is done (left out, nothing said: the ladder's notes
+    say what was applied)."""
+    recs = [Recommendation(id=i, title=i, evidence={}, location=None, estimated_speedup=1.5)
+            for i in ("cpu_bf16", "cpu_threads")]
+    settled = settled_by([LadderEntry(id="amp", kept=True, text="applied")])
+    assert [settled(r) for r in recs] == ["", None]
     report = Report(source=Source(paths=["t"], format="live"), device=None, steps=[],
-                    summary=Summary(step_time_us=1.0, breakdown_us={}, gpu_utilization=None),
-                    recommendations=[Recommendation(id=i, title=i, evidence={}, location=None, estimated_speedup=1.5)
-                                     for i in ("cpu_bf16", "cpu_threads")])
-    told = with_ladder(report, [LadderEntry(id="amp", kept=True, text="applied")])
-    assert [r.id for r in told.recommendations] == ["cpu_threads"]
+                    summary=Summary(step_time_us=1.0, breakdown_us={}, gpu_utilization=None), recommendations=recs)
+    assert [f.id for f in final_recommendations(report, [LadderEntry(id="amp", kept=True, text="applied")])] == \
+        ["cpu_threads"]
 
 
 def test_the_final_report_takes_the_tunes_figure_and_its_ladder(tmp_path: Path) -> None:

@@ -7,6 +7,7 @@ from __future__ import annotations
 import dataclasses
 import io
 import sys
+from collections.abc import Callable
 from pathlib import Path
 
 import msgspec
@@ -55,6 +56,7 @@ def live_report(
     files: list[str] | None = None,
     predict: PredictRequest | None = None,
     meter: MeterRecord | None = None,
+    settled: Callable[[s.Recommendation], str | None] | None = None,
 ) -> s.Report:
     """Analyse the captured trace with the one pipeline, told how the capture went (and, with `predict`, the
     job on other GPUs)."""
@@ -67,7 +69,7 @@ def live_report(
     if predict is not None and telemetry is not None and telemetry.window is not None:
         power = window_power(telemetry.window)
     options = AnalyzeOptions(batch_size=result.samples_per_step, run=run, capture_notes=tuple(result.notes),
-                             predict=predict, power_w=power, meter=meter)
+                             predict=predict, power_w=power, meter=meter, settled=settled)
     return analyze(read_kineto(result.trace_path), options)
 
 

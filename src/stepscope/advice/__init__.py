@@ -18,6 +18,7 @@ class Advice:
     recommendations: list[s.Recommendation]  # best estimated gain first
     correction: s.OverheadCorrection | None = None  # how the profiler's overhead was measured and taken out
     notes: list[str] = field(default_factory=list)  # how the verdict was taken (correction, one-off steps)
+    considered: list[s.Considered] = field(default_factory=list)  # fixes weighed and left out, with why
 
 
 def advise(facts: Facts, run: s.Run | None = None, *, correct: bool = True, meter: s.Meter | None = None) -> Advice:
@@ -27,10 +28,10 @@ def advise(facts: Facts, run: s.Run | None = None, *, correct: bool = True, mete
     ctx = Context(facts, run, correct)
     patterns = classify(facts, ctx)
     correction = ctx.correction.record() if ctx.correction is not None else None
-    recommendations = recommend(facts, patterns, ctx)
+    recommendations, considered = recommend(facts, patterns, ctx)
     notes = ctx.notes() if len(facts.steps) else []
     if meter is not None:
         patterns, meter_notes = on_meter(patterns, meter)
         recommendations = workers_from_meter(meter, run.settings if run is not None else None, recommendations)
         notes = [*notes, *meter_notes]
-    return Advice(patterns, recommendations, correction, notes)
+    return Advice(patterns, recommendations, correction, notes, considered)

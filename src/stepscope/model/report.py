@@ -174,6 +174,14 @@ class Recommendation(Struct, kw_only=True):
     estimate: str = ""  # the reasoning behind the estimate, in words
 
 
+class Considered(Struct, kw_only=True):
+    """A fix the advice weighed for this run and left out, and why (on a CPU run: its settings, its CPU, its
+    compute share); none of them is in `recommendations`."""
+
+    id: str
+    reason: str
+
+
 class RankDiagnosis(Struct, kw_only=True):
     """The full single-rank diagnosis of one chosen rank."""
 
@@ -276,6 +284,7 @@ class Report(Struct, kw_only=True):
     memory_usage: MemoryUsage | None = None  # the peak by category, memory over time, batch headroom
     replay: Replay | None = None  # live captures: how the timeline was made and how far it is from the job
     meter: Meter | None = None  # live captures: every step measured unprofiled; the headline and its phases
+    considered: list[Considered] = msgspec.field(default_factory=list)  # fixes weighed and left out, with why
 
 
 class LineCost(Struct, kw_only=True):

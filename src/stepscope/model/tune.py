@@ -9,7 +9,7 @@ import msgspec
 
 
 class Struct(msgspec.Struct, kw_only=True, omit_defaults=False):
-    """Not frozen, unlike the Report's parts: tune fills its result in as the trials come back (tune/review.py)."""
+    """Not frozen, unlike the Report's parts (a Tune is built whole by tune/review.tune_result each time it changes)."""
 
 
 TUNE_SCHEMA = "stepscope.tune/1"
@@ -124,6 +124,12 @@ class Trial(Struct, kw_only=True):
     runs: list[TrialRun] = msgspec.field(default_factory=list)  # the comparison's runs, in the order they ran
     decision: str = ""  # "keep" | "drop" | "undecided" (not kept) | "" (no comparison: a failure)
     warmup_s: float | None = None  # the candidate's warm-up (to its first timed window), compilation included
+    # The two sides of `gain`, in the ladder's unit (samples/s; steps/s when the batch size is unknown): the
+    # candidate's throughput in the comparison and the rung it builds on at the same times (interpolated between
+    # the alternating runs around each candidate run); geometric means over the candidate's runs, so
+    # paired_rate / paired_reference_rate == gain. `samples_per_s` is the candidate's runs pooled, a figure apart.
+    paired_rate: float | None = None
+    paired_reference_rate: float | None = None
 
 
 class NotTried(Struct, kw_only=True):
@@ -169,6 +175,9 @@ class Tune(Struct, kw_only=True):
     final_runs: list[TrialRun] = msgspec.field(default_factory=list)  # that comparison's runs
     final_samples_per_s: float | None = None  # the tuned configuration's throughput in it
     final_steps_per_s: float | None = None
+    # The two sides of `speedup`, as a Trial's paired rates: the tuned configuration and the baseline at its times.
+    final_paired_rate: float | None = None
+    final_paired_baseline_rate: float | None = None
     min_gain: float | None = None  # the smallest gain worth a change (a fix's interval must clear 1 + it)
     final_recommendations: list[FinalRecommendation] = msgspec.field(default_factory=list)
 

@@ -31,7 +31,8 @@ def report(facts: Facts, advice: Advice, options: AnalyzeOptions, batch: Batch,
            prediction: s.Prediction | None = None, prediction_notes: tuple[str, ...] = (),
            timeline: Timeline | None = None, meter: s.Meter | None = None) -> s.Report:
     """One trace's Report. Notes: the capture's, the trace's, what the step meter's headline stands on, how the
-    timeline was made, the batch size when it was not given, how the verdict was taken, then the prediction's."""
+    timeline was made, the batch size when it was not given, how the verdict was taken, the prediction's, then the
+    recommendations left out as settled (`options.settled`)."""
     trace = facts.trace
     replay = replay_section(timeline) if timeline is not None and timeline.deperturbed is not None else None
     if replay is not None and meter is not None:
@@ -39,6 +40,7 @@ def report(facts: Facts, advice: Advice, options: AnalyzeOptions, batch: Batch,
     summary = msgspec.structs.replace(headline(sections.summary(facts, batch.size), options, batch.size, meter),
                                       batch_size=batch.size, batch_size_source=batch.source)
     devices = sections.devices(trace)
+    recommendations, settled_notes = unsettled(advice.recommendations, options)
     return s.Report(
         generator=GENERATOR,
         source=s.Source(paths=[trace.meta.path], format=trace.meta.format),
@@ -55,9 +57,9 @@ def report(facts: Facts, advice: Advice, options: AnalyzeOptions, batch: Batch,
         copies=sections.copies(facts),
         memory=sections.memory(facts),
         patterns=advice.patterns,
-        recommendations=advice.recommendations,
+        recommendations=recommendations,
         notes=[*options.capture_notes, *trace.meta.notes, *meter_notes(meter), *replay_notes(replay),
-               *([batch.note] if batch.note else []), *advice.notes, *prediction_notes],
+               *([batch.note] if batch.note else []), *advice.notes, *prediction_notes, *settled_notes],
         lines=sections.lines(facts),
         modules=sections.modules(facts),
         timeline=sections.timeline(facts),
@@ -68,6 +70,7 @@ def report(facts: Facts, advice: Advice, options: AnalyzeOptions, batch: Batch,
         prediction=prediction,
         replay=replay,
         meter=meter,
+        considered=advice.considered,
     )
 
 
@@ -143,6 +146,21 @@ def replay_section(timeline: Timeline) -> s.Replay:
                     error=round(dep.error, 4) if dep.error is not None else None, trusted=dep.trusted,
                     removed_us_per_step=us(dep.removed_ns_per_step) if dep.replayed else None,
                     profiler_cost_ns=cost)
+
+
+def unsettled(recommendations: list[s.Recommendation],
+              options: AnalyzeOptions) -> tuple[list[s.Recommendation], list[str]]:
+    """The recommendations not already acted on, and a note for each one left out that has something to say."""
+    if options.settled is None:
+        return recommendations, []
+    kept, notes = [], []
+    for rec in recommendations:
+        said = options.settled(rec)
+        if said is None:
+            kept.append(rec)
+        elif said:
+            notes.append(said)
+    return kept, notes
 
 
 def replay_notes(replay: s.Replay | None) -> list[str]:

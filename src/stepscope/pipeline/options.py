@@ -13,7 +13,7 @@ if TYPE_CHECKING:
     from stepscope.analysis.facts import Facts
     from stepscope.capture.calibrate import ProfilerCost
     from stepscope.model.meter import MeterRecord
-    from stepscope.model.report import Reference, Run
+    from stepscope.model.report import Recommendation, Reference, Run
     from stepscope.predict import PredictRequest
     from stepscope.ranks.driver import Progress
     from stepscope.ranks.engines import Engine
@@ -43,6 +43,9 @@ class AnalyzeOptions:
     meter: MeterRecord | None = None
     # Told how a one-file read goes (bytes read, total), for a progress bar on big traces (trace/load.read_trace).
     read_progress: Callable[[int, int], None] | None = None
+    # Recommendations already acted on (tune's final diagnosis: the fixes its ladder applied or measured as no
+    # gain): given each, None keeps it; a text leaves it out of the Report, said in a note unless the text is empty.
+    settled: Callable[[Recommendation], str | None] | None = None
     # Handed the Facts of a one-trace analysis: for outputs that read the trace again (the annotated trace).
     on_facts: Callable[[Facts], None] | None = None
 
@@ -53,7 +56,7 @@ class AnalyzeOptions:
     def for_task(self, main: bool) -> AnalyzeOptions:
         """What a per-rank task on an engine is given: nothing that cannot travel to another process (the engine,
         the progress bar, the facts hook), and a prediction and run section for the main rank only."""
-        return self.replace(engine=None, progress=None, on_facts=None, read_progress=None,
+        return self.replace(engine=None, progress=None, on_facts=None, read_progress=None, settled=None,
                             predict=self.predict if main else None,
                         run=self.run if main else None, capture_notes=self.capture_notes if main else (),
                         timing=self.timing if main else None, meter=self.meter if main else None)

@@ -40,6 +40,13 @@ class HostCost:
         return not any((self.op_ns, self.alloc_ns, self.launch_ns, self.range_ns, self.python_ns))
 
 
+# The profiler's cost per event for a trace recorded without a calibration (a file from elsewhere): the median of
+# what capture/calibrate.py measured on this project's 13 live captures in tests/data/gpu_h100_live/*/calibration.json
+# (H100 hosts, torch 2.x, shapes and memory off): op 1169 ns (481-1449), CUDA runtime call 4792 ns (982-12363),
+# record_function range 14232 ns (8481-16326); allocations 0 (never profiled there). docs/patterns.md.
+RECORDED_DEFAULT = HostCost(op_ns=1169.0, launch_ns=4792.0, range_ns=14232.0)
+
+
 def step_threads(trace: Trace) -> set[tuple[int, int]]:
     """The host threads on the step's path: the one with the step ranges (else the busiest) and the launchers."""
     ev = trace.events

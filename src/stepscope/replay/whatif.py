@@ -260,12 +260,3 @@ def _contains_any(trace: Trace, rows: np.ndarray, inner: np.ndarray) -> np.ndarr
         least_end = np.minimum.reduceat(ends, bounds)[0::2]  # the even slices are [first, last)
         out[at[some]] = least_end <= row_end[some]
     return out
-    order = np.argsort(ev.start[inner])
-    starts = ev.start[inner][order]
-    first = np.searchsorted(starts, ev.start[rows], side="left")
-    last = np.searchsorted(starts, ev.end[rows], side="right")
-    for i in np.flatnonzero(last > first):
-        cand = inner[order][first[i]:last[i]]
-        same = (ev.tid[cand] == ev.tid[rows[i]]) & (ev.end[cand] <= ev.end[rows[i]])
-        out[i] = bool(same.any())
-    return out

@@ -1,4 +1,5 @@
-"""Renderers: each turns a Report (or a Diff, a Tune) into output and never computes a figure."""
+"""Renderers: each turns a Report (or a Diff, a Tune) into output; none computes a figure from a trace (the only
+arithmetic: a share or ratio of two figures the Report holds, docs/architecture.md)."""
 
 from __future__ import annotations
 

@@ -221,7 +221,9 @@ def ladder_figure(tune: Tune, unit: str) -> Figure | None:
         f" {k}={v}" for f in t.tried for k, v in t.params.get(f, {}).items())) for t in tune.trials]
     outcome = ["baseline"] + ["kept" if t.accepted else "failed" if t.status != "measured" else "not kept"
                               for t in tune.trials]
-    measured = [getattr(tune.baseline, per_s)] + [getattr(t, per_s) for t in tune.trials]
+    # A rung's rate as the ladder shows it: in its comparison (the side of its gain) where recorded.
+    measured = [getattr(tune.baseline, per_s)] + [t.paired_rate if t.paired_rate is not None else getattr(t, per_s)
+                                                  for t in tune.trials]
     estimated = [None] + [getattr(t, f"estimated_{per_s}") for t in tune.trials]
     fig = new_figure({**LAYOUT, "barmode": "group", "yaxis": {"title": {"text": unit}},
                       "xaxis": {"type": "category", "categoryorder": "array", "categoryarray": labels,

@@ -2,8 +2,9 @@
 SECTIONS in order and draw each Section their own way, so their titles, columns and contents cannot drift.
 
 A section function takes the Report (and the run's telemetry, when there is one) and returns a
-Section or None when the report has nothing for it. Sections select and format; they never compute a
-figure. A new report section is one function here (plus, for a chart, a figure in report/figures.py).
+Section or None when the report has nothing for it. Sections select and format; they compute no figure
+beyond a share of two the Report holds (docs/architecture.md). A new report section is one function here (plus,
+for a chart, a figure in report/figures.py).
 """
 
 from __future__ import annotations
@@ -57,6 +58,17 @@ def recommendations(report: Report, telemetry: TelemetryReport | None = None) ->
     return Section("recommendations", "Recommendations",
                    "Estimated gains are reasoned from this trace's timeline, not measured "
                    "(`stepscope tune` measures them).", tables=(table,), extra={"recommendations": recs})
+
+
+def considered(report: Report, telemetry: TelemetryReport | None = None) -> Section | None:
+    """The fixes the advice weighed and left out, each with why (a CPU run's threads, layout, precision)."""
+    if not report.considered:
+        return None
+    rows = [[t.Cell(c.id, None, "text mono"), t.Cell(c.reason, None, "text wrap")] for c in report.considered]
+    table = t.Table([("fix", "text"), ("why it is not recommended", "text")], rows, id="considered")
+    intro = ("No fix is recommended. " if not report.recommendations else "") + \
+        "Weighed for this run and left out:"
+    return Section("considered", "Considered, not recommended", intro, tables=(table,))
 
 
 def ranks(report: Report, telemetry: TelemetryReport | None = None) -> Section | None:
@@ -199,8 +211,8 @@ def notes(report: Report, telemetry: TelemetryReport | None = None) -> Section |
 # In the order a reader asks: what to change and its caveats; where the step's time goes; where in the code; the GPU
 # work in detail; memory; other GPUs; how the capture went.
 SECTIONS: tuple[SectionFn, ...] = (
-    recommendations, notes, ranks, meter, breakdown, gpu, timeline, lines, modules, syncs, copies, kernels, utilization,
-    memory, memory_usage, prediction, run)
+    recommendations, considered, notes, ranks, meter, breakdown, gpu, timeline, lines, modules, syncs, copies, kernels,
+    utilization, memory, memory_usage, prediction, run)
 
 
 def build(report: Report, telemetry: TelemetryReport | None = None,

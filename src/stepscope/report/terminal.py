@@ -43,6 +43,9 @@ def verdict(report: Report) -> RenderableType:
     if report.recommendations:
         parts += [Text(), Text("Top fixes (estimated from the trace; `stepscope tune` measures them):", style="bold"),
                   fixes(report.recommendations[:TOP_FIXES], detail=False)]
+    elif report.considered:
+        parts += [Text(), Text(f"No fix recommended; considered: {', '.join(c.id for c in report.considered)} "
+                               "(why each was left out: below)", style="bold")]
     return Panel(Group(*parts), title="verdict", title_align="left", border_style="red" if report.patterns else "dim",
                  expand=False)
 

@@ -28,6 +28,10 @@ def unit(tune: Tune) -> str:
 
 
 def _per_s(tune: Tune, trial: Trial) -> float | None:
+    """The candidate's rate in its comparison (the side of its gain); a tune written before paired rates were
+    recorded has only its runs pooled."""
+    if trial.paired_rate is not None:
+        return trial.paired_rate
     return trial.samples_per_s if unit(tune) == "samples/s" else trial.steps_per_s
 
 
@@ -36,29 +40,41 @@ def trial_label(trial: Trial) -> str:
     return f"+ {' + '.join(trial.tried)}" + (f" ({params})" if params else "")
 
 
+def _builds_on(trial: Trial) -> str:
+    """The rung it builds on, at the candidate's times: '548.8 on 0'."""
+    if trial.paired_reference_rate is None:
+        return f"on {trial.builds_on}"
+    return f"{_rate(trial.paired_reference_rate)} on {trial.builds_on}"
+
+
 def ladder_table(tune: Tune) -> Table:
-    """Rung, fix, throughput, speed-up against the baseline with its spread, gain over the rung it builds on,
-    the estimate stepscope had made, kept or not and why."""
+    """Rung, fix, its throughput and that of the rung it builds on in the same alternating runs, the gain (their
+    ratio), the speed-up against the baseline (the gains multiplied along the rungs), the estimate stepscope had
+    made, kept or not and why."""
     b = tune.baseline
+    u = unit(tune)
     rows: list[list[Cell]] = []
     if b is not None:
-        base_rate = b.samples_per_s if unit(tune) == "samples/s" else b.steps_per_s
+        base_rate = b.samples_per_s if u == "samples/s" else b.steps_per_s
         rows.append([Cell("0", 0), Cell("baseline (as written)", None, "text"), Cell(_rate(base_rate), base_rate),
-                     Cell("1.00x", 1.0), Cell(""), Cell(""), Cell("", None, "text"),
+                     Cell(""), Cell(""), Cell("1.00x", 1.0), Cell(""), Cell("", None, "text"),
                      Cell(_baseline_note(tune), None, "text")])
     for t in tune.trials:
-        on = "" if t.gain is None else f"{_x(t.gain)} on {t.builds_on}"
         rows.append([Cell(str(t.rung), t.rung), Cell(trial_label(t), None, "text mono"),
-                     Cell(_rate(_per_s(tune, t)), _per_s(tune, t)), Cell(_x(t.speedup), t.speedup),
-                     Cell(on, t.gain), Cell("~" + _x(t.estimated_speedup) if t.estimated_speedup else "-",
-                                            t.estimated_speedup),
+                     Cell(_rate(_per_s(tune, t)), _per_s(tune, t)),
+                     Cell(_builds_on(t) if t.gain is not None else "", t.paired_reference_rate),
+                     Cell(_x(t.gain) if t.gain is not None else "", t.gain), Cell(_x(t.speedup), t.speedup),
+                     Cell("~" + _x(t.estimated_speedup) if t.estimated_speedup else "-", t.estimated_speedup),
                      Cell("kept" if t.accepted else "no", None, "text"), Cell(t.reason, None, "text")])
-    columns = [("rung", ""), ("fix", "text wrap"), (unit(tune), ""), ("vs baseline", ""), ("gain", ""),
-               ("estimated", ""), ("kept", "text"), ("why", "text wrap")]
-    return Table(columns, rows, id="ladder", title="Ladder", keep=(unit(tune), "vs baseline", "kept", "why"),
-                 note="Each rung adds its fix to the last kept rung; its gain over that rung, measured in runs that "
-                      "alternate with it, decides: kept when the 95% interval is above 1 + the smallest gain worth "
-                      "a change. Throughput is samples over wall time across windows of steps, unprofiled.")
+    columns = [("rung", ""), ("fix", "text wrap"), (u, ""), ("builds on", ""), ("gain", ""),
+               ("vs baseline", ""), ("estimated", ""), ("kept", "text"), ("why", "text wrap")]
+    return Table(columns, rows, id="ladder", title="Ladder", keep=(u, "vs baseline", "kept", "why"),
+                 note=f"Each rung adds its fix to the last kept rung, in runs alternating with it: {u} is its "
+                      "throughput there and 'builds on' that rung's at the same times (geometric means over its "
+                      f"runs), so gain = {u} / builds on; kept when the gain's 95% interval is above 1 + the "
+                      "smallest gain worth a change. vs baseline = the gain times the vs baseline of the rung built "
+                      "on. The baseline row pools all its runs (the machine drifts: a rung's 'builds on' may differ "
+                      "from it). Throughput: samples over wall time across windows of steps, unprofiled.")
 
 
 def _baseline_note(tune: Tune) -> str:
@@ -95,12 +111,17 @@ def headline(tune: Tune) -> list[str]:
         lines.append(f"status: {tune.status}")
     if tune.applied:
         lines.append(f"tuned: {speedup_text(tune)}, keeping {', '.join(tune.applied)}")
-        before = tune.baseline.samples_per_s if unit(tune) == "samples/s" and tune.baseline else (
-            tune.baseline.steps_per_s if tune.baseline else None)
-        after = tune.final_samples_per_s if unit(tune) == "samples/s" else tune.final_steps_per_s
-        if before and after:
-            lines.append(f"throughput: {_rate(before)} -> {_rate(after)} {unit(tune)} (unprofiled, synchronised "
-                         "windows)")
+        if tune.final_paired_rate and tune.final_paired_baseline_rate:
+            lines.append(f"throughput: {_rate(tune.final_paired_baseline_rate)} -> {_rate(tune.final_paired_rate)} "
+                         f"{unit(tune)} (the program as it is and tuned, in alternating runs; unprofiled, "
+                         "synchronised windows)")
+        else:  # a tune written before paired rates were recorded
+            before = tune.baseline.samples_per_s if unit(tune) == "samples/s" and tune.baseline else (
+                tune.baseline.steps_per_s if tune.baseline else None)
+            after = tune.final_samples_per_s if unit(tune) == "samples/s" else tune.final_steps_per_s
+            if before and after:
+                lines.append(f"throughput: {_rate(before)} -> {_rate(after)} {unit(tune)} (unprofiled, synchronised "
+                             "windows)")
     elif tune.status == "finished":
         lines.append("tuned: no fix was faster beyond the noise; the program is kept as it is")
     if tune.final_patterns:

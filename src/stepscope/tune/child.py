@@ -27,7 +27,7 @@ from stepscope.tune.compiling import CompileWatch
 from stepscope.tune.fixes import FIXES
 from stepscope.tune.points import Points
 from stepscope.tune.points.failure import PatchFailure, failures_since
-from stepscope.tune.story import ladder_notes, with_ladder
+from stepscope.tune.story import ladder_notes, settled_by
 from stepscope.tune.wire import (
     ChildResult,
     DeviceInfo,
@@ -113,9 +113,9 @@ def profile(spec: TrialSpec, program: Program) -> ChildResult:
         notes = ladder_notes(spec.ladder, ref.samples_per_s, sum(ref.steps) / sum(ref.seconds))
         result = dataclasses.replace(result, reference=tune_reference(ref, result.batch_size) or result.reference,
                                      notes=[*notes, *result.notes])
-    report = with_ladder(live_report(result, window, command=program.command, exit_code=outcome.exit_code,
-                                     program_status=outcome.status, folder=folder, meter=captured.meter),
-                        spec.ladder)
+    report = live_report(result, window, command=program.command, exit_code=outcome.exit_code,
+                         program_status=outcome.status, folder=folder, settled=settled_by(spec.ladder),
+                         meter=captured.meter)
     write_report_files(report, folder)
     return ChildResult(status="profiled", exit_code=0, program_status=outcome.status, detail=outcome.detail,
                        step_source=result.step_source, batch_size=result.batch_size,

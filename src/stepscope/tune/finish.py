@@ -13,6 +13,7 @@ from stepscope.model.report import Report, from_json
 from stepscope.model.tune import Tune
 from stepscope.tune.fixes import FIXES
 from stepscope.tune.measured import Run
+from stepscope.tune.review import Patch
 from stepscope.tune.suggest import suggest
 from stepscope.tune.trial import run_child
 from stepscope.tune.wire import ReferenceWindows, Settings, TrialSpec
@@ -34,7 +35,7 @@ def diagnose(spec: TrialSpec, folder: Path, name: str, timeout_s: float, notes: 
         return None
 
 
-def reference_windows(runs: list[Run], tune: Tune) -> ReferenceWindows | None:
+def reference_windows(runs: list[Run], samples_per_s: float | None) -> ReferenceWindows | None:
     """The tuned configuration's timed windows in the runs that gave the tune's headline."""
     windows = [w for run in runs if run.child.result is not None for w in run.child.result.windows
                if w.kind == "timed"]
@@ -42,7 +43,7 @@ def reference_windows(runs: list[Run], tune: Tune) -> ReferenceWindows | None:
         return None
     result = runs[0].child.result
     return ReferenceWindows(steps=[w.steps for w in windows], seconds=[w.seconds for w in windows],
-                            batch_size=result.batch_size if result else None, samples_per_s=tune.final_samples_per_s)
+                            batch_size=result.batch_size if result else None, samples_per_s=samples_per_s)
 
 
 def warmup_steps(runs: list[Run]) -> int:
@@ -56,11 +57,12 @@ def warmup_steps(runs: list[Run]) -> int:
     return max(counts, default=0)
 
 
-def write_patch(tune: Tune, settings: Settings, folder: Path) -> None:
-    """The kept fixes as a diff against the user's files, at the sites the tuned configuration's runs recorded."""
+def write_patch(tune: Tune, settings: Settings, folder: Path) -> tuple[Patch | None, list[str]]:
+    """The kept fixes as a diff against the user's files, at the sites the tuned configuration's runs recorded:
+    the patch written (None when nothing was), and a note per fix it could not place."""
     applied, device = tune.applied, tune.device
     if not applied:
-        return
+        return None, []
     where = device.name if device else "this machine"
     measured = (f"measured {tune.speedup:.2f}x together" if tune.speedup
                 else "not measured together (each was measured on the rung it was tried on)")
@@ -72,9 +74,9 @@ def write_patch(tune: Tune, settings: Settings, folder: Path) -> None:
     params = {f: tune.applied_params.get(f, {}) for f in applied}
     text, unplaced, commands = suggest(params, applied, settings, device.kind if device else "cpu", header,
                                        str(folder / PATCH))
+    patch = None
     if text:
         write_atomic(folder / PATCH, text, what="patch")
-        tune.patch = PATCH
-        tune.patch_apply, tune.patch_apply_in = commands, os.getcwd()
-    for fix in unplaced:
-        tune.notes.append(f"{fix} is not in the patch (its place in the code was not found): {FIXES[fix].code}")
+        patch = Patch(name=PATCH, apply=commands, apply_in=os.getcwd())
+    return patch, [f"{fix} is not in the patch (its place in the code was not found): {FIXES[fix].code}"
+                   for fix in unplaced]

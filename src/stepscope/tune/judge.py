@@ -9,7 +9,7 @@ from typing import Any
 
 from stepscope.model.tune import Numerics, Trial
 from stepscope.tune.fixes import FIXES
-from stepscope.tune.measured import Run, rates
+from stepscope.tune.measured import Run, in_ladder_unit, rates
 from stepscope.tune.numerics import compare_losses, tolerance_for
 from stepscope.tune.paired import DROP, KEEP, Gain
 from stepscope.tune.rounds import Outcome
@@ -44,48 +44,53 @@ def numerics_for(tried: tuple[str, ...], base: Rung, run: Run) -> Numerics | Non
 
 def trial_row(outcome: Outcome, *, rung: int, tried: tuple[str, ...], fixes: dict[str, dict[str, Any]], base: Rung,
               estimate: float | None, estimate_from: Rung | None, min_gain: float) -> Trial:
-    """The trial row: what was measured, and the decision with its reason."""
+    """The trial row: what was measured, and the decision with its reason (decided in `rounds`, said here)."""
     runs = outcome.candidate_runs()
     shown = runs[0] if runs else outcome.failure
     result = shown.child.result if shown is not None else None
     batch = result.batch_size if result is not None else None
-    row: dict[str, Any] = {
-        "rung": rung, "fixes": list(fixes), "tried": list(tried), "params": {k: v for k, v in fixes.items() if v},
-        "builds_on": base.index, "estimated_speedup": estimate, "numerics": outcome.numerics, "compile_s": None,
-        "exit_code": shown.child.returncode if shown else None, "status": shown.child.status if shown else "measured",
-        "steps": sum(r.steps for r in runs), "batch_size": batch, "wall_s": round(sum(r.child.wall_s for r in runs), 2),
-        "log": shown.log_name() if shown else None, "step_time_us": None, "steps_per_s": None, "samples_per_s": None,
-        "speedup": None, "spread": None, "gain": None, "accepted": False, "decision": outcome.decision,
-        "runs": [run.trial_run(arm) for arm, run in outcome.runs], "windows": sum(len(r.windows) for r in runs),
-    }
-    if estimate:
-        start = estimate_from or base
-        row["estimated_steps_per_s"] = round(start.steps_per_s * estimate, 4)
-        if start.samples_per_s:
-            row["estimated_samples_per_s"] = round(start.samples_per_s * estimate, 2)
-    if result is not None:
-        row["warmup_s"] = result.warmup_s
-        row["compile_s"] = result.compile_s
-    if runs:
-        row.update(rates(runs, batch))
+    accepted = outcome.decision == KEEP
+    start = estimate_from or base
     g = outcome.gain
-    if g is not None:
-        row.update(gain=round(g.ratio, 4), interval=[round(g.low, 4), round(g.high, 4)], confidence=g.confidence,
-                   speedup=round(base.speedup * g.ratio, 4), spread=round(_relative_se(g), 4))
-    row["accepted"] = outcome.decision == KEEP
-    row["reason"] = reason(outcome, base, min_gain)
-    for fix_id in tried if row["accepted"] else ():
-        note = FIXES[fix_id].kept_note if fix_id in FIXES else None
-        if note is not None:
-            row["reason"] += f"; {note(fixes.get(fix_id, {}))}"
-    not_applied = [f for f in tried if result is not None and not result.applied.get(f)]
-    if runs and not_applied:
-        if len(not_applied) == len(tried):
-            row["status"], row["accepted"] = "not applied", False
-            row["reason"] = f"{', '.join(not_applied)} found nothing to change in this program"
-        else:
-            row["reason"] += f" ({', '.join(not_applied)} found nothing to change)"
-    return Trial(**row)
+    measured = rates(runs, batch) if runs else {}
+    paired = in_ladder_unit(g, runs[0], batch, bool(base.samples_per_s)) if g and runs else (None, None)
+    return Trial(
+        rung=rung, fixes=list(fixes), tried=list(tried), params={k: v for k, v in fixes.items() if v},
+        builds_on=base.index, estimated_speedup=estimate, numerics=outcome.numerics,
+        exit_code=shown.child.returncode if shown else None,
+        status="not applied" if outcome.decision == "not applied" else shown.child.status if shown else "measured",
+        steps=sum(r.steps for r in runs), batch_size=batch, wall_s=round(sum(r.child.wall_s for r in runs), 2),
+        log=shown.log_name() if shown else None,
+        step_time_us=measured.get("step_time_us"), steps_per_s=measured.get("steps_per_s"),
+        samples_per_s=measured.get("samples_per_s"),
+        accepted=accepted, decision=outcome.decision, reason=_reason_with_notes(outcome, base, min_gain, tried, fixes),
+        runs=[run.trial_run(arm) for arm, run in outcome.runs], windows=sum(len(r.windows) for r in runs),
+        estimated_steps_per_s=round(start.steps_per_s * estimate, 4) if estimate else None,
+        estimated_samples_per_s=round(start.samples_per_s * estimate, 2) if estimate and start.samples_per_s
+        else None,
+        warmup_s=result.warmup_s if result is not None else None,
+        compile_s=result.compile_s if result is not None else None,
+        gain=round(g.ratio, 4) if g else None, interval=[round(g.low, 4), round(g.high, 4)] if g else None,
+        confidence=g.confidence if g else None, speedup=round(base.speedup * g.ratio, 4) if g else None,
+        spread=round(_relative_se(g), 4) if g else None,
+        paired_rate=paired[0], paired_reference_rate=paired[1])
+
+
+def _reason_with_notes(outcome: Outcome, base: Rung, min_gain: float, tried: tuple[str, ...],
+                       fixes: dict[str, dict[str, Any]]) -> str:
+    """The reason, with the kept fixes' notes and the tried fixes that found nothing to change."""
+    text = reason(outcome, base, min_gain, tried)
+    if outcome.decision == KEEP:
+        for fix_id in tried:
+            note = FIXES[fix_id].kept_note if fix_id in FIXES else None
+            if note is not None:
+                text += f"; {note(fixes.get(fix_id, {}))}"
+    runs = outcome.candidate_runs()
+    result = runs[0].child.result if runs else None
+    idle = [f for f in tried if result is not None and not result.applied.get(f)]
+    if idle and outcome.decision != "not applied":
+        text += f" ({', '.join(idle)} found nothing to change)"
+    return text
 
 
 def _relative_se(g: Gain) -> float:
@@ -94,7 +99,7 @@ def _relative_se(g: Gain) -> float:
     return (math.log(g.high) - math.log(g.low)) / (2 * z)
 
 
-def reason(outcome: Outcome, base: Rung, min_gain: float) -> str:
+def reason(outcome: Outcome, base: Rung, min_gain: float, tried: tuple[str, ...] = ()) -> str:
     """Why kept or not, with the measured gain and its interval: 'faster: 1.72x (1.55-1.90, 6 windows)'."""
     g = outcome.gain
     if outcome.decision == "failed" and outcome.failure is not None:
@@ -105,7 +110,7 @@ def reason(outcome: Outcome, base: Rung, min_gain: float) -> str:
     if outcome.decision == "numerics" and outcome.numerics is not None:
         return f"numerics changed: {outcome.numerics.detail}"
     if outcome.decision == "not applied":
-        return "found nothing to change in this program"
+        return f"{', '.join(tried) + ' ' if tried else ''}found nothing to change in this program"
     if g is None:
         return f"not measured against rung {base.index}: {outcome.stopped or 'no run of it completed'}"
     bar = f"needs > {1 + min_gain:.2f}x"

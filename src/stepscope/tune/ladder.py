@@ -69,16 +69,16 @@ class Tuner:
 
     def __post_init__(self) -> None:
         o = self.options
-        self.tune = Tune(generator=f"stepscope {__version__}", command=self.program.command, device=None,
-                         baseline=None, trials=[], applied=[], speedup=None, final_patterns=[], patch=None,
-                         not_tried=[], status="running", seed=o.seed, budget_s=o.budget_s, folder=str(self.folder),
-                         min_gain=o.min_gain)
+        self.header = review.Header(generator=f"stepscope {__version__}", command=self.program.command, seed=o.seed,
+                                    budget_s=o.budget_s, folder=str(self.folder), min_gain=o.min_gain)
+        self.progress = review.Progress()  # what the tune found so far: `tune` is built from it at each change
         self.budget = Budget(o.budget_s, o.trial_timeout_s, started=self.started)
         self.history: list[Run] = []
         self.baseline: Rung | None = None
         self.current: Rung | None = None
         self.labels: dict[str, str] = {config_key({}): "baseline"}
         self._trials_run = 0
+        self.tune = self._result()
 
     # -- the whole loop --------------------------------------------------------------------------------
 
@@ -88,13 +88,13 @@ class Tuner:
             candidates = self._plan()
             self._ladder(candidates)
             self._final()
-            self.tune.status = "finished"
+            self.progress.status = "finished"
         except StepscopeError:
-            self.tune.status = "failed"
+            self.progress.status = "failed"
             raise
         except KeyboardInterrupt:
-            self.tune.status = "interrupted"
-            self.tune.notes.append("interrupted: the table holds the trials finished before")
+            self.progress.status = "interrupted"
+            self.progress.notes.append("interrupted: the table holds the trials finished before")
         finally:
             self._changed()
         return self.tune
@@ -103,11 +103,13 @@ class Tuner:
         return self.budget.elapsed()
 
     def _changed(self) -> None:
-        self.tune.elapsed_s = round(self.elapsed(), 1)
-        if self.tune.baseline is not None:
-            patterns = self.tune.baseline.patterns
-            self.tune.baseline = review.baseline_section(self._runs_of({}), patterns)
+        self.tune = self._result()
         self.events.changed(self.tune)
+
+    def _result(self) -> Tune:
+        """The Tune as it stands, built from what the tune has found (the baseline once it was measured)."""
+        baseline_runs = self._runs_of({}) if self.baseline is not None else []
+        return review.tune_result(self.header, self.progress, baseline_runs, self.elapsed())
 
     def _runs_of(self, fixes: Fixes) -> list[Run]:
         key = config_key(fixes)
@@ -166,23 +168,22 @@ class Tuner:
         figures = rates([run], result.batch_size)
         self.baseline = self.current = Rung(0, {}, figures["steps_per_s"] or 0.0, figures["samples_per_s"], 1.0,
                                             result.batch_size, result.losses, result.settings)
-        self.tune.device = _device(result)
-        self.tune.baseline = review.baseline_section([run], [])
+        self.progress.device = _device(result)
         self._changed()
 
     def _plan(self) -> list[Candidate]:
         self.events.phase("diagnosis: one profiled window, as stepscope run")
         report = self._diagnose("baseline", {})
         first = self.history[0].child.result
-        assert first is not None and self.tune.baseline is not None
+        assert first is not None and self.baseline is not None
         if report is not None:
-            self.tune.baseline.patterns = patterns_of(report)
-            self.tune.baseline_report = "baseline/report.json"
+            self.progress.patterns = patterns_of(report)
+            self.progress.baseline_report = "baseline/report.json"
         o = self.options
         plan = make_plan(report, first.settings, first.device or DeviceInfo(kind="cpu", name="CPU"), PlanOptions(
             only=o.fixes, skip=o.skip_fixes, allow_batch_change=o.allow_batch_change,
             timed_steps=o.warmup_steps + o.trial_steps))
-        self.tune.not_tried.extend(plan.not_tried)
+        self.progress.not_tried.extend(plan.not_tried)
         self._changed()
         return plan.candidates
 
@@ -205,7 +206,8 @@ class Tuner:
 
     def _skip(self, candidates: list[Candidate], reason: str) -> None:
         for c in candidates:
-            self.tune.not_tried.append(NotTried(id="+".join(c.fixes), reason=reason, estimated_speedup=c.estimate))
+            self.progress.not_tried.append(NotTried(id="+".join(c.fixes), reason=reason,
+                                                   estimated_speedup=c.estimate))
         self._changed()
 
     def _try(self, candidate: Candidate) -> None:
@@ -229,9 +231,10 @@ class Tuner:
                 if kept is not None or trial.status != "measured":
                     return
                 continue
-            if kept is not None:
-                kept.accepted = False
-                kept.reason += f"; superseded by {_params_text(option)}"
+            if kept is not None:  # the row is replaced, not edited: a Trial is built once
+                self.progress.trials[kept.rung - 1] = msgspec.structs.replace(
+                    kept, accepted=False, reason=f"{kept.reason}; superseded by {_params_text(option)}")
+                self._changed()
             kept = trial
 
     def _compare(self, candidate: Candidate, option: Fixes, start: Rung) -> Trial | None:
@@ -248,74 +251,73 @@ class Tuner:
                                     f"may take (~{need:.0f} s{', compilation included' if compiles else ''})")
             return None
         self._trials_run += 1
-        rung = len(self.tune.trials) + 1
+        rung = len(self.progress.trials) + 1
         self.events.phase(f"trial {rung}: {label}")
         comparison = Comparison(measure=self._measure, history=self.history, min_gain=self.options.min_gain,
                                 max_rounds=self.options.max_rounds, seed=self.options.seed, tried=candidate.fixes,
                                 check_numerics=lambda run: numerics_for(candidate.fixes, base, run))
         outcome = comparison.run(base.fixes, fixes)
         if outcome.failure is not None and outcome.failure.child.status == "stepscope failed":
-            self.tune.not_tried.append(NotTried(
+            self.progress.not_tried.append(NotTried(
                 id="+".join(candidate.fixes), estimated_speedup=candidate.estimate,
                 reason=f"{outcome.failure.child.problem}; its log: {outcome.failure.log_name()}"))
             self._changed()
             return None
         trial = trial_row(outcome, rung=rung, tried=candidate.fixes, fixes=fixes, base=base,
                           estimate=candidate.estimate, estimate_from=start, min_gain=self.options.min_gain)
-        self.tune.trials.append(trial)
+        self.progress.trials.append(trial)
         first = outcome.candidate_runs()[0] if outcome.candidate_runs() else None
         if trial.accepted and first is not None and first.child.result is not None:
             result = first.child.result
             self.current = Rung(rung, fixes, trial.steps_per_s or 0.0, trial.samples_per_s, trial.speedup or 1.0,
                                 result.batch_size, result.losses, result.settings)
-        review.settle(self.tune)
         self._changed()
         return trial
 
     # -- the end ---------------------------------------------------------------------------------------
 
     def _final(self) -> None:
-        review.settle(self.tune)
         assert self.current is not None and self.baseline is not None
-        if not self.tune.applied:
-            self.tune.speedup = 1.0
-            assert self.tune.baseline is not None
-            self.tune.final_patterns = list(self.tune.baseline.patterns)
-            return
+        self.progress.ended = True
+        if not review.kept(self.progress.trials)[0]:
+            return  # the speed-up is 1 and the diagnosis the baseline's (review.tune_result)
         self.events.phase("the tuned configuration against the program as it is")
         tuned = self.current
         comparison = Comparison(measure=lambda fixes, arm: self._measure(fixes, arm, check_budget=False),
                                 history=self.history, min_gain=self.options.min_gain, max_rounds=1,
                                 seed=self.options.seed)
         outcome = comparison.run({}, tuned.fixes)
-        review.final_figures(self.tune, outcome, tuned.batch_size)
+        final, note = review.final_figures(outcome, tuned.batch_size, bool(self.baseline.samples_per_s))
+        self.progress.final = final
+        self.progress.notes.extend([note] if note else [])
         self._changed()
-        self._final_diagnosis(tuned, [run for arm, run in outcome.runs if arm == CANDIDATE])
-        finish.write_patch(self.tune, tuned.settings, self.folder)
+        self._final_diagnosis(tuned, [run for arm, run in outcome.runs if arm == CANDIDATE], final.samples_per_s)
+        self.progress.patch, unplaced = finish.write_patch(self.tune, tuned.settings, self.folder)
+        self.progress.notes.extend(unplaced)
 
     def _diagnose(self, name: str, fixes: Fixes, spec: TrialSpec | None = None) -> Report | None:
         timeout = self.budget.timeout(config_key(fixes), False, trial=False) * 2
         spec = spec or self.spec(fixes, "profile", profile_folder=self.folder / name)
-        return finish.diagnose(spec, self.folder, name, timeout, self.tune.notes)
+        return finish.diagnose(spec, self.folder, name, timeout, self.progress.notes)
 
-    def _final_diagnosis(self, tuned: Rung, runs: list[Run]) -> None:
+    def _final_diagnosis(self, tuned: Rung, runs: list[Run], samples_per_s: float | None) -> None:
         if not self.options.final_diagnosis:
-            self.tune.notes.append("no final diagnosis: turned off")
+            self.progress.notes.append("no final diagnosis: turned off")
             return
         expected = PROFILE_FACTOR * self.budget.expected(config_key(tuned.fixes), False)
         if not self.budget.fits(expected, 0.0):
-            self.tune.notes.append("no final diagnosis: the budget ran out")
+            self.progress.notes.append("no final diagnosis: the budget ran out")
             return
         self.events.phase("final diagnosis: one profiled window with the kept fixes")
         ladder = story.ladder_entries(self.tune)
         spec = msgspec.structs.replace(self.spec(tuned.fixes, "profile", profile_folder=self.folder / "final"),
-                                       ladder=ladder, reference=finish.reference_windows(runs, self.tune),
+                                       ladder=ladder, reference=finish.reference_windows(runs, samples_per_s),
                                        skip=finish.warmup_steps(runs) + 2)
         report = self._diagnose("final", tuned.fixes, spec)
         if report is not None:
-            self.tune.final_patterns = patterns_of(report)
-            self.tune.final_report = "final/report.json"
-            self.tune.final_recommendations = story.final_recommendations(report, ladder)
+            self.progress.final_patterns = patterns_of(report)
+            self.progress.final_report = "final/report.json"
+            self.progress.final_recommendations = story.final_recommendations(report, ladder)
 
 
 def patterns_of(report: Report) -> list[PatternShare]:

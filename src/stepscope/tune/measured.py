@@ -9,7 +9,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from stepscope.model.tune import Measurement, TrialRun, WindowStat
-from stepscope.tune.paired import RunSeries, Window, throughput
+from stepscope.tune.paired import Gain, RunSeries, Window, throughput
 from stepscope.tune.trial import ChildRun
 
 PAIR_DISTANCE = 2  # runs of one configuration this close in the order ran (one other run between) pair up
@@ -88,6 +88,17 @@ def rates(runs: list[Run], batch: int | None) -> dict[str, float | None]:
     per_s = samples / seconds if unit == "samples" else (steps * batch / seconds if batch else None)
     return {"step_time_us": round(seconds / steps * 1e6, 3), "steps_per_s": round(steps / seconds, 4),
             "samples_per_s": round(per_s, 2) if per_s else None}
+
+
+def in_ladder_unit(g: Gain, run: Run, batch: int | None, samples_known: bool) -> tuple[float, float]:
+    """The gain's two sides (`Gain.rate`, `Gain.reference_rate`, in the windows' unit) in the ladder's: samples/s
+    where the baseline has them (windows that count steps times the batch), else steps/s. Rounded as `rates`."""
+    per = batch if samples_known and batch and run.unit == "steps" else 1
+    return _rounded(g.rate * per), _rounded(g.reference_rate * per)
+
+
+def _rounded(x: float) -> float:
+    return round(x, 2) if x >= 100 else float(f"{x:.6g}")  # a rate of 0.5 steps/s keeps its digits
 
 
 def measurement(run: Run) -> Measurement | None:

@@ -55,6 +55,10 @@ class Gain:
     runs: int  # the candidate's runs
     confidence: float = CONFIDENCE
     each: tuple[float, ...] = ()  # each candidate run's own ratio
+    # The two sides of `ratio` (in the windows' unit): the candidate's runs' throughput and the reference's
+    # interpolated to each of them, geometric means over the candidate's runs; rate / reference_rate == ratio.
+    rate: float = 0.0
+    reference_rate: float = 0.0
 
     def text(self) -> str:
         """'1.72x (1.55-1.90, 6 windows)'."""
@@ -91,18 +95,32 @@ def _brackets(runs: list[RunSeries]) -> list[tuple[int, list[tuple[int, float]]]
     return pairs
 
 
-def ratios(runs: Sequence[RunSeries]) -> list[float]:
-    """Each candidate run's throughput over the reference interpolated around it, in the order they ran."""
+def _sides(runs: Sequence[RunSeries]) -> list[tuple[float, float]]:
+    """Each candidate run's log throughput and the reference's interpolated around it, in the order they ran."""
     usable = _usable(runs)
-    return [math.exp(math.log(usable[j].rate) - sum(w * math.log(usable[i].rate) for i, w in refs))
+    return [(math.log(usable[j].rate), sum(w * math.log(usable[i].rate) for i, w in refs))
             for j, refs in _brackets(usable)]
 
 
+def ratios(runs: Sequence[RunSeries]) -> list[float]:
+    """Each candidate run's throughput over the reference interpolated around it, in the order they ran."""
+    return [math.exp(c - r) for c, r in _sides(runs)]
+
+
+def paired_rates(runs: Sequence[RunSeries]) -> tuple[float, float] | None:
+    """The candidate's throughput and the reference's at the same times: geometric means over the candidate's runs
+    of each run's rate and of the reference interpolated around it (None without a candidate and a reference)."""
+    sides = _sides(runs)
+    if not sides:
+        return None
+    return (math.exp(sum(c for c, _ in sides) / len(sides)), math.exp(sum(r for _, r in sides) / len(sides)))
+
+
 def estimate(runs: Sequence[RunSeries]) -> float | None:
-    """The gain's point estimate: the geometric mean of the candidate runs' ratios (None without a candidate and a
-    reference run)."""
-    each = ratios(runs)
-    return math.exp(sum(math.log(r) for r in each) / len(each)) if each else None
+    """The gain's point estimate: the geometric mean of the candidate runs' ratios, which is the candidate's paired
+    rate over the reference's (None without a candidate and a reference run)."""
+    rates = paired_rates(runs)
+    return rates[0] / rates[1] if rates else None
 
 
 def gain(runs: Sequence[RunSeries], run_noise: float = MIN_RUN_NOISE, *, confidence: float = CONFIDENCE,
@@ -110,8 +128,8 @@ def gain(runs: Sequence[RunSeries], run_noise: float = MIN_RUN_NOISE, *, confide
     """The gain with its bootstrap interval (None without a candidate and a reference run)."""
     usable = _usable(runs)
     pairs = _brackets(usable)
-    ratio = estimate(usable)
-    if ratio is None:
+    sides = paired_rates(usable)
+    if sides is None:
         return None
     rng = np.random.default_rng(seed)
     log_rates = [np.log(_resampled_rates(r.windows, resamples, rng)) for r in usable]
@@ -125,8 +143,9 @@ def gain(runs: Sequence[RunSeries], run_noise: float = MIN_RUN_NOISE, *, confide
     tail = (1 - confidence) / 2
     low, high = np.quantile(replicates, [tail, 1 - tail])
     candidate = [usable[j] for j, _ in pairs]
-    return Gain(ratio=ratio, low=float(low), high=float(high), windows=sum(len(r.windows) for r in candidate),
-                runs=len(candidate), confidence=confidence, each=tuple(ratios(usable)))
+    return Gain(ratio=sides[0] / sides[1], low=float(low), high=float(high),
+                windows=sum(len(r.windows) for r in candidate), runs=len(candidate), confidence=confidence,
+                each=tuple(ratios(usable)), rate=sides[0], reference_rate=sides[1])
 
 
 def _resampled_rates(windows: Sequence[Window], resamples: int, rng: np.random.Generator) -> np.ndarray:

@@ -61,6 +61,8 @@ class Comparison:
         last = self.history[-1] if self.history else None
         if last is not None and last.ok and last.key in (ref_key, cand_key):
             outcome.runs.append((REFERENCE if last.key == ref_key else CANDIDATE, last))
+            if last.key == cand_key and self._first_candidate(outcome, last):
+                return outcome
         while True:
             arm = REFERENCE if not outcome.runs or outcome.runs[-1][0] == CANDIDATE else CANDIDATE
             if arm == CANDIDATE and len(outcome.candidate_runs()) >= self.max_rounds:
@@ -77,21 +79,27 @@ class Comparison:
                     outcome.stopped = f"the reference's run failed ({run.child.problem})"
                 return outcome
             outcome.runs.append((arm, run))
-            if arm == CANDIDATE and len(outcome.candidate_runs()) == 1:
-                applied = run.child.result.applied if run.child.result is not None else {}
-                if self.tried and not any(applied.get(f) for f in self.tried):
-                    outcome.decision = "not applied"  # nothing was changed: no more runs of the same program
-                    return outcome
-                outcome.numerics = self.check_numerics(run)
-                if outcome.numerics is not None and not outcome.numerics.ok:
-                    outcome.decision = "numerics"
-                    return outcome
+            if arm == CANDIDATE and len(outcome.candidate_runs()) == 1 and self._first_candidate(outcome, run):
+                return outcome
             if arm == REFERENCE and outcome.candidate_runs():
                 outcome.gain = self.evaluate(outcome)
                 if outcome.gain is not None:
                     outcome.decision = decide(outcome.gain, self.min_gain, min(MIN_RUNS, self.max_rounds))
                     if outcome.decision in (KEEP, DROP):
                         return outcome
+
+    def _first_candidate(self, outcome: Outcome, run: Run) -> bool:
+        """The candidate's first run decides before more is spent on it: whether its fixes changed anything (the
+        one place "not applied" is decided), then its numerics. True when that ends the comparison."""
+        applied = run.child.result.applied if run.child.result is not None else {}
+        if self.tried and not any(applied.get(f) for f in self.tried):
+            outcome.decision = "not applied"  # nothing was changed: no more runs of the same program
+            return True
+        outcome.numerics = self.check_numerics(run)
+        if outcome.numerics is not None and not outcome.numerics.ok:
+            outcome.decision = "numerics"
+            return True
+        return False
 
     def evaluate(self, outcome: Outcome) -> Gain | None:
         noise = run_noise(same_config_pairs(self.history))

@@ -1,14 +1,15 @@
 """One story at the end of a tune: the diagnosis of the tuned configuration knows the ladder.
 
 Its report is given, before it is assembled, what the tune measured unprofiled (the tuned configuration's windows:
-its unprofiled reference, so its samples/s are the tune's) and notes of what the ladder did; once assembled, a
-copy of it leaves out the recommendations the ladder applied or measured as no gain ("measured: 1.03x (0.98-1.08,
-6 windows), not kept" is said instead). The same list, without them, is the tune's `final_recommendations`.
+its unprofiled reference, so its samples/s are the tune's), notes of what the ladder did, and which
+recommendations the ladder settled (`settled_by`, the analysis' `settled` option): the Report is assembled without
+those it applied or measured as no gain ("measured: 1.03x (0.98-1.08, 6 windows), not kept" is said instead). The
+same list, without them, is the tune's `final_recommendations`.
 """
 
 from __future__ import annotations
 
-import msgspec
+from collections.abc import Callable
 
 from stepscope.model.report import Recommendation, Report
 from stepscope.model.tune import FinalRecommendation, Trial, Tune
@@ -40,18 +41,18 @@ def known(rec: Recommendation, ladder: list[LadderEntry]) -> LadderEntry | None:
     return next((e for e in ladder if e.id == fix), None) if fix is not None else None
 
 
-def with_ladder(report: Report, ladder: list[LadderEntry]) -> Report:
-    """The report without the recommendations the ladder applied or measured as no gain (a new Report: the one
-    given is left as it was), a note for each of those measured."""
-    kept, notes = [], []
-    for rec in report.recommendations:
+def settled_by(ladder: list[LadderEntry]) -> Callable[[Recommendation], str | None]:
+    """What the analysis is told of each recommendation (its `settled` option): None, not settled by the ladder;
+    "" for a fix it applied (said by `ladder_notes`); what was measured for one it measured as no gain."""
+    def settled(rec: Recommendation) -> str | None:
         entry = known(rec, ladder)
         if entry is None:
-            kept.append(rec)
-        elif not entry.kept:
-            notes.append(f"{rec.id} (estimated ~{rec.estimated_speedup:.2f}x): {entry.text}"
-                         if rec.estimated_speedup else f"{rec.id}: {entry.text}")
-    return msgspec.structs.replace(report, recommendations=kept, notes=[*report.notes, *notes])
+            return None
+        if entry.kept:
+            return ""
+        return (f"{rec.id} (estimated ~{rec.estimated_speedup:.2f}x): {entry.text}" if rec.estimated_speedup
+                else f"{rec.id}: {entry.text}")
+    return settled
 
 
 def final_recommendations(report: Report, ladder: list[LadderEntry]) -> list[FinalRecommendation]:

@@ -13,7 +13,9 @@ from stepscope.advice.rules import collectives, copies, cpu, dataloader, gpu, ho
 from stepscope.analysis.facts import Facts
 from stepscope.model import report as s
 
-Rule = Callable[[Context, list[s.Pattern]], list[s.Recommendation]]
+# A rule returns its recommendations; a rule that weighed its fix for this run and left it out may say why (a
+# Considered, e.g. a CPU rule: threads already on every core).
+Rule = Callable[[Context, list[s.Pattern]], list[s.Recommendation | s.Considered]]
 
 RULES: tuple[Rule, ...] = (
     dataloader.dataloader_workers,
@@ -37,10 +39,14 @@ RULES: tuple[Rule, ...] = (
 )
 
 
-def recommend(facts: Facts, patterns: list[s.Pattern], ctx: Context | None = None) -> list[s.Recommendation]:
-    """Every fix the trace calls for, best estimated gain first."""
+def recommend(facts: Facts, patterns: list[s.Pattern],
+              ctx: Context | None = None) -> tuple[list[s.Recommendation], list[s.Considered]]:
+    """Every fix the trace calls for, best estimated gain first; and the fixes weighed and left out, with why."""
     ctx = ctx or Context(facts)
     if len(facts.steps) == 0 or not ctx.step_ns:
-        return []
+        return [], []
     found = [r for rule in RULES for r in rule(ctx, patterns)]
-    return sorted(found, key=lambda r: (-(r.estimated_speedup or 1.0), r.id))
+    recs = [r for r in found if isinstance(r, s.Recommendation)]
+    offered = {r.id for r in recs}
+    considered = [c for c in found if isinstance(c, s.Considered) and c.id not in offered]
+    return sorted(recs, key=lambda r: (-(r.estimated_speedup or 1.0), r.id)), considered

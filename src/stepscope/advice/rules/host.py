@@ -10,6 +10,7 @@ from stepscope.advice.context import Context
 from stepscope.advice.culprits import blocking_causes, what_it_is
 from stepscope.advice.location import locate, rows_named
 from stepscope.advice.recommendation import MIN_GAIN, recommendation
+from stepscope.advice.rules.cpu import torch_compile_cpu
 from stepscope.advice.whatif import (
     FUSED_OPTIMIZER_GPU_KEPT,
     FUSED_OPTIMIZER_HOST_KEPT,
@@ -118,16 +119,14 @@ def compiled(ctx: Context) -> bool:
     return bool(st is not None and st.compiled) or ctx.elementwise.compiled
 
 
-def torch_compile(ctx: Context, patterns: list[s.Pattern]) -> list[s.Recommendation]:
-    """Many short elementwise kernels to fuse (GPU), or Python overhead (CPU); never when compiled already."""
+def torch_compile(ctx: Context, patterns: list[s.Pattern]) -> list[s.Recommendation | s.Considered]:
+    """Many short elementwise kernels to fuse (GPU), or a CPU run's (cpu.torch_compile_cpu); never when compiled
+    already."""
     if compiled(ctx):
-        return []
-    overhead = next((p for p in patterns if p.id == "python_overhead"), None)
-    if ctx.accelerator == "cpu" and overhead is not None:
-        est = step_without(ctx, FUSION_TIME_KEPT * overhead.share * ctx.step_ns,
-                           "Half the Python and dispatch time removed by compiled, fused code")
-        return [recommendation(ctx, "torch_compile", "Compile the model: model = torch.compile(model)",
-                               {"python_overhead_share": overhead.share}, est)]
+        return [s.Considered(id="torch_compile", reason="the model is compiled already")] \
+            if ctx.accelerator == "cpu" else []
+    if ctx.accelerator == "cpu":
+        return torch_compile_cpu(ctx, patterns)
     ew = ctx.elementwise
     if ctx.accelerator != "gpu" or ew.short_count < FUSION_MIN_KERNELS:
         return []
