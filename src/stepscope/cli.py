@@ -18,6 +18,7 @@ VERBS = {  # each verb and its line in `stepscope --help`
     "report": "render a saved report (report.json or a stepscope run folder) as terminal text or HTML",
     "diff": "compare two runs: step time, breakdown, patterns, kernels and lines that changed",
     "predict": "predict this job's step time, cost and energy on other GPUs",
+    "watch": "re-profile a script on each save and show what changed (terminal, and a live page with --page)",
     "tune": "try the recommended fixes on a script, measure each, keep what is really faster",
 }
 ALIASES = {"analyse": "analyze"}

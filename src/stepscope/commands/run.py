@@ -30,41 +30,46 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
         # and an ambiguous prefix is an error even in the part that belongs to the program.
         allow_abbrev=False,
     )
-    p.add_argument("--skip", type=count, default=D.skip, metavar="N",
-                   help=f"steps to run unprofiled first ({D.skip}); counts the chosen steps")
-    p.add_argument("--warmup", type=count, default=D.warmup, metavar="N",
-                   help=f"profiled steps to discard ({D.warmup})")
-    p.add_argument("--steps", type=positive_int, default=D.steps, metavar="N", help=f"steps to record ({D.steps})")
-    p.add_argument("--step-on", choices=STEP_SOURCES, default=D.step_on, metavar="SOURCE",
-                   help="what marks a step: " + "|".join(STEP_SOURCES) + " (default: the strongest one the "
-                        "program shows, training boundaries first)")
+    add_capture_options(p)
     p.add_argument("--full", action="store_true", help="let the program run to its end after the window")
     p.add_argument("-o", "--out", metavar="DIR", help="the run folder (new or empty; default stepscope-runs/NAME-TIME)")
     p.add_argument("-f", "--force", action="store_true", help="let the files of an existing --out folder be replaced")
-    p.add_argument("--batch-size", type=positive_int, default=D.batch_size, metavar="N",
-                   help="samples per step (default: the first dimension of the DataLoader's first batch)")
-    p.add_argument("--record-shapes", action=argparse.BooleanOptionalAction, default=D.record_shapes,
-                   help="record operator input shapes, which the FLOP count (MFU, roofline) needs (default: on)")
-    p.add_argument("--profile-memory", action=argparse.BooleanOptionalAction, default=D.profile_memory,
-                   help="record allocator events (default: on when a GPU is profiled)")
-    p.add_argument("--with-stack", action="store_true", default=D.with_stack,
-                   help="record Python stacks (slower; falls back to no stacks if the profiler fails on them)")
-    p.add_argument("--no-attribution", dest="attribution", action="store_false", default=D.attribution,
-                   help="no time-by-source-line ranges in the recorded steps (they cost a few µs per torch call)")
-    p.add_argument("--telemetry-interval", type=float, default=D.telemetry_interval if D.telemetry else 0,
-                   metavar="S", help=f"seconds between CPU/GPU telemetry readings ({D.telemetry_interval}; "
-                                     "0 turns telemetry off)")
-    p.add_argument("--no-timing-pass", dest="timing_pass", action="store_false", default=D.timing_pass,
-                   help="record one window with every setting instead of a minimal timing pass before it (the "
-                        "replay then takes the step's timeline from the costlier trace: docs/capture.md)")
-    p.add_argument("--reference-steps", type=count, default=D.reference_steps, metavar="N",
-                   help=f"unprofiled steps timed after the window, for the profiler's overhead ({D.reference_steps})")
     p.add_argument("--width", type=positive_int, default=None, help="terminal width for the report")
     add_predict_option(p)
     p.add_argument("-m", dest="module", nargs=argparse.REMAINDER, metavar="MODULE ...",
                    help="run a library module as a script, like python -m")
     p.add_argument("program", nargs=argparse.REMAINDER, metavar="script.py [args ...]", help=argparse.SUPPRESS)
     p.set_defaults(handler=main)
+
+
+def add_capture_options(p: argparse.ArgumentParser, d: CaptureOptions = D) -> None:
+    """The options of a capture's window and settings, shared by `run` and `watch` (which forwards them)."""
+    p.add_argument("--skip", type=count, default=d.skip, metavar="N",
+                   help=f"steps to run unprofiled first ({d.skip}); counts the chosen steps")
+    p.add_argument("--warmup", type=count, default=d.warmup, metavar="N",
+                   help=f"profiled steps to discard ({d.warmup})")
+    p.add_argument("--steps", type=positive_int, default=d.steps, metavar="N", help=f"steps to record ({d.steps})")
+    p.add_argument("--step-on", choices=STEP_SOURCES, default=d.step_on, metavar="SOURCE",
+                   help="what marks a step: " + "|".join(STEP_SOURCES) + " (default: the strongest one the "
+                        "program shows, training boundaries first)")
+    p.add_argument("--batch-size", type=positive_int, default=d.batch_size, metavar="N",
+                   help="samples per step (default: the first dimension of the DataLoader's first batch)")
+    p.add_argument("--record-shapes", action=argparse.BooleanOptionalAction, default=d.record_shapes,
+                   help="record operator input shapes, which the FLOP count (MFU, roofline) needs (default: on)")
+    p.add_argument("--profile-memory", action=argparse.BooleanOptionalAction, default=d.profile_memory,
+                   help="record allocator events (default: on when a GPU is profiled)")
+    p.add_argument("--with-stack", action="store_true", default=d.with_stack,
+                   help="record Python stacks (slower; falls back to no stacks if the profiler fails on them)")
+    p.add_argument("--no-attribution", dest="attribution", action="store_false", default=d.attribution,
+                   help="no time-by-source-line ranges in the recorded steps (they cost a few µs per torch call)")
+    p.add_argument("--telemetry-interval", type=float, default=d.telemetry_interval if d.telemetry else 0,
+                   metavar="S", help=f"seconds between CPU/GPU telemetry readings ({d.telemetry_interval}; "
+                                     "0 turns telemetry off)")
+    p.add_argument("--no-timing-pass", dest="timing_pass", action="store_false", default=d.timing_pass,
+                   help="record one window with every setting instead of a minimal timing pass before it (the "
+                        "replay then takes the step's timeline from the costlier trace: docs/capture.md)")
+    p.add_argument("--reference-steps", type=count, default=d.reference_steps, metavar="N",
+                   help=f"unprofiled steps timed after the window, for the profiler's overhead ({d.reference_steps})")
 
 
 def options_from_args(args: argparse.Namespace) -> CaptureOptions:
@@ -77,8 +82,6 @@ def options_from_args(args: argparse.Namespace) -> CaptureOptions:
                           attribution=args.attribution, telemetry=interval > 0,
                           telemetry_interval=interval if interval > 0 else 0.2,
                           reference_steps=args.reference_steps, timing_pass=args.timing_pass)
-
-
 
 
 def program_from_args(args: argparse.Namespace) -> Program:

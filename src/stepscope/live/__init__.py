@@ -1,1 +1,3 @@
-"""Live front ends over one engine: `stepscope watch`, its page, the notebook magic and the language server."""
+"""Live re-profiling: one engine (`engine`: captures in fresh subprocesses, debounced and cancellable; `compare`:
+what changed since the previous run and the pinned baseline) under several front ends (`stepscope watch` and its
+page, the notebook magic, the language server)."""

@@ -1,0 +1,126 @@
+"""`stepscope watch [options] script.py [args]` / `-m module [args]`: re-profile the program on each save of it or of
+the user's modules it imports, and show what changed (terminal, and a live page with --page)."""
+
+from __future__ import annotations
+
+import argparse
+import shutil
+import tempfile
+import threading
+from pathlib import Path
+
+from rich.console import Console
+from rich.live import Live
+
+from stepscope.capture.options import CaptureOptions
+from stepscope.capture.program import check
+from stepscope.commands.argtypes import count
+from stepscope.commands.run import add_capture_options, program_from_args
+from stepscope.errors import StepscopeError
+from stepscope.live.engine import Target
+from stepscope.live.page import PageServer
+from stepscope.live.terminal import render
+from stepscope.live.watch import BatchFlag, WatchSession
+
+# A short window: the first figures quickly, lines and modules from three recorded steps. One recorded pass (no
+# timing pass) halves the capture; memory is profiled for the per-line memory and the batch control's model.
+WATCH_DEFAULTS = CaptureOptions(skip=3, warmup=1, steps=3, timing_pass=False, profile_memory=True,
+                                reference_steps=5)
+REFRESH_PER_S = 4
+
+
+def add_parser(sub: argparse._SubParsersAction) -> None:
+    p = sub.add_parser(
+        "watch",
+        description="Profile a short window of the program, then again on each save of the script or of your "
+                    "modules it imports; show step time, samples/s, the verdict, the top fixes and what changed "
+                    "per line since the previous run and the pinned baseline (the first run). Everything after "
+                    "the script or module name belongs to the program. Ctrl-C ends it.",
+        usage="stepscope watch [options] [--] (script.py | -m module) [args ...]",
+        allow_abbrev=False,  # the program's own options must not be matched against ours
+    )
+    add_capture_options(p, WATCH_DEFAULTS)
+    p.add_argument("--page", action="store_true", help="serve a live page on 127.0.0.1 (its address is printed)")
+    p.add_argument("--port", type=count, default=0, help="the page's port (0: any free port)")
+    p.add_argument("--batch-flag", metavar="FLAG",
+                   help="the program's own batch-size option (e.g. --batch-flag=--batch-size): lets the page's "
+                        "\"measure it\" run the program at another batch size")
+    p.add_argument("--debounce", type=float, default=0.3, metavar="S",
+                   help="seconds without another save before re-profiling (0.3)")
+    p.add_argument("--polling", action="store_true",
+                   help="poll the files instead of the OS's file events (the default without watchfiles)")
+    p.add_argument("--runs-dir", metavar="DIR",
+                   help="where the run folders go (default: a temporary folder, removed at the end)")
+    p.add_argument("-m", dest="module", nargs=argparse.REMAINDER, metavar="MODULE ...",
+                   help="run a library module as a script, like python -m")
+    p.add_argument("program", nargs=argparse.REMAINDER, metavar="script.py [args ...]", help=argparse.SUPPRESS)
+    p.set_defaults(handler=main)
+
+
+def run_options(args: argparse.Namespace) -> tuple[str, ...]:
+    """The window and settings for each capture, spelled for `stepscope run` (every one explicit)."""
+    if args.telemetry_interval < 0:
+        raise StepscopeError("--telemetry-interval must be 0 (off) or more")
+    opts = ["--skip", str(args.skip), "--warmup", str(args.warmup), "--steps", str(args.steps),
+            "--reference-steps", str(args.reference_steps), "--telemetry-interval", str(args.telemetry_interval),
+            "--record-shapes" if args.record_shapes else "--no-record-shapes"]
+    if args.step_on:
+        opts += ["--step-on", args.step_on]
+    if args.batch_size:
+        opts += ["--batch-size", str(args.batch_size)]
+    if args.profile_memory is not None:
+        opts.append("--profile-memory" if args.profile_memory else "--no-profile-memory")
+    opts += [flag for flag, on in (("--with-stack", args.with_stack), ("--no-attribution", not args.attribution),
+                                   ("--no-timing-pass", not args.timing_pass)) if on]
+    return tuple(opts)
+
+
+def main(args: argparse.Namespace) -> int:
+    program = program_from_args(args)
+    check(program)
+    if args.debounce < 0:
+        raise StepscopeError("--debounce must be 0 or more")
+    if args.batch_flag is not None and not args.batch_flag.startswith("-"):
+        raise StepscopeError(f"--batch-flag {args.batch_flag!r}: give the program's option, e.g. --batch-size")
+    cwd = Path.cwd()
+    target = Target(tuple(program.command), cwd, run_options(args))
+    script = None if program.module else Path(program.target).resolve()
+    workdir = Path(args.runs_dir) if args.runs_dir else Path(tempfile.mkdtemp(prefix="stepscope-watch-"))
+    session = WatchSession(target, workdir, script=script, debounce_s=args.debounce, polling=args.polling or None,
+                           batch_flag=BatchFlag(args.batch_flag) if args.batch_flag else None)
+    console = Console(stderr=False)
+    page = None
+    try:
+        if args.page:
+            try:
+                page = PageServer(session, args.port).start()
+            except OSError as exc:
+                raise StepscopeError(f"cannot serve the page on 127.0.0.1:{args.port}: {exc.strerror}") from None
+            console.print(f"stepscope: live page at {page.url}")
+        console.print(f"stepscope: watching {' '.join(program.command)} and the modules beside it "
+                      f"({session.watcher.backend}); Ctrl-C ends", highlight=False)
+        _show(session, console)
+    except KeyboardInterrupt:
+        pass
+    finally:
+        session.close()
+        if page is not None:
+            page.close()
+        if not args.runs_dir:
+            shutil.rmtree(workdir, ignore_errors=True)
+    console.print("stepscope: watch ended")
+    return 0
+
+
+def _show(session: WatchSession, console: Console) -> None:
+    """Draw the view on each change until Ctrl-C (the main thread waits here; the engine's threads notify)."""
+    changed = threading.Event()
+    session.listen(lambda version: changed.set())
+    session.start()
+    with Live(render(session.snapshot()), console=console, refresh_per_second=REFRESH_PER_S,
+              transient=False) as live:
+        while True:
+            changed.wait(1.0 / REFRESH_PER_S)
+            changed.clear()
+            live.update(render(session.snapshot()))
+

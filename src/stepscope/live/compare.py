@@ -1,0 +1,199 @@
+"""What changed since the previous capture and since the pinned baseline: per user line (forward and backward
+time, memory), per phase, and the verdict, each change marked beyond the runs' own noise or not.
+
+Noise: each run's relative spread is the median absolute deviation of its per-step figures (the unprofiled
+reference steps, else the recorded steps) over their median, x1.4826 (a standard deviation for normal data), over
+the square root of their count (the figures compared are means over steps). A change is beyond noise when it
+exceeds `Z` times the two runs' spreads combined, of the larger value, and `FLOOR_US`;
+with fewer than `MIN_STEPS` per-step figures a fixed `FIXED_NOISE` stands in, and says so."""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from statistics import median
+
+from stepscope.compare import compare as diff_reports
+from stepscope.model.diff import Diff
+from stepscope.model.report import Report
+
+Z = 2.0
+MIN_STEPS = 3
+FIXED_NOISE = 0.10  # relative: without per-step figures, changes under 10% are taken as noise
+FLOOR_US = 2.0  # a line's time changes below this (per step) are never taken as real
+FLOOR_BYTES = 1024
+METRICS = ("forward_us", "backward_us", "memory_bytes")
+
+
+@dataclass(frozen=True)
+class Noise:
+    relative: float  # one run's relative spread of a mean over its steps (its standard error over the value)
+    basis: str  # "reference steps" | "recorded steps" | "fixed"
+
+
+@dataclass(frozen=True)
+class Shift:
+    """One figure then and now."""
+
+    before: float
+    after: float
+    delta: float
+    ratio: float | None  # after / before
+    threshold: float  # the change noise can make, in the figure's unit
+    beyond_noise: bool
+
+
+@dataclass(frozen=True)
+class LineFigures:
+    forward_us: float  # per step: the larger of the host and device time of the line's forward ops
+    backward_us: float  # the same for the autograd nodes of the ops it created
+    memory_bytes: int | None  # activations it allocated that were live at the peak (None: memory not profiled)
+
+
+@dataclass(frozen=True)
+class LineDelta:
+    file: str
+    line: int
+    code: str
+    now: LineFigures | None  # None: the line is gone from the current run
+    previous: LineFigures | None
+    baseline: LineFigures | None
+    since_previous: dict[str, Shift]  # by METRICS name, only the figures both runs have
+    since_baseline: dict[str, Shift]
+
+    @property
+    def label(self) -> str:
+        return f"{self.file}:{self.line}"
+
+
+@dataclass(frozen=True)
+class PhaseDelta:
+    name: str
+    now_us: float
+    since_previous: Shift | None
+    since_baseline: Shift | None
+
+
+@dataclass(frozen=True)
+class Verdict:
+    pattern: str | None  # the primary pattern's id
+    title: str
+    share: float | None
+
+
+@dataclass(frozen=True)
+class Changes:
+    step: dict[str, Shift]  # "previous" / "baseline": the headline step time (µs)
+    lines: list[LineDelta]  # the largest change since the previous run first
+    phases: list[PhaseDelta]
+    phase_source: str  # "meter" | "breakdown"
+    verdict_now: Verdict
+    verdict_previous: Verdict | None
+    verdict_baseline: Verdict | None
+    noise: Noise  # the current run's
+    diff_previous: Diff | None  # stepscope.compare's full Diff (kernels, config, patterns)
+    diff_baseline: Diff | None
+
+
+def compare(current: Report, previous: Report | None, baseline: Report | None) -> Changes:
+    noise = {id(r): run_noise(r) for r in (current, previous, baseline) if r is not None}
+    n_now = noise[id(current)]
+
+    def shift(before: float, after: float, other: Report, floor: float) -> Shift:
+        rel = math.hypot(n_now.relative, noise[id(other)].relative)
+        return make_shift(before, after, max(Z * rel * max(abs(before), abs(after)), floor))
+
+    now_lines, prev_lines, base_lines = (line_figures(r) if r is not None else {}
+                                         for r in (current, previous, baseline))
+    codes = {k: code for r in (baseline, previous, current) if r is not None for k, code in _codes(r).items()}
+    lines = []
+    for key in sorted(set(now_lines) | set(prev_lines) | set(base_lines)):
+        now = now_lines.get(key)
+        lines.append(LineDelta(key[0], key[1], codes.get(key, ""), now, prev_lines.get(key), base_lines.get(key),
+                               _line_shifts(now, prev_lines.get(key), previous, shift),
+                               _line_shifts(now, base_lines.get(key), baseline, shift)))
+    lines.sort(key=lambda d: (*_largest(d.since_previous), -(d.now.forward_us + d.now.backward_us if d.now else 0)))
+    source, phases_now = phases_us(current)
+    phases = []
+    for name, us in phases_now.items():
+        sides = []
+        for other in (previous, baseline):
+            then = phases_us(other)[1].get(name) if other is not None else None
+            sides.append(shift(then, us, other, FLOOR_US) if then is not None and other is not None else None)
+        phases.append(PhaseDelta(name, us, sides[0], sides[1]))
+    step = {}
+    for name, other in (("previous", previous), ("baseline", baseline)):
+        a, b = current.summary.step_time_us, other.summary.step_time_us if other is not None else None
+        if other is not None and a and b:
+            step[name] = shift(b, a, other, FLOOR_US)
+    return Changes(step, lines, phases, source, verdict(current), verdict(previous) if previous else None,
+                   verdict(baseline) if baseline else None, n_now,
+                   diff_reports(previous, current) if previous is not None else None,
+                   diff_reports(baseline, current) if baseline is not None else None)
+
+
+def make_shift(before: float, after: float, threshold: float) -> Shift:
+    delta = after - before
+    return Shift(before, after, delta, after / before if before else None, threshold, abs(delta) > threshold)
+
+
+def _line_shifts(now: LineFigures | None, then: LineFigures | None, other: Report | None, shift) -> dict[str, Shift]:
+    if now is None or then is None or other is None:
+        return {}
+    out = {"forward_us": shift(then.forward_us, now.forward_us, other, FLOOR_US),
+           "backward_us": shift(then.backward_us, now.backward_us, other, FLOOR_US)}
+    if now.memory_bytes is not None and then.memory_bytes is not None:
+        # Memory does not vary step to step as time does: the floor alone says what is real.
+        out["memory_bytes"] = make_shift(then.memory_bytes, now.memory_bytes, FLOOR_BYTES)
+    return out
+
+
+def _largest(shifts: dict[str, Shift]) -> tuple[int, float]:
+    """Sort key: lines with a time change beyond noise first, then by the size of their largest time change."""
+    times = [s for k, s in shifts.items() if k != "memory_bytes"]
+    return (-any(s.beyond_noise for s in times), -max((abs(s.delta) for s in times), default=0.0))
+
+
+def run_noise(report: Report) -> Noise:
+    run = report.run
+    for basis, values in (("reference steps", run.reference.values_us if run and run.reference else []),
+                          ("recorded steps", [s.duration_us for s in report.steps])):
+        if len(values) >= MIN_STEPS and (mid := median(values)) > 0:
+            mad = median(abs(v - mid) for v in values)
+            return Noise(1.4826 * mad / mid / math.sqrt(len(values)), basis)
+    return Noise(FIXED_NOISE / (Z * math.sqrt(2)), "fixed")  # two runs combined give FIXED_NOISE
+
+
+def line_figures(report: Report) -> dict[tuple[str, int], LineFigures]:
+    """(file, line) -> its figures, from the report's lines and (when memory was profiled) activation lines."""
+    memory: dict[tuple[str, int], int] = {}
+    has_memory = bool(report.memory_usage and report.memory_usage.devices)
+    for device in report.memory_usage.devices if report.memory_usage else []:
+        for a in device.activation_lines:
+            if a.file is not None and a.line is not None:
+                memory[(a.file, a.line)] = memory.get((a.file, a.line), 0) + a.bytes
+    rows = report.lines.rows if report.lines else []
+    return {(r.file, r.line): LineFigures(max(r.cpu_fwd_us, r.gpu_fwd_us), max(r.cpu_bwd_us, r.gpu_bwd_us),
+                                          memory.get((r.file, r.line), 0) if has_memory else None)
+            for r in rows if r.file is not None and r.line is not None}
+
+
+def _codes(report: Report) -> dict[tuple[str, int], str]:
+    return {(r.file, r.line): r.code for r in (report.lines.rows if report.lines else [])
+            if r.file is not None and r.line is not None}
+
+
+def phases_us(report: Report) -> tuple[str, dict[str, float]]:
+    """µs per step by phase: the step meter's (a report's "meter" section, when it has one) else the breakdown."""
+    meter = getattr(report, "meter", None)
+    phases = getattr(meter, "phases_us", None) if meter is not None else None
+    if isinstance(phases, dict) and phases:
+        return "meter", {str(k): float(v) for k, v in phases.items()}
+    return "breakdown", {k: v for k, v in report.summary.breakdown_us.items() if v}
+
+
+def verdict(report: Report) -> Verdict:
+    if not report.patterns:
+        return Verdict(None, "no pattern found", None)
+    p = report.patterns[0]
+    return Verdict(p.id, p.title or p.id, p.share)
