@@ -3,6 +3,7 @@ left, no change in its own speed), the report names the steps the loop ran, and 
 
 from __future__ import annotations
 
+import re
 import signal
 import sys
 import threading
@@ -156,7 +157,7 @@ def test_a_wider_layer_shows_as_slower_on_its_line(shell: InteractiveShell) -> N
     assert "x slower" in diff.splitlines()[3], diff
     # The line table of the diff holds the forward line of the model, in the cell's own file name, grown.
     grown = [line for line in diff.splitlines() if "h = self.fc1(x).relu()" in line]
-    assert grown and "+" in grown[0], diff
+    assert grown and re.search(r"\+[\d.]+ (µs|ms)\s*$", grown[0]), diff
 
 
 def test_a_cell_that_raises_shows_its_error_and_leaves_nothing(shell: InteractiveShell) -> None:
@@ -167,3 +168,13 @@ def test_a_cell_that_raises_shows_its_error_and_leaves_nothing(shell: Interactiv
     assert process_state(shell.user_ns) == before
     shown = [b["text/plain"] for b in shell.shown]  # type: ignore[attr-defined]
     assert len(shown) == 1 and shown[0].startswith("stepscope: the cell raised")
+
+
+def test_each_cell_is_compared_with_its_own_last_run(shell: InteractiveShell) -> None:
+    """JupyterLab sends each cell's id: two profiled cells keep two histories."""
+    assert shell.run_cell(SETUP.replace("HIDDEN", "8")).success
+    for cell_id in ("cell-a", "cell-b", "cell-a"):
+        assert shell.run_cell(LOOP, cell_id=cell_id).success
+    a1, b1, a2 = (b["text/plain"] for b in shell.shown)  # type: ignore[attr-defined]
+    assert "compared with" not in a1 and "compared with" not in b1  # b's first run: nothing of its own to compare
+    assert a2.startswith("stepscope: run 2, compared with this cell's run 1")
