@@ -6,6 +6,7 @@ raising line while the server lives on."""
 from __future__ import annotations
 
 import asyncio
+import io
 import os
 import re
 import sys
@@ -86,7 +87,7 @@ class Editor:
         def lens_refresh(params: Any) -> None:
             return None
 
-    async def start(self, root: Path) -> None:
+    async def start(self, root: Path, **options: Any) -> None:
         env = {**os.environ, "OMP_NUM_THREADS": "1"}
         await self.client.start_io(sys.executable, "-m", "stepscope", "lsp", cwd=str(root), env=env)
         caps = t.ClientCapabilities(
@@ -98,7 +99,7 @@ class Editor:
                 synchronization=t.TextDocumentSyncClientCapabilities(did_save=True)))
         await self.client.initialize_async(t.InitializeParams(
             capabilities=caps, root_uri=from_fs_path(str(root)), process_id=os.getpid(),
-            initialization_options={"runOptions": RUN_OPTIONS, "debounce": 0.5}))
+            initialization_options={"runOptions": RUN_OPTIONS, "debounce": 0.5, **options}))
         self.client.initialized(t.InitializedParams())
 
     async def wait_for(self, condition: Any, what: str) -> None:
@@ -145,6 +146,32 @@ def figures(label: str) -> dict[str, float]:
     return {k: float(v) for k, v in re.findall(r"(fwd|bwd) (\d+\.\d+) ms", label)}
 
 
+def draw_editor(source: str, hints: dict[int, str], diagnostics: list[t.Diagnostic], lenses: list[t.CodeLens],
+                out: Path) -> None:
+    """The file as an editor shows what the server sent: code lenses above their line, inlay hints after it,
+    diagnostics under it (the picture in docs/editor.md)."""
+    from rich.console import Console
+    from rich.text import Text
+
+    view = Text()
+    for number, code in enumerate(source.splitlines(), 1):
+        for lens in lenses:
+            if lens.range.start.line + 1 == number and lens.command:
+                indent = len(code) - len(code.lstrip())
+                view.append(f"{'':4} {' ' * indent}{lens.command.title}\n", style="italic #8a8a8a")
+        view.append(f"{number:>3}  ", style="#6e7681")
+        view.append(code, style="#e6edf3")
+        if number in hints:
+            view.append(f"  {hints[number]}", style="#9da5b4 on #2b3036")
+        view.append("\n")
+        for d in diagnostics:
+            if d.range.start.line + 1 == number:
+                view.append(f"{'':5}{' ' * d.range.start.character}^ {d.message}\n", style="#d29922")
+    console = Console(record=True, width=150, file=io.StringIO(), color_system="truecolor")
+    console.print(view)
+    console.save_svg(str(out), title="train.py: stepscope lsp's inlay hints, diagnostic and code lens")
+
+
 async def session(tmp_path: Path) -> None:
     script = tmp_path / "train.py"
     script.write_text(SCRIPT.replace("HIDDEN", "8"))
@@ -178,6 +205,9 @@ async def session(tmp_path: Path) -> None:
         # 8 x 128 x 8192 multiply-adds each way is 16.8 MFLOP: over 0.1 ms even at 160 GFLOP/s.
         assert after["fwd"] - before["fwd"] > 0.1 and after["bwd"] - before["bwd"] > 0.1, (first[FC1], second[FC1])
         assert re.search(r"fwd [\d.]+ ms \(\+[\d.]+ ms\)", second[FC1]), second[FC1]  # the change, beyond noise
+        if shots := os.environ.get("STEPSCOPE_SCREENSHOTS"):
+            lenses = await ed.client.text_document_code_lens_async(t.CodeLensParams(t.TextDocumentIdentifier(uri)))
+            draw_editor(wide, second, ed.diagnostics.get(uri, []), lenses or [], Path(shots) / "editor.svg")
 
         # 3. A save during a run cancels it: its progress ends as cancelled and only the newer run reports.
         ed.write_and_save(script, SCRIPT.replace("HIDDEN", "8"), uri, 5)
@@ -202,3 +232,52 @@ async def session(tmp_path: Path) -> None:
 
 def test_the_language_server_over_stdio(tmp_path: Path) -> None:
     asyncio.run(session(tmp_path))
+
+
+NET = """import torch
+class Net(torch.nn.Module):
+    def __init__(self, hidden):
+        super().__init__()
+        self.fc1 = torch.nn.Linear(128, hidden)
+        self.fc2 = torch.nn.Linear(hidden, 4)
+    def forward(self, x):
+        h = self.fc1(x).relu()
+        return self.fc2(h)
+"""
+TRAIN_WITH_ARGS = """import sys
+import torch
+from net import Net
+assert sys.argv[1:] == ["--hidden", "8"], sys.argv
+model = Net(int(sys.argv[2]))
+opt = torch.optim.SGD(model.parameters(), lr=0.01)
+x, y = torch.randn(8, 128), torch.randint(0, 4, (8,))
+for step in range(40):
+    loss = torch.nn.functional.cross_entropy(model(x), y)
+    opt.zero_grad()
+    loss.backward()
+    opt.step()
+"""
+
+
+async def configured_program(tmp_path: Path) -> None:
+    (tmp_path / "train.py").write_text(TRAIN_WITH_ARGS)
+    module = tmp_path / "net.py"
+    module.write_text(NET)
+    ed = Editor()
+    await ed.start(tmp_path, program=["train.py", "--hidden", "8"])
+    try:
+        uri = ed.open(module)
+        ed.write_and_save(module, NET, uri, 2)  # not a training script, but the configured program imports it
+        await ed.wait_for(lambda: ed.results == 1, "the configured program's result")
+        assert ed.diagnostics.get(uri, []) == []  # the program's own check of its arguments passed
+        hints = await ed.hints(uri)
+        assert {8, 9} <= set(hints), hints  # net.py's forward lines, in the module that was saved
+        lenses = await ed.client.text_document_code_lens_async(t.CodeLensParams(t.TextDocumentIdentifier(
+            from_fs_path(str(tmp_path / "train.py")) or "")))
+        assert [lens.range.start.line + 1 for lens in lenses or []] == [8]  # train.py's loop
+    finally:
+        await ed.stop()
+
+
+def test_a_configured_program_is_profiled_with_its_arguments_on_any_save(tmp_path: Path) -> None:
+    asyncio.run(configured_program(tmp_path))

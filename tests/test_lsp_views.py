@@ -10,7 +10,7 @@ import pytest
 pytest.importorskip("lsprotocol")
 
 from stepscope.live import editor
-from stepscope.live.compare import Shift, make_shift
+from stepscope.live.compare import Changes, LineDelta, LineFigures, Noise, Shift, Verdict, make_shift
 
 NESTED = """import torch
 for epoch in range(3):
@@ -48,8 +48,11 @@ def test_a_failure_marks_the_users_raising_line(tmp_path: Path) -> None:
            f'  File "{helper}", line 2, in f\n  File "/usr/lib/python3/site-packages/torch/x.py", line 9\n'
            "ValueError\n")
     mark = editor.failure_mark("ValueError", log, script, (tmp_path,))
-    assert (mark.path, mark.line, mark.severity) == (helper.resolve(), 2, "error")  # the last frame in user code
-    assert editor.failure_mark("boom", "", script, (tmp_path,)).line == 1  # no traceback: the script's first line
+    assert mark is not None  # on the last frame in user code: not the script's line, not torch's
+    assert (mark.path, mark.line, mark.severity) == (helper.resolve(), 2, "error")
+    fallback = editor.failure_mark("boom", "", script, (tmp_path,))
+    assert fallback is not None and (fallback.path, fallback.line) == (script, 1)  # no traceback: the first line
+    assert editor.failure_mark("boom", "", None, (tmp_path,)) is None  # nor a script (-m module): nowhere
 
 
 def test_what_counts_as_a_training_script() -> None:
@@ -76,3 +79,16 @@ def test_a_hint_states_the_change_and_whether_it_is_noise() -> None:
     assert editor._change(same) == " (+0.002 ms, noise)"
     assert editor._change(make_shift(1250.0, 50.0, 30.0)) == " (-1.20 ms)"
     assert editor.ms(45.2) == "0.045 ms" and editor.ms(2500) == "2.50 ms"
+
+
+def test_a_line_hint_shows_the_times_it_has_and_their_change(tmp_path: Path) -> None:
+    (tmp_path / "train.py").write_text("x\n" * 10)
+    now, before = LineFigures(1200.0, 0.0, None), LineFigures(50.0, 0.0, None)
+    shifts = {"forward_us": make_shift(50.0, 1200.0, 40.0), "backward_us": make_shift(0.0, 0.0, 2.0)}
+    lines = [LineDelta("train.py", 7, "y = f(x)", now, before, None, shifts, {}),
+             LineDelta("gone.py", 3, "", now, None, None, {}, {})]  # no such file: no hint
+    changes = Changes({}, lines, [], "breakdown", Verdict(None, "", None), None, None, Noise(0.01, "fixed"),
+                      None, None)
+    [hint] = editor.line_hints(changes, (tmp_path,))
+    # 1200 µs now against 50 µs: +1.15 ms, beyond the 40 µs threshold; no backward time either run: no bwd part.
+    assert (hint.path, hint.line, hint.label) == ((tmp_path / "train.py").resolve(), 7, "fwd 1.20 ms (+1.15 ms)")

@@ -17,6 +17,7 @@ from stepscope.units import share_cell, us_cell
 _TORCH = re.compile(r"^\s*(?:import|from)\s+torch\b", re.MULTILINE)
 _TRAINS = re.compile(r"\.backward\(|\.step\(")
 _FRAME = re.compile(r'File "([^"]+)", line (\d+)')
+ZERO_US = 0.5  # a time per step below this is shown as none
 
 
 @dataclass(frozen=True)
@@ -73,10 +74,14 @@ def line_hints(changes: Changes, bases: tuple[Path, ...]) -> list[Hint]:
         path = resolve(delta.file, bases)
         if delta.now is None or path is None:
             continue
-        prev = delta.since_previous
-        label = (f"fwd {ms(delta.now.forward_us)}{_change(prev.get('forward_us'))} · "
-                 f"bwd {ms(delta.now.backward_us)}{_change(prev.get('backward_us'))}")
-        hints.append(Hint(path, delta.line, label, _tooltip(delta, changes)))
+        parts = []
+        for name, metric, now in (("fwd", "forward_us", delta.now.forward_us),
+                                  ("bwd", "backward_us", delta.now.backward_us)):
+            shift = delta.since_previous.get(metric)
+            if now >= ZERO_US or (shift is not None and shift.before >= ZERO_US):  # a line with no backward: no bwd
+                parts.append(f"{name} {ms(now)}{_change(shift)}")
+        if parts:
+            hints.append(Hint(path, delta.line, " · ".join(parts), _tooltip(delta, changes)))
     return hints
 
 
@@ -122,14 +127,14 @@ def failure(error: str | None, report: Report | None, log: str) -> str | None:
     return None
 
 
-def failure_mark(error: str, log: str, script: Path, bases: tuple[Path, ...]) -> Mark:
+def failure_mark(error: str, log: str, script: Path | None, bases: tuple[Path, ...]) -> Mark | None:
     """The failed run's one line, on the line of the user's code that raised (the traceback's last frame in a file
-    of the workspace), else on the script's first line."""
+    of the workspace), else on the script's first line (None: no script known, as with `-m module`)."""
     for file, line in reversed(_FRAME.findall(log)):
         path = resolve(file, bases)
         if path is not None and "site-packages" not in path.parts:
             return Mark(path, int(line), "error", f"stepscope: the run failed: {error}")
-    return Mark(script, 1, "error", f"stepscope: the run failed: {error}")
+    return Mark(script, 1, "error", f"stepscope: the run failed: {error}") if script else None
 
 
 def training_loop_line(source: str) -> int:

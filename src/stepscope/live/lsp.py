@@ -99,12 +99,15 @@ class StepscopeServer(LanguageServer):
     # -- saves and captures ----------------------------------------------------------------------------
 
     def saved(self, path: Path) -> None:
-        """A save: a training script becomes the target; any Python file re-profiles the current target."""
-        if self.program is None and path.suffix == ".py":
+        """A save: a training script becomes the target (or, with a module as the program, where the lens goes);
+        any Python file re-profiles the current target."""
+        if path.suffix != ".py":
+            return
+        if self.program is None or self.program[0] == "-m":
             with contextlib.suppress(OSError, UnicodeDecodeError):
                 if editor.is_training_script(path.read_text()):
                     self.script = path
-        if self.script is None or path.suffix != ".py":
+        if self.program is None and self.script is None:
             return
         if self.profiler is not None:
             self.profiler.cancel()  # a new save makes the run in flight stale
@@ -112,9 +115,12 @@ class StepscopeServer(LanguageServer):
         self.debouncer()
 
     def submit(self) -> None:
-        assert self.script is not None and self.cwd is not None
-        cwd = self.cwd if self.program is not None else self.script.parent
-        argv = self.program or (str(self.script),)
+        assert self.cwd is not None
+        if self.program is not None:
+            argv, cwd = self.program, self.cwd
+        else:
+            assert self.script is not None
+            argv, cwd = (str(self.script),), self.script.parent
         target = Target(argv, cwd) if self.run_options is None else Target(argv, cwd, self.run_options)
         if target != self.target:
             if self.profiler is not None:
@@ -131,7 +137,8 @@ class StepscopeServer(LanguageServer):
         if generation != self.generation:
             return
         if isinstance(event, Started):
-            self.progress.begin(event.run_id, "stepscope: profiling", Path(event.command[-1]).name)
+            assert self.target is not None
+            self.progress.begin(event.run_id, "stepscope: profiling", " ".join(self.target.argv))
         elif isinstance(event, Progress):
             self.progress.report(event.run_id, event.text)
         elif isinstance(event, FirstFigures):
@@ -140,18 +147,19 @@ class StepscopeServer(LanguageServer):
             self.finished(event.result)
 
     def finished(self, result: Result) -> None:
-        assert self.target is not None and self.script is not None
-        bases = (self.target.cwd, self.script.parent)
+        assert self.target is not None
+        script = self.script
+        bases = (self.target.cwd, *((script.parent,) if script else ()))
         old = set(self.marks)
         log_path = result.folder.parent / f"{result.folder.name}.{LOG}"  # where the engine keeps the output
         log = log_path.read_text(errors="replace") if log_path.is_file() else ""
         error = editor.failure(result.error, result.report, log)
         if result.report is None or error is not None:
             self.progress.end(result.run_id, f"failed: {error}")
-            mark = editor.failure_mark(error or "no report", log, self.script, bases)
-            self.hints, self.marks = [], {mark.path: [mark]}
-            self.lens = editor.Lens(self.script, editor.training_loop_line(self._source(self.script)),
-                                    f"stepscope: the last run failed: {error}")
+            mark = editor.failure_mark(error or "no report", log, script, bases)
+            self.hints, self.marks = [], {mark.path: [mark]} if mark else {}
+            self.lens = editor.Lens(script, editor.training_loop_line(self._source(script)),
+                                    f"stepscope: the last run failed: {error}") if script else None
         else:
             report = result.report
             changes = compare(report, self.previous, self.baseline)
@@ -160,7 +168,7 @@ class StepscopeServer(LanguageServer):
             self.marks = {}
             for mark in editor.sync_marks(report, bases):
                 self.marks.setdefault(mark.path, []).append(mark)
-            self.lens = editor.verdict_lens(report, changes, self.script, self._source(self.script))
+            self.lens = editor.verdict_lens(report, changes, script, self._source(script)) if script else None
             self.progress.end(result.run_id, f"step {editor.ms(report.summary.step_time_us or 0)}")
         for path in old | set(self.marks):
             self.text_document_publish_diagnostics(t.PublishDiagnosticsParams(
