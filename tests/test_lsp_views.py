@@ -92,3 +92,18 @@ def test_a_line_hint_shows_the_times_it_has_and_their_change(tmp_path: Path) -> 
     [hint] = editor.line_hints(changes, (tmp_path,))
     # 1200 µs now against 50 µs: +1.15 ms, beyond the 40 µs threshold; no backward time either run: no bwd part.
     assert (hint.path, hint.line, hint.label) == ((tmp_path / "train.py").resolve(), 7, "fwd 1.20 ms (+1.15 ms)")
+
+
+def test_the_lsp_verb_refuses_bad_input_in_one_line(monkeypatch: pytest.MonkeyPatch,
+                                                    capsys: pytest.CaptureFixture[str]) -> None:
+    import importlib.util
+
+    from stepscope import cli
+
+    assert cli.main(["lsp", "--debounce", "-1"]) == 2
+    assert capsys.readouterr().err.splitlines() == ["stepscope: error: --debounce -1.0: must be 0 or more seconds"]
+    real = importlib.util.find_spec
+    monkeypatch.setattr(importlib.util, "find_spec", lambda name, *a: None if name == "pygls" else real(name, *a))
+    assert cli.main(["lsp"]) == 1
+    assert capsys.readouterr().err.splitlines() == [
+        "stepscope: error: stepscope lsp needs pygls, which is not installed", "  hint: pip install 'stepscope[lsp]'"]

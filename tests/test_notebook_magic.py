@@ -178,3 +178,18 @@ def test_each_cell_is_compared_with_its_own_last_run(shell: InteractiveShell) ->
     a1, b1, a2 = (b["text/plain"] for b in shell.shown)  # type: ignore[attr-defined]
     assert "compared with" not in a1 and "compared with" not in b1  # b's first run: nothing of its own to compare
     assert a2.startswith("stepscope: run 2, compared with this cell's run 1")
+
+
+def test_bad_options_say_so_in_one_line_and_run_nothing(shell: InteractiveShell, tmp_path: Any) -> None:
+    (tmp_path / "full").mkdir()
+    (tmp_path / "full" / "keep.txt").write_text("the user's")
+    shell.user_ns["ran"] = 0
+    for line in ("--steps 0", f"-o {tmp_path / 'full'}"):
+        assert shell.run_cell(f"%%stepscope {line}\nran += 1\n").success
+    assert shell.user_ns["ran"] == 0
+    said = [b["text/plain"] for b in shell.shown]  # type: ignore[attr-defined]
+    assert said[0].startswith("stepscope: skip, warmup and reference_steps must be >= 0 and steps >= 1")
+    assert said[1].startswith(f"stepscope: {tmp_path / 'full'}: already exists and is not an empty folder")
+    assert (tmp_path / "full" / "keep.txt").read_text() == "the user's"
+    result = shell.run_cell("%%stepscope --no-such-option\nran += 1\n")  # IPython's own usage error
+    assert shell.user_ns["ran"] == 0 and result.error_in_exec is not None
