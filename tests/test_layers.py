@@ -31,6 +31,9 @@ ALLOWED: dict[str, set[str]] = {
     # Tune runs programs through capture in child processes and reads the reports they write; the profiled child
     # writes them through runreport, as `stepscope run` does.
     "tune": {"capture", "model", "errors", "version", "runreport", "atomic"},
+    # Live re-profiling: captures run as `stepscope run` subprocesses; the engine reads the reports they write and
+    # compares them (stepscope.compare), the front ends draw them. Nothing of the analysis is loaded.
+    "live": {"model", "compare", "errors", "units", "version"},
     # Below the pipeline: the per-rank tasks and the reduce, never the renderers nor the CLI.
     "ranks": {"analysis", "advice", "trace", "model", "errors", "units"},
 }
@@ -53,6 +56,9 @@ NOT_LOADED_BY: dict[str, tuple[str, ...]] = {
     "stepscope.tune.child": ("stepscope.analysis", "stepscope.advice", "stepscope.report", "stepscope.pipeline",
                              "stepscope.api", "stepscope.runreport"),
     "stepscope.tune.ladder": ("stepscope.analysis", "stepscope.advice", "stepscope.report", "stepscope.pipeline"),
+    # The live engine and its comparison (in a notebook's kernel, a language server, `watch`) load no analysis.
+    "stepscope.live.compare": ("stepscope.analysis", "stepscope.advice", "stepscope.pipeline", "stepscope.capture",
+                               "stepscope.trace"),
     # What every per-rank worker imports: no renderer, no pipeline, no capture.
     "stepscope.ranks.summarize": ("stepscope.report", "stepscope.pipeline", "stepscope.capture"),
 }

@@ -117,10 +117,10 @@ def _show(session: WatchSession, console: Console) -> None:
     changed = threading.Event()
     session.listen(lambda version: changed.set())
     session.start()
-    with Live(render(session.snapshot()), console=console, refresh_per_second=REFRESH_PER_S,
+    with Live(render(session.snapshot(), console.width), console=console, refresh_per_second=REFRESH_PER_S,
               transient=False) as live:
         while True:
             changed.wait(1.0 / REFRESH_PER_S)
             changed.clear()
-            live.update(render(session.snapshot()))
+            live.update(render(session.snapshot(), console.width))
 

@@ -1,11 +1,12 @@
 """What changed since the previous capture and since the pinned baseline: per user line (forward and backward
 time, memory), per phase, and the verdict, each change marked beyond the runs' own noise or not.
 
-Noise: each run's relative spread is the median absolute deviation of its per-step figures (the unprofiled
-reference steps, else the recorded steps) over their median, x1.4826 (a standard deviation for normal data), over
-the square root of their count (the figures compared are means over steps). A change is beyond noise when it
-exceeds `Z` times the two runs' spreads combined, of the larger value, and `FLOOR_US`;
-with fewer than `MIN_STEPS` per-step figures a fixed `FIXED_NOISE` stands in, and says so."""
+Noise: each run's relative spread of a mean step. With the step meter's section in the report: (p90 - p10) / 2.563
+(a standard deviation for normal data) over the median, over the square root of its step count. Else: the median
+absolute deviation of its per-step figures (the unprofiled reference steps, else the recorded steps) x 1.4826 over
+their median, over the square root of their count. A change is beyond noise when it exceeds `Z` times the two runs'
+spreads combined, of the larger value, and `FLOOR_US`; with fewer than `MIN_STEPS` per-step figures a fixed
+`FIXED_NOISE` stands in, and says so."""
 
 from __future__ import annotations
 
@@ -28,7 +29,7 @@ METRICS = ("forward_us", "backward_us", "memory_bytes")
 @dataclass(frozen=True)
 class Noise:
     relative: float  # one run's relative spread of a mean over its steps (its standard error over the value)
-    basis: str  # "reference steps" | "recorded steps" | "fixed"
+    basis: str  # "meter steps" | "reference steps" | "recorded steps" | "fixed"
 
 
 @dataclass(frozen=True)
@@ -155,6 +156,11 @@ def _largest(shifts: dict[str, Shift]) -> tuple[int, float]:
 
 
 def run_noise(report: Report) -> Noise:
+    meter = getattr(report, "meter", None)  # the step meter's section, in reports written with it
+    if meter is not None and getattr(meter, "steps", 0) >= MIN_STEPS and meter.median_us > 0:
+        # p90 - p10 spans 2.563 standard deviations of normal data
+        sd = (meter.p90_us - meter.p10_us) / 2.563
+        return Noise(sd / meter.median_us / math.sqrt(meter.steps), "meter steps")
     run = report.run
     for basis, values in (("reference steps", run.reference.values_us if run and run.reference else []),
                           ("recorded steps", [s.duration_us for s in report.steps])):
@@ -184,11 +190,10 @@ def _codes(report: Report) -> dict[tuple[str, int], str]:
 
 
 def phases_us(report: Report) -> tuple[str, dict[str, float]]:
-    """µs per step by phase: the step meter's (a report's "meter" section, when it has one) else the breakdown."""
+    """µs per step by phase: the step meter's (the report's "meter" section, when it has one) else the breakdown."""
     meter = getattr(report, "meter", None)
-    phases = getattr(meter, "phases_us", None) if meter is not None else None
-    if isinstance(phases, dict) and phases:
-        return "meter", {str(k): float(v) for k, v in phases.items()}
+    if meter is not None and getattr(meter, "phases", None):
+        return "meter", {p.name: p.mean_us for p in meter.phases}
     return "breakdown", {k: v for k, v in report.summary.breakdown_us.items() if v}
 
 

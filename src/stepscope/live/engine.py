@@ -25,6 +25,7 @@ from stepscope.model.report import Report, from_json
 from stepscope.model.runfolder import REPORT_JSON
 
 METER_JSON = "meter.json"  # the step meter's file (stepscope.meter/1), when `stepscope run` writes one
+METER_PHASES = ("data", "forward", "backward", "optimizer", "sync")  # its phases; `other` is the rest of the step
 LOG = "output.log"  # the child's stdout and stderr, beside (not inside) its run folder
 POLL_S = 0.1  # how often a capture's folder is looked at for the meter's first figures
 KILL_WAIT_S = 5.0
@@ -113,6 +114,7 @@ class _Capture:
         self.run_id, self.proc, self.folder, self.started = run_id, proc, folder, started
         self.cancelled = threading.Event()
         self.first_figures: float | None = None
+        self.finished = False  # its result has been sent
         self.tail: deque[str] = deque(maxlen=40)
         self.thread: threading.Thread | None = None
 
@@ -126,7 +128,8 @@ class Reprofiler:
         self.workdir.mkdir(parents=True, exist_ok=True)
         self._lock = threading.Lock()
         self._run_id = 0
-        self._current: _Capture | None = None
+        self._current: _Capture | None = None  # the capture in flight, until its result is sent
+        self._live: set[_Capture] = set()  # every child not yet reaped (a finished one may still write its pages)
         self._closed = False
 
     def command(self, folder: Path) -> list[str]:
@@ -138,7 +141,8 @@ class Reprofiler:
         with self._lock:
             if self._closed:
                 raise RuntimeError("the Reprofiler is closed")
-            self._stop(self._current)
+            for old in list(self._live):  # the one in flight, and any still writing its pages after its result
+                self._stop(old)
             self._run_id += 1
             run_id = self._run_id
             folder = self.workdir / f"run-{run_id}"
@@ -152,6 +156,7 @@ class Reprofiler:
                                     stdout=subprocess.PIPE, stderr=subprocess.STDOUT, start_new_session=True)
             capture = _Capture(run_id, proc, folder, time.monotonic())
             self._current = capture
+            self._live.add(capture)
             capture.thread = threading.Thread(target=self._follow, args=(capture,), daemon=True,
                                               name=f"stepscope-live-{run_id}")
         self._emit(Started(run_id, tuple(cmd)))
@@ -168,10 +173,13 @@ class Reprofiler:
         """Cancel and wait: no child process is left behind."""
         with self._lock:
             self._closed = True
-            capture, self._current = self._current, None
-            self._stop(capture)
-        if capture is not None and capture.thread is not None and capture.thread is not threading.current_thread():
-            capture.thread.join(KILL_WAIT_S)
+            self._current = None
+            captures = list(self._live)
+            for capture in captures:
+                self._stop(capture)
+        for capture in captures:
+            if capture.thread is not None and capture.thread is not threading.current_thread():
+                capture.thread.join(KILL_WAIT_S)
 
     def _stop(self, capture: _Capture | None) -> None:
         if capture is None:
@@ -181,18 +189,27 @@ class Reprofiler:
             _kill_group(capture.proc)
 
     def _follow(self, capture: _Capture) -> None:
-        """Read the child's output, look for the first figures, and report the result when it ends."""
+        """Read the child's output, look for the first figures, and report the result as soon as report.json is
+        written (the child goes on writing report.txt and report.html, conveniences nobody here waits for)."""
         reader = threading.Thread(target=self._read_output, args=(capture,), daemon=True)
         reader.start()
-        while capture.proc.poll() is None and not capture.cancelled.is_set():
+        report_file = capture.folder / REPORT_JSON
+        while capture.proc.poll() is None and not capture.cancelled.is_set() and not report_file.is_file():
             if capture.first_figures is None:
                 self._first_figures_from_meter(capture)
             time.sleep(POLL_S)
+        if not report_file.is_file():  # it ended (or was cancelled) without a report: its output says why
+            capture.proc.wait()
+            reader.join(KILL_WAIT_S)
+        if not capture.cancelled.is_set():
+            self._report(capture)
         capture.proc.wait()
         _kill_group(capture.proc)  # what the program left running in its group (a worker, a server) goes too
         reader.join(KILL_WAIT_S)
-        if capture.cancelled.is_set():
-            return
+        with self._lock:
+            self._live.discard(capture)
+
+    def _report(self, capture: _Capture) -> None:
         report, error = _load_report(capture.folder)
         if error is None and report is not None and not report.summary.step_time_us:
             error = "no steps were recorded: " + (report.run.status if report.run else "the trace has none")
@@ -207,9 +224,11 @@ class Reprofiler:
             if self._current is capture:
                 self._current = None
         self._send(capture, Finished(capture.run_id, result))
+        capture.finished = True
 
     def _send(self, capture: _Capture, event: Event) -> None:
-        if not capture.cancelled.is_set():
+        """Nothing after a cancel, nor after the result (the child's last lines of output)."""
+        if not capture.cancelled.is_set() and not capture.finished:
             self._emit(event)
 
     def _read_output(self, capture: _Capture) -> None:
@@ -262,21 +281,26 @@ def _why_failed(capture: _Capture) -> str:
 
 
 def meter_figures(run_id: int, path: Path) -> FirstFigures | None:
-    """The step meter's figures (stepscope.meter/1) once it has a step: median step, samples/s, phase shares."""
+    """The step meter's figures (meter.json, stepscope.meter/1) once it has an unprofiled step past the program's
+    first (its start-up): the median step, samples/s, and each phase's median share of it."""
     try:
         meter = msgspec.json.decode(path.read_bytes())
         steps = meter["steps"]
-        wall = sorted(int(x) for x in steps["wall_ns"])
-    except (OSError, msgspec.DecodeError, KeyError, TypeError, ValueError):
+        first = int(steps.get("first_step", 0))
+        profiled = meter.get("profiled") or [-1, -2]
+        keep = [i for i in range(len(steps["wall_ns"]))
+                if first + i > 0 and not profiled[0] <= first + i <= profiled[1]]
+        wall = sorted(int(steps["wall_ns"][i]) for i in keep)
+    except (OSError, msgspec.DecodeError, KeyError, TypeError, ValueError, IndexError, AttributeError):
         return None
     if not wall or wall[len(wall) // 2] <= 0:
         return None
     median = wall[len(wall) // 2]
     phases: dict[str, float] = {}
-    for key, values in steps.items():
-        if key.endswith("_ns") and key not in ("wall_ns", "end_ns") and values:
-            ordered = sorted(values)
-            phases[key[:-3]] = ordered[len(ordered) // 2] / median
+    for name in METER_PHASES:
+        values = sorted(int(v) for i, v in enumerate(steps.get(f"{name}_ns") or []) if i in keep)
+        if values:
+            phases[name] = values[len(values) // 2] / median
     phases["other"] = max(0.0, 1.0 - sum(phases.values()))
     batch = meter.get("batch_size")
     samples = batch * 1e9 / median if isinstance(batch, int) and batch > 0 else None
@@ -284,8 +308,13 @@ def meter_figures(run_id: int, path: Path) -> FirstFigures | None:
 
 
 def _figures_from_report(run_id: int, report: Report) -> FirstFigures:
+    """The headline and the phases: the report's meter section (a report written with the step meter), else its
+    breakdown."""
     s = report.summary
-    step = s.step_time_us or 0.0
-    total = sum(s.breakdown_us.values()) or 1.0
-    return FirstFigures(run_id, step / 1e3, s.samples_per_s, {k: v / total for k, v in s.breakdown_us.items()},
-                        "report")
+    meter = getattr(report, "meter", None)
+    if meter is not None and getattr(meter, "phases", None):
+        shares = {p.name: p.share for p in meter.phases}
+    else:
+        total = sum(s.breakdown_us.values()) or 1.0
+        shares = {k: v / total for k, v in s.breakdown_us.items()}
+    return FirstFigures(run_id, (s.step_time_us or 0.0) / 1e3, s.samples_per_s, shares, "report")

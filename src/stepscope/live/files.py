@@ -85,13 +85,20 @@ class FileWatcher:
             self._run_polling()
 
     def _run_events(self) -> None:
-        folders = {p.parent for p in self._files()}
-        for changes in watchfiles.watch(*folders, stop_event=self._stop, debounce=50, step=25,
-                                        rust_timeout=500, yield_on_timeout=False, raise_interrupt=False):
-            wanted = self._files()
-            for _, name in changes:
-                if Path(name).resolve() in wanted:
-                    self._on_change(Path(name))
+        """The OS's events for the folders of the watched files; watched again when that set of folders changes
+        (a report naming a module elsewhere)."""
+        while not self._stop.is_set():
+            folders = _folders(self._files())
+            if not folders:  # nothing to watch yet
+                self._stop.wait(POLL_S)
+                continue
+            for changes in watchfiles.watch(*folders, stop_event=self._stop, debounce=50, step=25,
+                                            rust_timeout=1000, yield_on_timeout=True, raise_interrupt=False):
+                wanted = self._files()
+                hit = next((Path(name) for _, name in changes if Path(name).resolve() in wanted), None)
+                if hit is not None:
+                    self._on_change(hit)
+                if _folders(wanted) != folders:
                     break
 
     def _run_polling(self) -> None:
@@ -102,6 +109,16 @@ class FileWatcher:
             seen = now
             if changed:
                 self._on_change(changed[0])
+
+
+def _folders(files: set[Path]) -> list[Path]:
+    """The fewest folders that hold every file (a folder inside another is watched through it)."""
+    ordered = sorted({p.parent for p in files}, key=lambda p: len(p.parts))
+    kept: list[Path] = []
+    for folder in ordered:
+        if not any(folder.is_relative_to(k) for k in kept):
+            kept.append(folder)
+    return kept
 
 
 def _stats(files: set[Path]) -> dict[Path, tuple[int, int]]:

@@ -12,16 +12,20 @@ from rich.text import Text
 from stepscope.units import bytes_cell
 
 METRIC_NAMES = {"forward_us": "fwd", "backward_us": "bwd"}
+CODE_WIDTH = 40
+CHANGE_WIDTH = 26
+FIXED_WIDTH = 12 + 9 + 9 + 10 + 5 * 3  # line, fwd, bwd, memory and the separators
+WIDE = 130  # narrower terminals show the changes since the previous run only
 
 
-def render(view: dict[str, Any]) -> RenderableType:
+def render(view: dict[str, Any], width: int = 160) -> RenderableType:
     parts: list[RenderableType] = [_header(view)]
     if view.get("error"):
         parts.append(Text(f"run {view['error']['run_id']} failed: {view['error']['text']}", style="bold red"))
     if view.get("result"):
         parts.append(_figures(view))
     if view.get("changes"):
-        parts.append(_lines(view["changes"]))
+        parts.append(_lines(view["changes"], width))
     return Group(*parts)
 
 
@@ -89,17 +93,24 @@ def _figures(view: dict[str, Any]) -> Panel:
     return Panel(lines, title=f"run {r['run_id']}", title_align="left")
 
 
-def _lines(changes: dict[str, Any]) -> Table:
+def _lines(changes: dict[str, Any], width: int) -> Table:
+    """Per line: its figures now and its changes; on a narrow terminal the code is cut short first, then the
+    baseline's column goes."""
     noise = changes["noise"]
+    cols = ["line", "code", "fwd", "bwd", "memory", "vs previous"] + (["vs baseline"] if width >= WIDE else [])
+    code = max(8, min(CODE_WIDTH, width - FIXED_WIDTH - (CHANGE_WIDTH + 3) * (len(cols) - 5)))
     table = Table(title=f"lines (per step; noise: {noise['basis']}, ±{noise['relative'] * 100:.0f}% each run)",
                   title_justify="left", show_edge=False, pad_edge=False)
-    for col in ("line", "code", "fwd", "bwd", "memory", "vs previous", "vs baseline"):
-        table.add_column(col, overflow="fold" if col == "code" else "ellipsis",
+    for col in cols:
+        change = col.startswith("vs ")
+        table.add_column(col, overflow="fold" if change else "ellipsis", no_wrap=not change,
+                         width=code if col == "code" else None, min_width=CHANGE_WIDTH if change else None,
                          justify="right" if col in ("fwd", "bwd", "memory") else "left")
     for row in changes["lines"]:
-        table.add_row(row["label"], row["code"], ms(row["forward_us"]), ms(row["backward_us"]),
-                      bytes_cell(row["memory_bytes"]) if row["memory_bytes"] is not None else "-",
-                      _change(row["since_previous"]), _change(row["since_baseline"]))
+        cells = [row["label"], row["code"], ms(row["forward_us"]), ms(row["backward_us"]),
+                 bytes_cell(row["memory_bytes"]) if row["memory_bytes"] is not None else "-",
+                 _change(row["since_previous"]), _change(row["since_baseline"])]
+        table.add_row(*cells[:len(cols)])
     return table
 
 
@@ -111,7 +122,7 @@ def _change(shifts: dict[str, Any]) -> Text:
         if s is None or not s["beyond_noise"]:
             continue
         if out:
-            out.append(" ")
+            out.append("\n")
         out.append(f"{METRIC_NAMES.get(key, 'mem')} ")
         out.append_text(_signed(s, "us" if key != "memory_bytes" else "bytes"))
     return out if out or not shifts else Text("within noise", style="dim")

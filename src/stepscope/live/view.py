@@ -4,20 +4,33 @@ as the trace has them: the page escapes them by writing text nodes only)."""
 from __future__ import annotations
 
 import time
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
 from stepscope.live.batch import BatchModel, predict
 from stepscope.live.compare import Changes, LineDelta, Shift
-
-if TYPE_CHECKING:
-    from stepscope.live.watch import WatchSession
+from stepscope.live.engine import Result, Target
 
 TOP_LINES = 8
 TOP_FIXES = 3
 BATCH_FACTORS = (0.25, 0.5, 1, 2, 4, 8)
 
 
-def build(session: WatchSession) -> dict[str, Any]:
+class Session(Protocol):
+    """What the view reads of a watch session (live.watch.WatchSession)."""
+
+    version: int
+    target: Target
+    runs: dict[int, dict]
+    current: Result | None
+    baseline: Result | None
+    failed: Result | None
+    changes: Changes | None
+    model: BatchModel | None
+    measurements: dict[int, dict]
+    batch_flag: object | None
+
+
+def build(session: Session) -> dict[str, Any]:
     cur = session.current
     return {
         "version": session.version,
@@ -34,7 +47,7 @@ def build(session: WatchSession) -> dict[str, Any]:
     }
 
 
-def _run_in_flight(session: WatchSession) -> dict[str, Any] | None:
+def _run_in_flight(session: Session) -> dict[str, Any] | None:
     if not session.runs:
         return None
     run_id = max(session.runs)
@@ -50,7 +63,7 @@ def _run_in_flight(session: WatchSession) -> dict[str, Any] | None:
                                                  "phases": first.phases, "source": first.source}}
 
 
-def _result(session: WatchSession) -> dict[str, Any]:
+def _result(session: Session) -> dict[str, Any]:
     cur = session.current
     assert cur is not None and cur.report is not None
     r = cur.report

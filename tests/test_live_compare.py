@@ -1,0 +1,137 @@
+"""live.compare and live.batch on hand-built reports: which line changes are beyond the runs' noise (hand-computed
+thresholds), the fixed threshold without per-step figures, phases and verdicts, and the batch model's figures."""
+
+from __future__ import annotations
+
+import math
+from types import SimpleNamespace
+
+import pytest
+
+from stepscope.live.batch import batch_model, predict
+from stepscope.live.compare import compare, phases_us, run_noise
+from stepscope.model import report as s
+from stepscope.model.usage import ActivationLine, DeviceMemoryUsage, MemoryCategory, MemoryUsage
+
+
+def line(n: int, fwd: float, bwd: float = 0.0, code: str = "") -> s.LineCost:
+    return s.LineCost(file="train.py", line=n, code=code or f"line {n}", label=f"train.py:{n}", cpu_fwd_us=fwd,
+                      cpu_bwd_us=bwd, gpu_fwd_us=0.0, gpu_bwd_us=0.0, kernels=0.0, share=0.1)
+
+
+def report(steps: list[float], lines: list[s.LineCost], *, pattern: str = "python_overhead",
+           memory: MemoryUsage | None = None, recs: list[s.Recommendation] | None = None,
+           breakdown: dict[str, float] | None = None, samples_per_s: float | None = None) -> s.Report:
+    mean = sum(steps) / len(steps)
+    return s.Report(
+        source=s.Source(paths=["t"], format="live"), device=s.Device(name="CPU", kind="cpu"),
+        steps=[s.StepRow(id=str(i), duration_us=d, breakdown_us={}, gpu_utilization=None) for i, d in enumerate(steps)],
+        summary=s.Summary(step_time_us=mean, breakdown_us=breakdown or {"cpu_exec": mean * 0.75, "other": mean / 4},
+                          gpu_utilization=None, samples_per_s=samples_per_s,
+                          steps_per_s=1e6 / mean if samples_per_s else None, step_count=len(steps)),
+        patterns=[s.Pattern(id=pattern, share=0.9, evidence={}, title=pattern)],
+        lines=s.Lines(source="stepscope annotations", granularity="line", attributed_share=1.0, rows=lines),
+        memory_usage=memory, recommendations=recs or [])
+
+
+def test_line_changes_against_hand_computed_noise() -> None:
+    # Steps 90, 100, 110 in both runs: median 100, median absolute deviation 10; the standard error of a mean of 3
+    # steps is 1.4826 x 10 / 100 / sqrt 3 of the value, per run; two runs combined, times Z = 2.
+    rel = 1.4826 * 10 / 100 / math.sqrt(3)
+    threshold = 2 * math.hypot(rel, rel)
+    before = report([90, 100, 110], [line(10, 100, 50), line(11, 100), line(12, 40)])
+    after = report([110, 90, 100], [line(10, 200, 50), line(11, 120), line(13, 30)], pattern="cpu_compute_bound")
+    c = compare(after, before, before)
+    assert c.noise.basis == "recorded steps" and c.noise.relative == pytest.approx(rel)
+    by = {d.line: d for d in c.lines}
+    fwd10 = by[10].since_previous["forward_us"]
+    assert (fwd10.before, fwd10.after, fwd10.delta) == (100, 200, 100)
+    assert fwd10.threshold == pytest.approx(threshold * 200) and fwd10.beyond_noise  # 100 > 48.4
+    assert not by[10].since_previous["backward_us"].beyond_noise  # 50 -> 50
+    fwd11 = by[11].since_previous["forward_us"]
+    assert fwd11.threshold == pytest.approx(threshold * 120) and not fwd11.beyond_noise  # 20 < 29.0
+    assert by[12].now is None and by[12].since_previous == {}  # gone
+    assert by[13].previous is None and by[13].now is not None  # new
+    assert c.lines[0].line == 10  # the change beyond noise comes first
+    assert (c.verdict_previous.pattern, c.verdict_now.pattern) == ("python_overhead", "cpu_compute_bound")
+    assert c.step["previous"].delta == pytest.approx(0.0) and not c.step["previous"].beyond_noise
+    assert c.diff_previous is not None and c.diff_previous.step_time_ratio == pytest.approx(1.0)
+    assert c.phase_source == "breakdown" and {p.name for p in c.phases} == {"cpu_exec", "other"}
+
+
+def test_fixed_threshold_without_per_step_figures() -> None:
+    # Two steps per run: too few for a spread, so 10% of the larger value stands in for the two runs together.
+    before = report([100, 100], [line(10, 100), line(11, 100)])
+    after = report([100, 100], [line(10, 109), line(11, 112)])
+    c = compare(after, before, None)
+    assert c.noise.basis == "fixed"
+    by = {d.line: d for d in c.lines}
+    assert by[10].since_previous["forward_us"].threshold == pytest.approx(10.9)
+    assert not by[10].since_previous["forward_us"].beyond_noise  # 9 < 10.9
+    assert by[11].since_previous["forward_us"].beyond_noise  # 12 > 11.2
+    assert by[10].since_baseline == {} and c.diff_baseline is None
+
+
+def test_first_run_has_nothing_to_compare() -> None:
+    c = compare(report([90, 100, 110], [line(10, 100)]), None, None)
+    assert c.step == {} and all(d.since_previous == {} and d.since_baseline == {} for d in c.lines)
+    assert c.verdict_previous is None
+
+
+def test_line_memory_from_activation_lines() -> None:
+    def usage(nbytes: int) -> MemoryUsage:
+        act = [ActivationLine(file="train.py", line=10, label="train.py:10", op="aten::addmm", bytes=nbytes),
+               ActivationLine(file="train.py", line=10, label="train.py:10", op="aten::relu", bytes=nbytes)]
+        return MemoryUsage(devices=[DeviceMemoryUsage(device=-1, peak_allocated_bytes=10 * nbytes,
+                                                      peak_reserved_bytes=None, reserved_gap_bytes=None,
+                                                      phase="forward", peak_step="1", categories=[],
+                                                      activation_lines=act)])
+
+    before = report([90, 100, 110], [line(10, 100), line(11, 5)], memory=usage(4096))
+    after = report([90, 100, 110], [line(10, 100), line(11, 5)], memory=usage(65536))
+    by = {d.line: d for d in compare(after, before, None).lines}
+    assert by[10].now.memory_bytes == 2 * 65536 and by[10].previous.memory_bytes == 2 * 4096
+    assert by[10].since_previous["memory_bytes"].beyond_noise
+    assert by[11].now.memory_bytes == 0
+
+
+def test_batch_model_from_the_reports_estimate_and_memory() -> None:
+    # Batch 32, step 1000 µs; larger_batch: 2x the batch -> 1.6x samples/s, so the 2x step is 2 x 1000 / 1.6 =
+    # 1250 µs: 250 µs more per extra batch. Memory: 4800 bytes of activations and temporaries over 32 samples =
+    # 150 per sample; the peak 10000 leaves 5200 fixed.
+    rec = s.Recommendation(id="larger_batch", title="t", evidence={"batch_factor": 2}, location=None,
+                           estimated_speedup=1.6)
+    mem = MemoryUsage(devices=[DeviceMemoryUsage(
+        device=-1, peak_allocated_bytes=10000, peak_reserved_bytes=None, reserved_gap_bytes=None, phase="backward",
+        peak_step="1", categories=[MemoryCategory(name="activations", bytes=3200),
+                                   MemoryCategory(name="temporaries", bytes=1600),
+                                   MemoryCategory(name="gradients", bytes=5200)])])
+    r = report([1000, 1000, 1000], [], memory=mem, recs=[rec], samples_per_s=32_000.0)
+    model = batch_model(r)
+    assert model is not None and model.batch_size == 32 and model.grow_us == pytest.approx(250)
+    at128 = predict(model, 128)
+    assert at128.step_us == pytest.approx(1000 + 3 * 250)
+    assert at128.samples_per_s == pytest.approx(128 / 1750e-6)
+    assert at128.peak_bytes == 5200 + 150 * 128 and at128.fits is None  # a CPU: no capacity to fit in
+    assert predict(model, 32).step_us == pytest.approx(1000) and predict(model, 32).peak_bytes == 10000
+
+
+def test_batch_model_without_an_estimate_grows_the_op_time() -> None:
+    # No larger_batch estimate: cpu_exec (600 of the 1000 µs step) grows with the batch, `other` stays.
+    r = report([1000, 1000, 1000], [], breakdown={"cpu_exec": 600.0, "other": 400.0}, samples_per_s=16_000.0)
+    model = batch_model(r)
+    assert model is not None and model.grow_us == pytest.approx(600) and model.fixed_bytes is None
+    assert predict(model, 32).step_us == pytest.approx(1600) and predict(model, 32).peak_bytes is None
+
+
+def test_the_step_meters_section_gives_the_phases_and_the_noise() -> None:
+    # A report written with the step meter (its `meter` section; read by attribute): p10 90 µs, p90 115.63 µs over
+    # 16 steps, median 100 -> a standard deviation of 25.63 / 2.563 = 10 µs, 10% of the median, 2.5% for a mean of
+    # 16 steps. Its phases replace the breakdown.
+    phases = [SimpleNamespace(name="forward", mean_us=40.0, share=0.4),
+              SimpleNamespace(name="other", mean_us=60.0, share=0.6)]
+    meter = SimpleNamespace(steps=16, median_us=100.0, p10_us=90.0, p90_us=115.63, phases=phases)
+    metered = SimpleNamespace(meter=meter, run=None, steps=[], summary=SimpleNamespace(breakdown_us={"cpu_exec": 1.0}))
+    noise = run_noise(metered)  # type: ignore[arg-type]
+    assert noise.basis == "meter steps" and noise.relative == pytest.approx(0.025)
+    assert phases_us(metered) == ("meter", {"forward": 40.0, "other": 60.0})  # type: ignore[arg-type]

@@ -1,0 +1,57 @@
+"""`stepscope watch`'s command line: bad input is one line and a non-zero exit, before any capture starts; the
+options each capture gets are `stepscope run`'s, spelled out."""
+
+from __future__ import annotations
+
+import socket
+from pathlib import Path
+
+import pytest
+
+from stepscope import cli
+from stepscope.commands.watch import run_options
+from stepscope.live.watch import BatchFlag
+
+
+def fails(argv: list[str], capsys: pytest.CaptureFixture[str]) -> tuple[int, str]:
+    code = cli.main(["watch", *argv])
+    err = capsys.readouterr().err
+    assert "Traceback" not in err
+    return code, err
+
+
+def test_bad_input_is_one_line(tmp_path: Path, capsys: pytest.CaptureFixture[str],
+                               monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.chdir(tmp_path)
+    code, err = fails(["missing.py"], capsys)
+    assert code == 2 and "can't open file 'missing.py'" in err
+    (tmp_path / "train.py").write_text("pass\n")
+    code, err = fails(["--batch-flag", "batch", "train.py"], capsys)
+    assert code == 2 and "--batch-flag 'batch'" in err
+    code, err = fails(["--debounce", "-1", "train.py"], capsys)
+    assert code == 2 and "--debounce" in err
+    code, err = fails([], capsys)
+    assert code == 2 and "nothing to run" in err
+    with socket.socket() as taken:  # a port something else holds
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = taken.getsockname()[1]
+        code, err = fails(["--page", "--port", str(port), "train.py"], capsys)
+    assert code == 2 and f"cannot serve the page on 127.0.0.1:{port}" in err
+
+
+def test_each_capture_gets_the_window_and_settings_given() -> None:
+    args = cli.build_parser("watch").parse_args(["watch", "--steps", "2", "--no-profile-memory", "--step-on",
+                                                 "backward", "--batch-size", "8", "t.py", "--steps", "9"])
+    run = cli.build_parser("run").parse_args(["run", *run_options(args), "x.py"])  # what the child parses
+    assert (run.skip, run.warmup, run.steps) == (3, 1, 2)  # watch's short window, its --steps given
+    assert (run.step_on, run.batch_size, run.profile_memory, run.timing_pass) == ("backward", 8, False, False)
+    assert run.program == ["x.py"]
+    assert args.program == ["t.py", "--steps", "9"]  # the program's own --steps stays the program's
+
+
+def test_the_batch_flag_replaces_or_adds_the_programs_option() -> None:
+    flag = BatchFlag("--batch-size")
+    assert flag.apply(("t.py", "--batch-size", "16", "--lr", "1"), 64) == ("t.py", "--batch-size", "64", "--lr", "1")
+    assert flag.apply(("t.py", "--batch-size=16"), 64) == ("t.py", "--batch-size=64")
+    assert flag.apply(("t.py",), 64) == ("t.py", "--batch-size", "64")
