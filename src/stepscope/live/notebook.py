@@ -26,8 +26,7 @@ from IPython.display import display
 from rich.console import RenderableType
 from rich.text import Text
 
-from stepscope.api import Profile, prepare_folder
-from stepscope.capture.options import DEFAULTS
+from stepscope.api import prepare_folder, profile
 from stepscope.compare import compare
 from stepscope.errors import StepscopeError
 from stepscope.live.inline import bundle
@@ -86,9 +85,9 @@ class StepscopeMagics(Magics):
         self.cell_id = getattr(info, "cell_id", None)
 
     @magic_arguments()
-    @argument("--skip", type=int, default=DEFAULTS.skip, help="steps run unprofiled first")
-    @argument("--warmup", type=int, default=DEFAULTS.warmup, help="profiled steps thrown away")
-    @argument("--steps", type=int, default=DEFAULTS.steps, help="steps recorded")
+    @argument("--skip", type=int, help="steps run unprofiled first (default: stepscope run's)")
+    @argument("--warmup", type=int, help="profiled steps thrown away (default: stepscope run's)")
+    @argument("--steps", type=int, help="steps recorded (default: stepscope run's)")
     @argument("--batch-size", type=int, default=None, help="samples per step (default: from the data)")
     @argument("--name", default=None, help="what this cell's runs are compared under (default: the cell's id, "
               "else the last %%%%stepscope run in this kernel)")
@@ -100,24 +99,23 @@ class StepscopeMagics(Magics):
         """Profile the cell's loop and show the report (and, from its second run on, the diff against the last)."""
         args = parse_argstring(self.stepscope, line)
         key = args.name or self.cell_id or ""
+        given = {k: v for k in ("skip", "warmup", "steps", "batch_size") if (v := getattr(args, k)) is not None}
         try:
-            options = DEFAULTS.replace(skip=args.skip, warmup=args.warmup, steps=args.steps,
-                                       batch_size=args.batch_size, step_on=None)
             folder, own = self.runs.folder(args.out)
+            capture = profile(out=folder, force=True, hooks=True, **given)  # force: the folder is new or empty
         except (StepscopeError, ValueError) as exc:
             _say(f"stepscope: {exc}")
             return
-        profile = Profile(options, out=folder, force=True, hooks=True)  # force: the folder is new or empty
-        profile.start()
+        capture.start()
         try:
             self._run(cell)
         except BaseException:
-            profile.stop()
+            capture.stop()
             _say("stepscope: the cell raised, so there is no report (the capture is stopped and removed)")
             raise
-        profile.stop()
+        capture.stop()
         try:
-            report = profile.report
+            report = capture.report
         except StepscopeError as exc:
             _say(f"stepscope: {exc}", "the loop may have ended before the window: lower --skip, --warmup or --steps")
             return
