@@ -283,3 +283,27 @@ async def configured_program(tmp_path: Path) -> None:
 
 def test_a_configured_program_is_profiled_with_its_arguments_on_any_save(tmp_path: Path) -> None:
     asyncio.run(configured_program(tmp_path))
+
+
+async def editor_goes_away(tmp_path: Path) -> None:
+    psutil = pytest.importorskip("psutil")
+    script = tmp_path / "train.py"
+    script.write_text(SCRIPT.replace("HIDDEN", "8"))
+    ed = Editor()
+    await ed.start(tmp_path)
+    server = ed.client._server
+    assert server is not None and server.stdin is not None
+    uri = ed.open(script)
+    ed.write_and_save(script, SCRIPT.replace("HIDDEN", "8"), uri, 2)
+    await ed.wait_for(lambda: len(ed.begins()) == 1, "the run to begin")
+    children = psutil.Process(server.pid).children(recursive=True)
+    assert any("stepscope" in " ".join(c.cmdline()) and "run" in c.cmdline() for c in children), children
+    server.stdin.close()  # the editor quits without a shutdown
+    await asyncio.wait_for(server.wait(), 60)
+    _, alive = psutil.wait_procs(children, timeout=2)  # a capture left running would take seconds more
+    assert alive == [], [c.cmdline() for c in alive]
+    await ed.client.stop()
+
+
+def test_when_the_editor_goes_away_mid_run_no_child_is_left(tmp_path: Path) -> None:
+    asyncio.run(editor_goes_away(tmp_path))
