@@ -9,6 +9,7 @@ import sys
 import threading
 import time
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -169,6 +170,10 @@ def test_a_cell_that_raises_shows_its_error_and_leaves_nothing(shell: Interactiv
     assert process_state(shell.user_ns) == before
     shown = [b["text/plain"] for b in shell.shown]  # type: ignore[attr-defined]
     assert len(shown) == 1 and shown[0].startswith("stepscope: the cell raised")
+    from stepscope.live.notebook import _loaded
+
+    runs = _loaded[id(shell)].runs
+    assert runs._temp is not None and list(Path(runs._temp.name).iterdir()) == []  # its run folder removed
 
 
 def test_each_cell_is_compared_with_its_own_last_run(shell: InteractiveShell) -> None:

@@ -65,6 +65,12 @@ class CellRuns:
         folder.mkdir()
         return folder, True
 
+    @staticmethod
+    def discard(folder: Path, own: bool) -> None:
+        """A run with no report: its files go, unless the user named the folder."""
+        if own:
+            shutil.rmtree(folder, ignore_errors=True)
+
     def keep(self, key: str, report: Report, folder: Path, own_folder: bool) -> LastRun | None:
         """Remember `report` as the cell's last run; returns the run it replaces."""
         previous = self.last.get(key)
@@ -101,22 +107,25 @@ class StepscopeMagics(Magics):
         key = args.name or self.cell_id or ""
         given = {k: v for k in ("skip", "warmup", "steps", "batch_size") if (v := getattr(args, k)) is not None}
         try:
+            profile(**given)  # the options are checked before anything is made
             folder, own = self.runs.folder(args.out)
-            capture = profile(out=folder, force=True, hooks=True, **given)  # force: the folder is new or empty
         except (StepscopeError, ValueError) as exc:
             _say(f"stepscope: {exc}")
             return
+        capture = profile(out=folder, force=True, hooks=True, **given)  # force: the folder is new or empty
         capture.start()
         try:
             self._run(cell)
         except BaseException:
             capture.stop()
+            self.runs.discard(folder, own)
             _say("stepscope: the cell raised, so there is no report (the capture is stopped and removed)")
             raise
         capture.stop()
         try:
             report = capture.report
         except StepscopeError as exc:
+            self.runs.discard(folder, own)
             _say(f"stepscope: {exc}", "the loop may have ended before the window: lower --skip, --warmup or --steps")
             return
         previous = self.runs.keep(key, report, folder, own)
