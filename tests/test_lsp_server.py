@@ -59,6 +59,7 @@ class Editor:
         self.diagnostics: dict[str, list[t.Diagnostic]] = {}
         self.progress: list[tuple[str, str, str]] = []  # (token, kind, message)
         self.results = 0
+        self.messages: list[str] = []
         self._changed = asyncio.Event()
         c = self.client
 
@@ -82,6 +83,10 @@ class Editor:
         def refresh(params: Any) -> None:
             self.results += 1
             self._changed.set()
+
+        @c.feature(t.WINDOW_SHOW_MESSAGE)
+        def message(params: t.ShowMessageParams) -> None:
+            self.messages.append(params.message)
 
         @c.feature(t.WORKSPACE_CODE_LENS_REFRESH)
         def lens_refresh(params: Any) -> None:
@@ -307,3 +312,22 @@ async def editor_goes_away(tmp_path: Path) -> None:
 
 def test_when_the_editor_goes_away_mid_run_no_child_is_left(tmp_path: Path) -> None:
     asyncio.run(editor_goes_away(tmp_path))
+
+
+async def bad_configuration(tmp_path: Path) -> None:
+    ed = Editor()
+    await ed.start(tmp_path, program="train.py --lr 0.1", debounce="soon", runOptions=["--steps", 3])
+    try:
+        (tmp_path / "notes.py").write_text("x = 1\n")
+        uri = ed.open(tmp_path / "notes.py")
+        assert await ed.hints(uri) == {}  # it answers, with nothing to show yet
+        assert sorted(ed.messages) == [
+            "stepscope: initializationOptions.debounce must be a number of seconds, 0 or more",
+            "stepscope: initializationOptions.program must be a list of strings: the script and its arguments",
+            "stepscope: initializationOptions.runOptions must be a list of strings (stepscope run's options)"]
+    finally:
+        await ed.stop()
+
+
+def test_a_bad_configuration_is_said_in_one_line_each_and_the_server_goes_on(tmp_path: Path) -> None:
+    asyncio.run(bad_configuration(tmp_path))

@@ -76,15 +76,31 @@ class StepscopeServer(LanguageServer):
         options = params.initialization_options if isinstance(params.initialization_options, dict) else {}
         root = to_fs_path(params.root_uri) if params.root_uri else params.root_path
         self.cwd = Path(options.get("cwd") or root or ".").resolve()
-        if isinstance(options.get("program"), list) and options["program"]:
-            self.program = tuple(str(x) for x in options["program"])
-            if not self.program[0].startswith("-"):
-                self.script = (self.cwd / self.program[0]).resolve()
-        if isinstance(options.get("runOptions"), list):
-            self.run_options = tuple(str(x) for x in options["runOptions"])
-        if isinstance(options.get("debounce"), (int, float)) and options["debounce"] >= 0:
-            self.debounce_s = float(options["debounce"])
-            self.debouncer = Debouncer(self.debounce_s, lambda: self.on_loop(self.submit))
+        program, run_options, debounce = (options.get(k) for k in ("program", "runOptions", "debounce"))
+        if program is not None:
+            if _strings(program) and program:
+                self.program = tuple(program)
+                if program[0] != "-m":
+                    self.script = (self.cwd / program[0]).resolve()
+                    if not self.script.is_file():
+                        self._warn(f"initializationOptions.program: {self.script}: no such file")
+            else:
+                self._warn("initializationOptions.program must be a list of strings: the script and its arguments")
+        if run_options is not None:
+            if _strings(run_options):
+                self.run_options = tuple(run_options)
+            else:
+                self._warn("initializationOptions.runOptions must be a list of strings (stepscope run's options)")
+        if debounce is not None:
+            if isinstance(debounce, (int, float)) and not isinstance(debounce, bool) and debounce >= 0:
+                self.debounce_s = float(debounce)
+                self.debouncer = Debouncer(self.debounce_s, lambda: self.on_loop(self.submit))
+            else:
+                self._warn("initializationOptions.debounce must be a number of seconds, 0 or more")
+
+    def _warn(self, text: str) -> None:
+        """One line the editor shows to the user (bad configuration: the server goes on with its defaults)."""
+        self.window_show_message(t.ShowMessageParams(t.MessageType.Warning, f"stepscope: {text}"))
 
     def on_loop(self, fn: Callable[..., Any], *args: Any) -> None:
         """Run `fn` on the server's event loop (the engine and the debouncer call from their own threads)."""
@@ -199,6 +215,10 @@ class StepscopeServer(LanguageServer):
         if self.profiler is not None:
             self.profiler.close()
         shutil.rmtree(self.workdir, ignore_errors=True)
+
+
+def _strings(value: Any) -> bool:
+    return isinstance(value, list) and all(isinstance(x, str) for x in value)
 
 
 def _line_range(line: int, source: str) -> t.Range:
