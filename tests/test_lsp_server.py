@@ -6,6 +6,7 @@ raising line while the server lives on."""
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import io
 import os
 import re
@@ -301,8 +302,19 @@ async def editor_goes_away(tmp_path: Path) -> None:
     uri = ed.open(script)
     ed.write_and_save(script, SCRIPT.replace("HIDDEN", "8"), uri, 2)
     await ed.wait_for(lambda: len(ed.begins()) == 1, "the run to begin")
-    children = psutil.Process(server.pid).children(recursive=True)
-    assert any("stepscope" in " ".join(c.cmdline()) and "run" in c.cmdline() for c in children), children
+
+    def capturing() -> list[Any]:
+        with contextlib.suppress(psutil.Error):
+            children = psutil.Process(server.pid).children(recursive=True)
+            if any("run" in c.cmdline() for c in children):
+                return children
+        return []
+
+    for _ in range(100):  # a process just started may not show its command line yet
+        if children := capturing():
+            break
+        await asyncio.sleep(0.05)
+    assert children, "no capture process under the server"
     server.stdin.close()  # the editor quits without a shutdown
     await asyncio.wait_for(server.wait(), 60)
     _, alive = psutil.wait_procs(children, timeout=2)  # a capture left running would take seconds more
