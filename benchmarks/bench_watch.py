@@ -4,6 +4,9 @@ the time the plain program takes to run the same steps (`python script.py --step
     .venv/bin/python benchmarks/bench_watch.py                      # 2 examples, 2 saves each
     .venv/bin/python benchmarks/bench_watch.py --saves 3 --examples pattern_launch_bound
 
+With the step meter, the last column is the time from the end of the program's first step (meter.json's host
+clock, the same monotonic clock as this process's) to the first figures on show.
+
 Each example is copied into a temporary folder and watched with watch's defaults (the session `stepscope watch`
 runs, no terminal); each "save" rewrites the copy with one more comment line. The targets: first figures within
 5 s of the program's first steps, the full view within the window's time + 2 s. Run with OMP_NUM_THREADS=1 and
@@ -12,6 +15,7 @@ say the machine's load: the figures are wall times."""
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import shutil
 import subprocess
@@ -42,8 +46,19 @@ def plain_run(script: Path, steps: int) -> float:
     return time.monotonic() - start
 
 
-def watch_saves(script: Path, options: tuple[str, ...], saves: int) -> list[tuple[float, float]]:
-    """(save -> first figures, save -> full view) in seconds, per save after the first run."""
+def first_step_end(folder: Path) -> float | None:
+    """When the program's first step ended, on this process's monotonic clock: the step meter's host clock
+    (perf_counter_ns, CLOCK_MONOTONIC on Linux as time.monotonic is); None without meter.json."""
+    try:
+        steps = json.loads((folder / "meter.json").read_bytes())["steps"]
+        return steps["end_ns"][0] / 1e9 if steps.get("first_step", 0) == 0 and steps["end_ns"] else None
+    except (OSError, ValueError, KeyError, IndexError):
+        return None
+
+
+def watch_saves(script: Path, options: tuple[str, ...], saves: int) -> list[tuple[float, float, float | None]]:
+    """(save -> first figures, save -> full view, the program's first step -> first figures) in seconds, per save
+    after the first run."""
     folder = script.parent
     session = WatchSession(Target((script.name, "--steps", "40"), folder, options), folder / "work", script=script,
                            polling=False)
@@ -59,8 +74,12 @@ def watch_saves(script: Path, options: tuple[str, ...], saves: int) -> list[tupl
             script.write_text(script.read_text() + f"# save {n}\n")
             if not _wait(session, n + 2):
                 raise SystemExit(f"{script.name}: run {n + 2} failed: {session.failed}")
-            run = session.runs[session.current.run_id]  # type: ignore[union-attr]
-            out.append((run["first_at"] - saved, run["finished_at"] - saved))
+            current = session.current
+            assert current is not None
+            run = session.runs[current.run_id]
+            first_step = first_step_end(current.folder)
+            out.append((run["first_at"] - saved, run["finished_at"] - saved,
+                        None if first_step is None else run["first_at"] - first_step))
     finally:
         session.close()
     return out
@@ -87,14 +106,16 @@ def main() -> None:
     steps = window_steps(options)
     print(f"watch's capture: {' '.join(options)} ({steps} steps); load average {os.getloadavg()[0]:.1f} "
           f"on {os.cpu_count()} CPUs")
-    print(f"{'example':28} {'plain run':>10} {'first figs':>11} {'full view':>10} {'view - plain':>13}")
+    print(f"{'example':28} {'plain run':>10} {'first figs':>11} {'full view':>10} {'view - plain':>13} "
+          f"{'1st step -> figs':>17}")
     for name in args.examples.split(","):
         with tempfile.TemporaryDirectory(prefix="bench-watch-") as tmp:
             script = Path(shutil.copy(EXAMPLES / f"{name}.py", tmp))
             results = watch_saves(script, options, args.saves)
             plain = plain_run(script, steps)
-            for first, full in results:
-                print(f"{name:28} {plain:9.2f}s {first:10.2f}s {full:9.2f}s {full - plain:+12.2f}s")
+            for first, full, after_step in results:
+                since = "-" if after_step is None else f"{after_step:.2f}s"
+                print(f"{name:28} {plain:9.2f}s {first:10.2f}s {full:9.2f}s {full - plain:+12.2f}s {since:>17}")
 
 
 if __name__ == "__main__":

@@ -36,9 +36,10 @@ def report(steps: list[float], lines: list[s.LineCost], *, pattern: str = "pytho
 
 def test_line_changes_against_hand_computed_noise() -> None:
     # Steps 90, 100, 110 in both runs: median 100, median absolute deviation 10; the standard error of a mean of 3
-    # steps is 1.4826 x 10 / 100 / sqrt 3 of the value, per run; two runs combined, times Z = 2.
+    # steps is 1.4826 x 10 / 100 / sqrt 3 of the value, per run; two runs combined, times Z = 2, on the log scale:
+    # a change is real when the smaller value is under the larger x e^-(that), about 0.785.
     rel = 1.4826 * 10 / 100 / math.sqrt(3)
-    threshold = 2 * math.hypot(rel, rel)
+    threshold = 1 - math.exp(-2 * math.hypot(rel, rel))
     before = report([90, 100, 110], [line(10, 100, 50), line(11, 100), line(12, 40)])
     after = report([110, 90, 100], [line(10, 200, 50), line(11, 120), line(13, 30)], pattern="cpu_compute_bound")
     c = compare(after, before, before)
@@ -46,10 +47,10 @@ def test_line_changes_against_hand_computed_noise() -> None:
     by = {d.line: d for d in c.lines}
     fwd10 = by[10].since_previous["forward_us"]
     assert (fwd10.before, fwd10.after, fwd10.delta) == (100, 200, 100)
-    assert fwd10.threshold == pytest.approx(threshold * 200) and fwd10.beyond_noise  # 100 > 48.4
+    assert fwd10.threshold == pytest.approx(threshold * 200) and fwd10.beyond_noise  # 100 > 43.0
     assert not by[10].since_previous["backward_us"].beyond_noise  # 50 -> 50
     fwd11 = by[11].since_previous["forward_us"]
-    assert fwd11.threshold == pytest.approx(threshold * 120) and not fwd11.beyond_noise  # 20 < 29.0
+    assert fwd11.threshold == pytest.approx(threshold * 120) and not fwd11.beyond_noise  # 20 < 25.8
     assert by[12].now is None and by[12].since_previous == {}  # gone
     assert by[13].previous is None and by[13].now is not None  # new
     assert c.lines[0].line == 10  # the change beyond noise comes first
@@ -60,15 +61,16 @@ def test_line_changes_against_hand_computed_noise() -> None:
 
 
 def test_fixed_threshold_without_per_step_figures() -> None:
-    # Two steps per run: too few for a spread, so 10% of the larger value stands in for the two runs together.
+    # Two steps per run: too few for a spread, so a ratio within e^0.1 stands in for the two runs together: the
+    # smaller value above the larger x e^-0.1 (0.905) is noise.
     before = report([100, 100], [line(10, 100), line(11, 100)])
     after = report([100, 100], [line(10, 109), line(11, 112)])
     c = compare(after, before, None)
     assert c.noise.basis == "fixed"
     by = {d.line: d for d in c.lines}
-    assert by[10].since_previous["forward_us"].threshold == pytest.approx(10.9)
-    assert not by[10].since_previous["forward_us"].beyond_noise  # 9 < 10.9
-    assert by[11].since_previous["forward_us"].beyond_noise  # 12 > 11.2
+    assert by[10].since_previous["forward_us"].threshold == pytest.approx(109 * (1 - math.exp(-0.1)))
+    assert not by[10].since_previous["forward_us"].beyond_noise  # 9 < 10.37
+    assert by[11].since_previous["forward_us"].beyond_noise  # 12 > 10.66
     assert by[10].since_baseline == {} and c.diff_baseline is None
 
 
@@ -135,3 +137,30 @@ def test_the_step_meters_section_gives_the_phases_and_the_noise() -> None:
     noise = run_noise(metered)  # type: ignore[arg-type]
     assert noise.basis == "meter steps" and noise.relative == pytest.approx(0.025)
     assert phases_us(metered) == ("meter", {"forward": 40.0, "other": 60.0})  # type: ignore[arg-type]
+
+
+def test_the_widest_spread_is_taken_and_never_under_two_percent() -> None:
+    # Recorded steps 99, 100, 101 (a spread of 1.4826 x 1 / 100 / sqrt 3 = 0.86%) but reference steps 80, 100,
+    # 120, 100 (median absolute deviation 10: 1.4826 x 10 / 100 / sqrt 4 = 7.4%): the reference's is taken.
+    ref = s.Run(command=[], status="window recorded", exit_code=0, step_source="optimizer", skip=3, warmup=1,
+                steps_requested=3, steps_recorded=3, first_recorded_step=4, batch_size=16,
+                batch_size_source="user", profiled_device="cpu", profiler_overhead=None, unprofiled_step_us=100.0,
+                recorded_step_us=100.0, reference=s.Reference(method="host clock", step_us=100.0,
+                                                             values_us=[80, 100, 120, 100], steps=4, noise=0.2))
+    r = report([99, 100, 101], [line(10, 100)])
+    noise = run_noise(s.Report(**{**{f: getattr(r, f) for f in r.__struct_fields__}, "run": ref}))
+    assert noise.basis == "reference steps" and noise.relative == pytest.approx(1.4826 * 10 / 100 / 2)
+    assert run_noise(r).relative == pytest.approx(0.02) and run_noise(r).basis == "at least 2%"  # 0.86% < 2%
+
+
+def test_noisy_runs_still_show_a_large_ratio() -> None:
+    # Two real runs on a loaded 2-core machine (tests/test_watch_terminal.py, before and after widening a layer):
+    # recorded steps 3456, 574, 1621 µs (spread 1.4826 x 1047 / 1621 / sqrt 3 = 55%) and 14480, 2970, 16286
+    # (1.4826 x 1807 / 14480 / sqrt 3 = 10.7%). Combined x 2: 1.13 on the log scale, a ratio of 3.1. The widened
+    # line went from 72.8 to 2868.8 µs (39x): real; another from 114 to 56 µs (0.49x): within noise.
+    before = report([3456.486, 574.432, 1621.032], [line(15, 72.794), line(18, 114.098)])
+    after = report([14479.722, 2970.068, 16286.202], [line(15, 2868.847), line(18, 56.428)])
+    assert run_noise(before).relative == pytest.approx(1.4826 * (1621.032 - 574.432) / 1621.032 / math.sqrt(3))
+    by = {d.line: d for d in compare(after, before, None).lines}
+    assert by[15].since_previous["forward_us"].beyond_noise
+    assert not by[18].since_previous["forward_us"].beyond_noise

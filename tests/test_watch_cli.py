@@ -55,3 +55,11 @@ def test_the_batch_flag_replaces_or_adds_the_programs_option() -> None:
     assert flag.apply(("t.py", "--batch-size", "16", "--lr", "1"), 64) == ("t.py", "--batch-size", "64", "--lr", "1")
     assert flag.apply(("t.py", "--batch-size=16"), 64) == ("t.py", "--batch-size=64")
     assert flag.apply(("t.py",), 64) == ("t.py", "--batch-size", "64")
+
+
+def test_the_programs_own_batch_option_is_found() -> None:
+    from stepscope.commands.watch import _batch_flag_in
+
+    assert _batch_flag_in(("--lr", "1", "--batch-size", "32")) == "--batch-size"
+    assert _batch_flag_in(("--batch_size=32",)) == "--batch_size"
+    assert _batch_flag_in(("--batch", "32", "--bsz", "4")) is None

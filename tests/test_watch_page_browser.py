@@ -73,7 +73,7 @@ def test_the_live_page_updates_and_measures_a_batch(browser, tmp_path: Path) -> 
         assert not errors, errors
     finally:
         everything = alive(descendants(proc.pid))
-        proc.send_signal(signal.SIGINT)
+        proc.send_signal(signal.SIGTERM)  # as Ctrl-C (the terminal test's), with nothing left behind
         proc.wait(30)
     assert proc.returncode == 0, "".join(out)
     assert not alive(everything)

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import argparse
 import shutil
+import signal
 import tempfile
 import threading
 from pathlib import Path
@@ -27,6 +28,7 @@ from stepscope.live.watch import BatchFlag, WatchSession
 WATCH_DEFAULTS = CaptureOptions(skip=3, warmup=1, steps=3, timing_pass=False, profile_memory=True,
                                 reference_steps=5)
 REFRESH_PER_S = 4
+BATCH_FLAGS = ("--batch-size", "--batch_size", "--bs")  # taken as the program's batch option when it gives one
 
 
 def add_parser(sub: argparse._SubParsersAction) -> None:
@@ -44,7 +46,8 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--port", type=count, default=0, help="the page's port (0: any free port)")
     p.add_argument("--batch-flag", metavar="FLAG",
                    help="the program's own batch-size option (e.g. --batch-flag=--batch-size): lets the page's "
-                        "\"measure it\" run the program at another batch size")
+                        "\"measure it\" run the program at another batch size (default: --batch-size, --batch_size "
+                        "or --bs when the program's arguments give one)")
     p.add_argument("--debounce", type=float, default=0.3, metavar="S",
                    help="seconds without another save before re-profiling (0.3)")
     p.add_argument("--polling", action="store_true",
@@ -82,14 +85,16 @@ def main(args: argparse.Namespace) -> int:
         raise StepscopeError("--debounce must be 0 or more")
     if args.batch_flag is not None and not args.batch_flag.startswith("-"):
         raise StepscopeError(f"--batch-flag {args.batch_flag!r}: give the program's option, e.g. --batch-size")
+    batch_flag = args.batch_flag or _batch_flag_in(program.args)
     cwd = Path.cwd()
     target = Target(tuple(program.command), cwd, run_options(args))
     script = None if program.module else Path(program.target).resolve()
     workdir = Path(args.runs_dir) if args.runs_dir else Path(tempfile.mkdtemp(prefix="stepscope-watch-"))
     session = WatchSession(target, workdir, script=script, debounce_s=args.debounce, polling=args.polling or None,
-                           batch_flag=BatchFlag(args.batch_flag) if args.batch_flag else None)
+                           batch_flag=BatchFlag(batch_flag) if batch_flag else None)
     console = Console(stderr=False)
     page = None
+    previous = {sig: signal.signal(sig, _interrupt) for sig in (signal.SIGTERM, signal.SIGHUP)}
     try:
         if args.page:
             try:
@@ -108,8 +113,25 @@ def main(args: argparse.Namespace) -> int:
             page.close()
         if not args.runs_dir:
             shutil.rmtree(workdir, ignore_errors=True)
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)
     console.print("stepscope: watch ended")
     return 0
+
+
+def _batch_flag_in(argv: tuple[str, ...]) -> str | None:
+    """The program's batch-size option when its command line already gives one (`--batch-size 32`)."""
+    for arg in argv:
+        name = arg.split("=", 1)[0]
+        if name in BATCH_FLAGS:
+            return name
+    return None
+
+
+def _interrupt(signum: int, frame: object) -> None:
+    """SIGTERM and SIGHUP (the terminal closed) end watch as Ctrl-C does: its captures run in sessions of their
+    own, out of reach of the signals sent to watch's group, so they must be ended by watch itself."""
+    raise KeyboardInterrupt
 
 
 def _show(session: WatchSession, console: Console) -> None:

@@ -1,11 +1,11 @@
 """What changed since the previous capture and since the pinned baseline: per user line (forward and backward
 time, memory), per phase, and the verdict, each change marked beyond the runs' own noise or not.
 
-Noise: each run's relative spread of a mean step. With the step meter's section in the report: (p90 - p10) / 2.563
-(a standard deviation for normal data) over the median, over the square root of its step count. Else: the median
-absolute deviation of its per-step figures (the unprofiled reference steps, else the recorded steps) x 1.4826 over
-their median, over the square root of their count. A change is beyond noise when it exceeds `Z` times the two runs'
-spreads combined, of the larger value, and `FLOOR_US`; with fewer than `MIN_STEPS` per-step figures a fixed
+Noise: each run's relative spread of a mean step, the largest of: the step meter's steps ((p90 - p10) / 2.563, a
+standard deviation for normal data, over the median), the unprofiled reference steps and the recorded steps (their
+median absolute deviation x 1.4826 over their median); each over the square root of its count; 2% at least.
+Noise multiplies: a change is beyond it when the ratio of the two values is beyond e^(`Z` x the two runs' spreads
+combined) and the change is over `FLOOR_US`. With fewer than `MIN_STEPS` per-step figures in every basis a fixed
 `FIXED_NOISE` stands in, and says so."""
 
 from __future__ import annotations
@@ -20,7 +20,8 @@ from stepscope.model.report import Report
 
 Z = 2.0
 MIN_STEPS = 3
-FIXED_NOISE = 0.10  # relative: without per-step figures, changes under 10% are taken as noise
+MIN_RELATIVE = 0.02  # a run's spread is never taken as under 2% of a mean step
+FIXED_NOISE = 0.10  # without per-step figures, ratios within e^±0.1 (about 10%) are taken as noise
 FLOOR_US = 2.0  # a line's time changes below this (per step) are never taken as real
 FLOOR_BYTES = 1024
 METRICS = ("forward_us", "backward_us", "memory_bytes")
@@ -102,7 +103,10 @@ def compare(current: Report, previous: Report | None, baseline: Report | None) -
 
     def shift(before: float, after: float, other: Report, floor: float) -> Shift:
         rel = math.hypot(n_now.relative, noise[id(other)].relative)
-        return make_shift(before, after, max(Z * rel * max(abs(before), abs(after)), floor))
+        # Noise is multiplicative: a change is real when the ratio is beyond e^(Z x the combined spread), i.e. the
+        # smaller value under the larger x e^-(Z x spread); said in the figure's unit for the reader.
+        limit = max(abs(before), abs(after)) * (1 - math.exp(-Z * rel))
+        return make_shift(before, after, max(limit, floor))
 
     now_lines, prev_lines, base_lines = (line_figures(r) if r is not None else {}
                                          for r in (current, previous, baseline))
@@ -156,18 +160,24 @@ def _largest(shifts: dict[str, Shift]) -> tuple[int, float]:
 
 
 def run_noise(report: Report) -> Noise:
+    """The largest of the spreads the report gives (the meter's steps, the reference steps, the recorded steps,
+    each with `MIN_STEPS` or more), and at least `MIN_RELATIVE`: three steps can agree by chance."""
+    found = []
     meter = getattr(report, "meter", None)  # the step meter's section, in reports written with it
     if meter is not None and getattr(meter, "steps", 0) >= MIN_STEPS and meter.median_us > 0:
         # p90 - p10 spans 2.563 standard deviations of normal data
         sd = (meter.p90_us - meter.p10_us) / 2.563
-        return Noise(sd / meter.median_us / math.sqrt(meter.steps), "meter steps")
+        found.append(Noise(sd / meter.median_us / math.sqrt(meter.steps), "meter steps"))
     run = report.run
     for basis, values in (("reference steps", run.reference.values_us if run and run.reference else []),
                           ("recorded steps", [s.duration_us for s in report.steps])):
         if len(values) >= MIN_STEPS and (mid := median(values)) > 0:
             mad = median(abs(v - mid) for v in values)
-            return Noise(1.4826 * mad / mid / math.sqrt(len(values)), basis)
-    return Noise(FIXED_NOISE / (Z * math.sqrt(2)), "fixed")  # two runs combined give FIXED_NOISE
+            found.append(Noise(1.4826 * mad / mid / math.sqrt(len(values)), basis))
+    if not found:
+        return Noise(FIXED_NOISE / (Z * math.sqrt(2)), "fixed")  # two runs combined: a ratio beyond e^0.1
+    widest = max(found, key=lambda n: n.relative)
+    return widest if widest.relative >= MIN_RELATIVE else Noise(MIN_RELATIVE, f"at least {MIN_RELATIVE:.0%}")
 
 
 def line_figures(report: Report) -> dict[tuple[str, int], LineFigures]:

@@ -64,6 +64,11 @@ def _header(view: dict[str, Any]) -> Text:
         first = run.get("first")
         if first and state == "running":
             text.append(f"\nfirst figures: step {first['step_ms']:.2f} ms", style="cyan")
+            if first.get("samples_per_s"):
+                text.append(f"   samples/s {first['samples_per_s']:,.1f}", style="cyan")
+            top = sorted(first["phases"].items(), key=lambda kv: -kv[1])[:3]
+            text.append("   " + ", ".join(f"{name} {share * 100:.0f}%" for name, share in top if share > 0),
+                        style="cyan")
     if view.get("baseline_run") is not None:
         text.append(f"\nbaseline: run {view['baseline_run']}", style="dim")
     return text

@@ -5,6 +5,7 @@ Batch measurements run the program again with another batch size through a secon
 
 from __future__ import annotations
 
+import shutil
 import threading
 import time
 from collections.abc import Callable
@@ -12,8 +13,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from stepscope.live import view
-from stepscope.live.batch import batch_model
-from stepscope.live.compare import compare
+from stepscope.live.batch import BatchModel, batch_model
+from stepscope.live.compare import Changes, compare
 from stepscope.live.engine import (
     Debouncer,
     Event,
@@ -28,6 +29,7 @@ from stepscope.live.engine import (
 from stepscope.live.files import FileWatcher, watched_files
 
 DEBOUNCE_S = 0.3
+FILES_TTL_S = 2.0
 
 
 @dataclass(frozen=True)
@@ -65,6 +67,8 @@ class WatchSession:
         self.previous: Result | None = None
         self.baseline: Result | None = None
         self.failed: Result | None = None  # the last result, when it failed
+        self.changes: Changes | None = None  # the current result against the previous one and the baseline
+        self.model: BatchModel | None = None  # the batch sizes' model, from the current result
         self.saved_at: float | None = None  # monotonic time of the save behind the run in flight
         self.trigger: str = "start"
         self.measurements: dict[int, dict] = {}  # batch size -> a measurement's state and figures
@@ -72,6 +76,7 @@ class WatchSession:
         self.engine = Reprofiler(target, on_event=self._on_event, workdir=workdir / "runs")
         self.measurer = Reprofiler(target, on_event=self._on_measure, workdir=workdir / "batches")
         self._debounce = Debouncer(debounce_s, self._resubmit)
+        self._listed: tuple[float, object, set[Path]] | None = None
         self.watcher = FileWatcher(self._files, self.saved, polling=polling)
 
     # -- driving
@@ -95,6 +100,9 @@ class WatchSession:
         """The current result becomes the baseline the next ones are compared with."""
         with self._lock:
             self.baseline = self.current
+            if self.current is not None and self.current.report is not None:
+                prev = self.previous.report if self.previous else None
+                self.changes = compare(self.current.report, prev, None)  # nothing since a baseline it is
         self._changed()
 
     def measure(self, batch: int) -> str | None:
@@ -128,8 +136,12 @@ class WatchSession:
         self.engine.submit()
 
     def _files(self) -> set[Path]:
+        """What to watch, listed again at most every FILES_TTL_S (a poll asks four times a second)."""
+        now = time.monotonic()
         report = self.current.report if self.current else None
-        return watched_files(self.script, self.target.cwd, report)
+        if self._listed is None or now - self._listed[0] > FILES_TTL_S or self._listed[1] is not report:
+            self._listed = (now, report, watched_files(self.script, self.target.cwd, report))
+        return self._listed[2]
 
     def _on_event(self, event: Event) -> None:
         with self._lock:
@@ -149,6 +161,7 @@ class WatchSession:
             elif isinstance(event, Finished):
                 run["state"], run["finished_at"] = "finished", time.monotonic()
                 self._finished(event.result)
+                self._prune()
         self._changed()
 
     def _finished(self, result: Result) -> None:
@@ -163,6 +176,19 @@ class WatchSession:
         base = self.baseline.report if self.baseline is not result else None
         self.changes = compare(result.report, prev, base)
         self.model = batch_model(result.report)
+
+    def _prune(self) -> None:
+        """Run folders of results nobody shows any more go (a long session would fill the disk with traces); the
+        current, previous and baseline runs' stay, and any newer one (in flight)."""
+        keep = {r.run_id for r in (self.current, self.previous, self.baseline, self.failed) if r is not None}
+        newest = max(self.runs, default=0)
+        for path in self.engine.workdir.glob("run-*"):
+            number = path.name.removeprefix("run-").split(".")[0]
+            if number.isdigit() and int(number) not in keep and int(number) < newest:
+                if path.is_dir():
+                    shutil.rmtree(path, ignore_errors=True)
+                else:
+                    path.unlink(missing_ok=True)
 
     def _on_measure(self, event: Event) -> None:
         if not isinstance(event, Finished):
@@ -188,5 +214,3 @@ class WatchSession:
         for listener in list(self._listeners):
             listener(version)
 
-    changes = None
-    model = None
