@@ -105,3 +105,18 @@ def test_one_set_of_defaults_for_the_api_the_cli_and_the_callbacks() -> None:
     assert CallbackOptions.from_kwargs().capture == DEFAULTS.replace(step_on="marker")
     with pytest.raises(TypeError, match="unknown stepscope callback option"):
         CallbackOptions.from_kwargs(skipp=3)
+
+
+def test_hooks_find_the_steps_with_no_step_calls() -> None:
+    """hooks=True: the optimizer steps are the steps, found as `stepscope run` finds them, and the hooks go at the
+    end (the DataLoader's __next__ and the optimizer's step hooks as they were)."""
+    from torch.optim.optimizer import _global_optimizer_post_hooks
+    from torch.utils.data.dataloader import _BaseDataLoaderIter
+
+    before = (_BaseDataLoaderIter.__next__, torch.autograd.backward, len(_global_optimizer_post_hooks))
+    with profile(hooks=True, skip=2, warmup=1, steps=3, telemetry=False) as p:
+        train(20, lambda: None)  # 20 optimizer steps, no step call: 2 skipped, 1 + 3 twice, the reference
+    run = p.report.run
+    # Step 3 (from 0) is the first recorded: after 2 skipped and 1 warm-up.
+    assert run is not None and (run.step_source, run.steps_recorded, run.first_recorded_step) == ("optimizer", 3, 3)
+    assert (_BaseDataLoaderIter.__next__, torch.autograd.backward, len(_global_optimizer_post_hooks)) == before

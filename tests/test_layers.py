@@ -33,8 +33,9 @@ ALLOWED: dict[str, set[str]] = {
     # writes them through runreport, as `stepscope run` does.
     "tune": {"capture", "model", "errors", "version", "runreport", "atomic"},
     # Live re-profiling: captures run as `stepscope run` subprocesses; the engine reads the reports they write and
-    # compares them (stepscope.compare), the front ends draw them. Nothing of the analysis is loaded.
-    "live": {"model", "compare", "errors", "units", "version"},
+    # compares them (stepscope.compare), the front ends draw them. Nothing of the analysis is loaded, but by the
+    # notebook magic, which captures in the kernel through the Python API and shows the report's and diff's views.
+    "live": {"model", "compare", "errors", "units", "version", "api", "report"},
     # Below the pipeline: the per-rank tasks and the reduce, never the renderers nor the CLI.
     "ranks": {"analysis", "advice", "trace", "model", "errors", "units"},
 }
@@ -60,6 +61,9 @@ NOT_LOADED_BY: dict[str, tuple[str, ...]] = {
     # The live engine and its comparison (in a notebook's kernel, a language server, `watch`) load no analysis.
     "stepscope.live.compare": ("stepscope.analysis", "stepscope.advice", "stepscope.pipeline", "stepscope.capture",
                                "stepscope.trace"),
+    # The language server reads the reports its captures write: no analysis, no capture in its own process.
+    "stepscope.live.lsp": ("stepscope.analysis", "stepscope.advice", "stepscope.pipeline", "stepscope.capture",
+                           "stepscope.trace", "stepscope.api", "stepscope.runreport"),
     # What every per-rank worker imports: no renderer, no pipeline, no capture.
     "stepscope.ranks.summarize": ("stepscope.report", "stepscope.pipeline", "stepscope.capture"),
 }

@@ -25,6 +25,9 @@ _LAZY = {
     "profile": "stepscope.api",
     "step": "stepscope.api",
     "PredictRequest": "stepscope.predict",
+    # `%load_ext stepscope` in IPython or Jupyter: the `%%stepscope` cell magic
+    "load_ipython_extension": "stepscope.live.notebook",
+    "unload_ipython_extension": "stepscope.live.notebook",
 }
 
 

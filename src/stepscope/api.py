@@ -7,6 +7,8 @@
             p.step()
     print(p.report.patterns)
 
+With `hooks=True` the steps are found as `stepscope run` finds them (the optimizer step, the backward pass, the
+DataLoader, the model's forward), so the code inside needs no `p.step()`; the hooks come out at the end.
 `stepscope.step()` marks a step in whichever capture is active (this API's, or `stepscope run`'s) and
 does nothing when none is, so a program can keep the call and still run under plain `python`. Without
 `out=`, the files go to a new run folder, `stepscope-runs/NAME-TIME/`, as `stepscope run` writes them;
@@ -26,6 +28,7 @@ from typing import Any
 from stepscope.atomic import write_atomic
 from stepscope.capture.attribution import AttributionWindow
 from stepscope.capture.census import MemoryCensus
+from stepscope.capture.hooks import StepHooks
 from stepscope.capture.meter import StepMeter
 from stepscope.capture.options import DEFAULTS, CaptureOptions
 from stepscope.capture.runfolder import new_run_folder
@@ -76,11 +79,14 @@ def _runreport() -> ModuleType:
 
 
 class Profile:
-    """A capture driven by explicit `step()` calls; use `stepscope.profile(...)` to make one."""
+    """A capture driven by explicit `step()` calls (or, with `hooks`, by the step hooks of `stepscope run`); use
+    `stepscope.profile(...)` to make one."""
 
     def __init__(self, options: CaptureOptions = DEFAULTS, *, out: str | Path | None = None, force: bool = False,
-                 source: str = "manual", name: str | None = None) -> None:
+                 source: str = "manual", name: str | None = None, hooks: bool = False) -> None:
         self.spec = options
+        self._hooks: StepHooks | None = None
+        self._use_hooks = hooks
         self.source = source
         self._out = Path(out) if out is not None else None
         self._force = force
@@ -116,12 +122,18 @@ class Profile:
             (self.folder / runfolder.TRACE).unlink(missing_ok=True)
         if self.spec.telemetry:
             self._telemetry = Telemetry(self.spec.telemetry_interval).start()
-        watch = SettingsWatch(lambda: (self._objects.get("model"), self._objects.get("loader"),
-                                       self._objects.get("optimizer")))
+        self._session = CaptureSession(self.spec, self.folder, sees_backward=self._use_hooks)
+        if self._use_hooks:
+            self._hooks = StepHooks(self._session)
+            self._session.on_leader = self._hooks.drop_weaker_than
+            hooks = self._hooks
+            watch = SettingsWatch(self._objects_seen, hooks.sites.location, lambda: hooks.iterators_started)
+        else:
+            watch = SettingsWatch(self._objects_seen)
         attribution = AttributionWindow() if self.spec.attribution else None
         # MemoryCensus: what the model and optimizer hold, for the memory categories.
-        listeners = [x for x in (self._telemetry, watch, attribution, MemoryCensus(self.folder)) if x is not None]
-        self._session = CaptureSession(self.spec, self.folder, listeners=listeners)
+        self._session.listeners = [x for x in (self._telemetry, watch, attribution, MemoryCensus(self.folder))
+                                   if x is not None]
         self._session.set_batch_size(self.spec.batch_size, "user")
         session = self._session
         self._meter = session.meter = StepMeter(self.folder, syncs=self.spec.meter_syncs,
@@ -132,7 +144,16 @@ class Profile:
         # is kept.
         self._sigterm = SigtermHandler(exit_code=SIGTERM_EXIT_CODE).__enter__()
         atexit.register(self._stop_at_exit)
+        if self._hooks is not None:
+            self._hooks.install()
         self._session.begin()
+
+    def _objects_seen(self) -> tuple[Any, Any, Any]:
+        """(model, loader, optimizer): those handed to observe(), else those the step hooks saw."""
+        h = self._hooks
+        seen = (h.known_model(), h.main_loader(), h.pinned_optimizer()) if h is not None else (None, None, None)
+        o = self._objects
+        return o.get("model", seen[0]), o.get("loader", seen[1]), o.get("optimizer", seen[2])
 
     def step(self) -> None:
         """The step that just ran is over (call it once per training or inference step)."""
@@ -148,6 +169,8 @@ class Profile:
         if self.result is None:
             if self._session is None:
                 raise StepscopeError("this profile was never started")
+            if self._hooks is not None:
+                self._hooks.remove()
             if active() is self._session:
                 activate(self._previous)
             if self._sigterm is not None:
@@ -214,6 +237,7 @@ def profile(
     telemetry_interval: float = _D.telemetry_interval,
     reference_steps: int = _D.reference_steps,
     timing_pass: bool = _D.timing_pass,
+    hooks: bool = False,
 ) -> Profile:
     """`with stepscope.profile() as p:` ... `p.step()` once per step; `p.report` afterwards.
 
@@ -224,10 +248,13 @@ def profile(
     telemetry: CPU/GPU readings every `telemetry_interval` seconds; reference_steps: unprofiled steps timed
     after the window, so the profiler's overhead can be corrected for; timing_pass: when shapes, memory, stacks or
     attribution are recorded, first record the steps with minimal settings (the timeline the report replays), so
-    the window is `warmup + steps` twice. The steps are the `p.step()` (or `stepscope.step()`) calls.
+    the window is `warmup + steps` twice. The steps are the `p.step()` (or `stepscope.step()`) calls; with `hooks`,
+    also the optimizer steps, backward passes, DataLoader batches or model forwards, whichever is strongest, as
+    `stepscope run` finds them (an explicit `p.step()` still wins).
     """
-    options = CaptureOptions(skip=skip, warmup=warmup, steps=steps, step_on="marker", batch_size=batch_size,
+    options = CaptureOptions(skip=skip, warmup=warmup, steps=steps, step_on=None if hooks else "marker",
+                             batch_size=batch_size,
                              record_shapes=record_shapes, profile_memory=profile_memory, with_stack=with_stack,
                              attribution=attribution, telemetry=telemetry, telemetry_interval=telemetry_interval,
                              reference_steps=reference_steps, timing_pass=timing_pass)
-    return Profile(options, out=out, force=force)
+    return Profile(options, out=out, force=force, hooks=hooks)

@@ -19,6 +19,7 @@ VERBS = {  # each verb and its line in `stepscope --help`
     "diff": "compare two runs: step time, breakdown, patterns, kernels and lines that changed",
     "predict": "predict this job's step time, cost and energy on other GPUs",
     "watch": "re-profile a script on each save and show what changed (terminal, and a live page with --page)",
+    "lsp": "a language server: each line's cost in the editor as you save (VS Code, Neovim, Helix, Emacs)",
     "tune": "try the recommended fixes on a script, measure each, keep what is really faster",
 }
 ALIASES = {"analyse": "analyze"}
