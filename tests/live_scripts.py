@@ -51,11 +51,13 @@ def wait_for(check: Callable[[], object], timeout: float, what: str, every: floa
     raise AssertionError(f"timed out after {timeout:.0f} s waiting for {what}")
 
 
-def descendants(pid: int) -> list:  # type: ignore[type-arg]
+def descendants(pid: int, besides: frozenset[int] = frozenset()) -> list:  # type: ignore[type-arg]
+    """The process's children, grandchildren, ...; less those in `besides` (a test process's own, made before the
+    test by other tests in it: a process pool's forkserver, multiprocessing's resource tracker)."""
     import psutil
 
     try:
-        return psutil.Process(pid).children(recursive=True)
+        return [p for p in psutil.Process(pid).children(recursive=True) if p.pid not in besides]
     except psutil.NoSuchProcess:
         return []
 

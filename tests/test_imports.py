@@ -110,7 +110,6 @@ LAZY: dict[str, tuple[int, str]] = {
     "commands/run.py": (1, "the user's program runs in this process: the analysis loads once it has ended"),
     "commands/predict_options.py": (1, "`stepscope run` parses --predict before the program runs"),
     "commands/inputs.py": (1, "`report` and `diff` on saved reports load none of the analyses"),
-    "commands/lsp.py": (1, "pygls, the optional `lsp` extra, only when the language server runs"),
     "attribution/__init__.py": (1, "its line and module ranges import torch, which the user's program imports "
                                    "first"),
     "report/__init__.py": (1, "the renderer table: each renderer's module (the HTML pages' jinja2, Perfetto's "

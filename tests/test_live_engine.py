@@ -46,14 +46,15 @@ def test_a_new_submit_cancels_the_capture_in_flight(tmp_path: Path) -> None:
     (tmp_path / "hang.py").write_text(SPAWNS_AND_HANGS)
     write_script(tmp_path)
     rec = Recorder()
+    me = psutil.Process()
+    before = frozenset(p.pid for p in descendants(me.pid))
     rp = engine(tmp_path, rec, ("hang.py",))
     try:
         first = rp.submit()
-        me = psutil.Process()
         # the capture, its program and the program's own child: wait for the sleeping grandchild to exist
-        wait_for(lambda: any("time.sleep(120)" in " ".join(p.cmdline()) for p in alive(descendants(me.pid))),
-                 60, "the program's child process")
-        doomed = alive(descendants(me.pid))
+        wait_for(lambda: any("time.sleep(120)" in " ".join(p.cmdline())
+                             for p in alive(descendants(me.pid, before))), 60, "the program's child process")
+        doomed = alive(descendants(me.pid, before))
         rp.target = Target(("train.py",), tmp_path, env=ENV)
         second = rp.submit()
         assert not alive(doomed), f"left running after cancel: {[p.cmdline() for p in alive(doomed)]}"
@@ -69,7 +70,7 @@ def test_a_new_submit_cancels_the_capture_in_flight(tmp_path: Path) -> None:
     lines = {(r.file, r.line) for r in result.report.lines.rows}
     assert ("train.py", FORWARD_LINE) in lines
     assert result.started <= (result.first_figures or 0) <= result.finished
-    assert not alive(descendants(psutil.Process().pid))
+    assert not alive(descendants(me.pid, before))
 
 
 def test_a_script_that_raises_gives_one_line(tmp_path: Path) -> None:
@@ -89,12 +90,13 @@ def test_a_script_that_raises_gives_one_line(tmp_path: Path) -> None:
 def test_close_kills_the_capture_and_its_children(tmp_path: Path) -> None:
     (tmp_path / "hang.py").write_text(SPAWNS_AND_HANGS)
     rec = Recorder()
+    me = psutil.Process()
+    before = frozenset(p.pid for p in descendants(me.pid))
     rp = engine(tmp_path, rec, ("hang.py",))
     rp.submit()
-    me = psutil.Process()
-    wait_for(lambda: any("time.sleep(120)" in " ".join(p.cmdline()) for p in alive(descendants(me.pid))),
+    wait_for(lambda: any("time.sleep(120)" in " ".join(p.cmdline()) for p in alive(descendants(me.pid, before))),
              60, "the program's child process")
-    procs = alive(descendants(me.pid))
+    procs = alive(descendants(me.pid, before))
     assert len(procs) >= 2  # stepscope run (the program runs in it) and the program's own child
     rp.close()
     assert not alive(procs)

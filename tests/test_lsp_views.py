@@ -3,6 +3,8 @@ training script is, how the report's display paths find the file, and how a hint
 
 from __future__ import annotations
 
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -94,16 +96,15 @@ def test_a_line_hint_shows_the_times_it_has_and_their_change(tmp_path: Path) -> 
     assert (hint.path, hint.line, hint.label) == ((tmp_path / "train.py").resolve(), 7, "fwd 1.20 ms (+1.15 ms)")
 
 
-def test_the_lsp_verb_refuses_bad_input_in_one_line(monkeypatch: pytest.MonkeyPatch,
-                                                    capsys: pytest.CaptureFixture[str]) -> None:
-    import importlib.util
-
+def test_the_lsp_verb_refuses_bad_input_in_one_line(capsys: pytest.CaptureFixture[str]) -> None:
     from stepscope import cli
 
     assert cli.main(["lsp", "--debounce", "-1"]) == 2
     assert capsys.readouterr().err.splitlines() == ["stepscope: error: --debounce -1.0: must be 0 or more seconds"]
-    real = importlib.util.find_spec
-    monkeypatch.setattr(importlib.util, "find_spec", lambda name, *a: None if name == "pygls" else real(name, *a))
-    assert cli.main(["lsp"]) == 1
-    assert capsys.readouterr().err.splitlines() == [
+    # Without pygls (the optional `lsp` extra) the verb cannot load, and says what to install: in a fresh process
+    # where importing pygls fails as it does when it is not installed.
+    code = ("import sys; sys.modules['pygls'] = None\n"
+            "from stepscope import cli\nsys.exit(cli.main(['lsp']))")
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
+    assert done.returncode == 1 and done.stderr.splitlines() == [
         "stepscope: error: stepscope lsp needs pygls, which is not installed", "  hint: pip install 'stepscope[lsp]'"]

@@ -13,7 +13,7 @@ from rich.console import Console
 
 from builder import TraceBuilder
 from stepscope.compare import compare
-from stepscope.model.meter import MeterRecord, MeterSteps
+from stepscope.model.meter import Meter, MeterPhase, MeterRecord, MeterSteps, MeterWorkers
 from stepscope.pipeline import analyze
 from stepscope.report import render
 from stepscope.trace.kineto import read_kineto
@@ -96,3 +96,33 @@ def test_the_diff_sets_the_phases_side_by_side(tmp_path: Path) -> None:
     phases = {c.category: (c.before_us, c.after_us, c.delta_us) for c in diff.phases}
     assert phases["data"] == (6000.0, 1000.0, -5000.0) and phases["forward"] == (3000.0, 3000.0, 0.0)
     assert diff.speedup == pytest.approx(2.0)
+
+
+def meter_of(step_ms: float, data_ms: float, workers: int | None, batch_ms: float | None, cpu_ms: float | None,
+             cores: int = 2) -> Meter:
+    return Meter(source="optimizer", steps_measured=30, basis="before the profiler", steps=8, step_us=step_ms * 1e3,
+                 median_us=step_ms * 1e3, p10_us=step_ms * 1e3, p90_us=step_ms * 1e3,
+                 phases=[MeterPhase(name="data", mean_us=data_ms * 1e3, share=data_ms / step_ms),
+                         MeterPhase(name="other", mean_us=(step_ms - data_ms) * 1e3, share=1 - data_ms / step_ms)],
+                 workers=MeterWorkers(workers=workers, batches=20, batch_us=batch_ms * 1e3,
+                                      batch_cpu_us=cpu_ms * 1e3 if cpu_ms is not None else None, busy_share=1.0)
+                 if workers else None, num_workers=workers, cpu_cores=cores)
+
+
+def test_workers_waiting_on_storage_help_without_a_free_core_and_busy_ones_do_not() -> None:
+    from stepscope.advice.meter import workers_recommendation
+
+    # The loader: one worker, 46 ms a step, 23 ms of it the main thread's own work; a batch takes the worker
+    # 46 ms, almost all of it waiting (1 ms of CPU). Two workers: a batch every 23 ms -> max(23, 23) = 23 ms: 2.0x.
+    waiting = workers_recommendation(meter_of(46, 23, 1, 46, 1), None, None)
+    assert waiting is not None and waiting.estimated_speedup == pytest.approx(2.0, abs=0.005)
+    assert waiting.evidence["suggested_workers"] == 2
+    # The same, but the worker computes its batch (46 ms of CPU): the main thread's 23 ms and the batch's 46 ms share
+    # 2 cores, so no step under (23 + 46) / 2 = 34.5 ms: 46 / 34.5 = 1.33x, not 2x.
+    busy = workers_recommendation(meter_of(46, 23, 1, 46, 46), None, None)
+    assert busy is not None and busy.estimated_speedup == pytest.approx(46 / 34.5, abs=0.005)
+    # On one core, computing workers cannot beat the step they already give: nothing to recommend.
+    assert workers_recommendation(meter_of(69, 46, 1, 46, 46, cores=1), None, None) is None
+    # Loading in the main thread (workers 0): 2 workers take the whole wait off it, on cores it shares with them.
+    first = workers_recommendation(meter_of(30, 20, 0, None, None), None, None)
+    assert first is not None and first.estimated_speedup == pytest.approx(30 / 15, abs=0.005)  # max(10, 10, 30/2)

@@ -95,7 +95,8 @@ def test_a_program_that_ends_before_the_window_keeps_what_the_meter_measured(tmp
     record = json.loads((tmp_path / "run" / "meter.json").read_text())
     assert record["done"] and record["source"] == "optimizer" and record["profiled"] is None
     assert len(record["steps"]["wall_ns"]) == 8  # every step the program ran
-    assert min(record["steps"]["wall_ns"]) >= 5_000_000  # each slept 5 ms
+    # Each step slept 5 ms; the first is counted from its first torch call (after its sleep), so it is left out.
+    assert min(record["steps"]["wall_ns"][1:]) >= 5_000_000
 
 
 def test_nothing_of_the_analysis_is_loaded_while_the_program_runs(tmp_path: Path) -> None:

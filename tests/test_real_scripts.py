@@ -161,12 +161,13 @@ def test_workers_already_on_get_no_advice_for_what_is_set(tmp_path: Path) -> Non
     assert settings.dataloader.num_workers == 4 and settings.dataloader.iterators_started == 0
     assert settings.dataloader.location is not None and "DataLoader(" in settings.dataloader.location["code"]
     assert "persistent_workers" not in {r.id for r in report.recommendations}
-    if settings.cpu_cores is not None and settings.cpu_cores - 1 - 4 < 1:  # this 2-core machine: no core free
-        assert "dataloader_workers" not in {r.id for r in report.recommendations}  # main: "more workers" ~2.7x
     for rec in report.recommendations:
-        if rec.id == "dataloader_workers":  # only onto free cores, bounded by the workers' ratio
-            free = rec.evidence["free_cores"]
-            assert free is None or free >= 1
+        if rec.id == "dataloader_workers":
+            # The step meter saw the loop wait, and the workers' side shows them waiting on storage (a sleep), not
+            # computing: more of them help without a free core. Bounded by the workers' ratio all the same.
+            w = report.meter.workers if report.meter is not None else None
+            assert rec.evidence["measured_by"] == "step meter" and w is not None
+            assert w.batch_cpu_us is not None and w.batch_cpu_us < 0.5 * w.batch_us
             assert rec.estimated_speedup <= rec.evidence["suggested_workers"] / 4 + 1e-9
             assert rec.location == settings.dataloader.location
 

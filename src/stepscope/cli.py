@@ -58,15 +58,24 @@ def build_parser(verb: str | None = None, *, every_verb: bool = False) -> argpar
     return parser
 
 
+# Third-party modules of the optional extras (pyproject.toml): a verb that needs a missing one says what to install.
+OPTIONAL = {"pygls": "lsp", "lsprotocol": "lsp", "watchfiles": "watch", "IPython": "notebook", "torch": "torch"}
+
+
 def _add_broken_verb(sub: argparse._SubParsersAction, verb: str, error: Exception) -> None:
     why = f"{type(error).__name__}: {error}"
+    missing = (getattr(error, "name", None) or "").split(".")[0] if isinstance(error, ModuleNotFoundError) else ""
+    extra = OPTIONAL.get(missing)
 
     def fail(args: argparse.Namespace) -> int:
+        if extra is not None:
+            raise StepscopeError(f"stepscope {verb} needs {missing}, which is not installed",
+                                 hint=f"pip install 'stepscope[{extra}]'", exit_code=1)
         raise StepscopeError(f"the {verb} command cannot load ({why})",
                              hint="this is a bug in stepscope or its installation; reinstall it or report it",
                              exit_code=1)
 
-    p = sub.add_parser(verb, help=f"(cannot load: {why})")
+    p = sub.add_parser(verb, help=f"(needs the '{extra}' extra)" if extra else f"(cannot load: {why})")
     p.add_argument("rest", nargs=argparse.REMAINDER, help=argparse.SUPPRESS)
     p.set_defaults(handler=fail)
 

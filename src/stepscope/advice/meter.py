@@ -120,7 +120,8 @@ def workers_recommendation(meter: Meter, settings: s.Settings | None,
         title = f"Load batches in worker processes: DataLoader(..., num_workers={target})"
     evidence = {**(traced.evidence if traced is not None else {}), "dataloader_wait_share": rounded_ratio(wait / step),
                 "dataloader_wait_us_per_step": round(wait, 1), "main_thread_us_per_step": round(main, 1),
-                "num_workers": workers, "suggested_workers": target, "cpu_cores": cores, "measured_by": "step meter"}
+                "num_workers": workers, "suggested_workers": target, "cpu_cores": cores,
+                "free_cores": cores - threads - (workers or 0) if cores else None, "measured_by": "step meter"}
     if w is not None:
         evidence.update(worker_batch_us=w.batch_us, worker_batch_cpu_us=w.batch_cpu_us)
     location = traced.location if traced is not None else (

@@ -4,9 +4,12 @@ docs/editor.md says how to start it from VS Code, Neovim, Helix and Emacs."""
 from __future__ import annotations
 
 import argparse
-import importlib.util
 
 from stepscope.errors import StepscopeError
+
+# pygls is the optional `lsp` extra: without it this module cannot load, and the verb table says what to install
+# (cli.OPTIONAL); the verb table loads this module only when `stepscope lsp` runs.
+from stepscope.live.lsp import serve
 
 DEBOUNCE_S = 0.5
 
@@ -29,12 +32,7 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
 
 
 def main(args: argparse.Namespace) -> int:
-    if importlib.util.find_spec("pygls") is None:
-        raise StepscopeError("stepscope lsp needs pygls, which is not installed",
-                             hint="pip install 'stepscope[lsp]'", exit_code=1)
     if args.debounce < 0:
         raise StepscopeError(f"--debounce {args.debounce}: must be 0 or more seconds", exit_code=2)
-    from stepscope.live.lsp import serve  # pygls is an optional extra: loaded only when the server runs
-
     serve(args.debounce)
     return 0
