@@ -54,7 +54,7 @@ class Workload:
 
 WORKLOADS_ALL = (
     Workload("storage", ("--workers", "1"), ("--workers", "2"), "a second worker", "input_bound", "faster"),
-    Workload("transform", (), ("--workers", "1"), "one worker", "input_bound", "faster"),
+    Workload("transform", (), ("--workers", "2"), "two workers", "input_bound", "faster"),
     Workload("mlp", ("--batch", "8"), ("--batch", "32"), "4x the batch", "python_overhead", "flat"),
     Workload("conv", ("--batch", "16"), ("--batch", "32"), "2x the batch", "cpu_compute_bound", "double"),
     Workload("optim", ("--batch", "8"), ("--batch", "8", "--cheap-opt"), "foreach Adam", "optimizer phase", "faster"),
@@ -74,10 +74,11 @@ def plain(work: Workload, args: tuple[str, ...], steps: int, tmp: Path, metered:
     return float(statistics.median(json.loads(times.read_text())[WARMUP:]))
 
 
-def under_stepscope(work: Workload, steps: int, tmp: Path) -> dict:
+def under_stepscope(work: Workload, steps: int, tmp: Path, skip: int | None = None) -> dict:
     out = tmp / "run"
+    extra = ["--skip", str(skip)] if skip is not None else []
     subprocess.run([sys.executable, "-m", "stepscope", "run", "-o", str(out), "-f", "--telemetry-interval", "0",
-                    str(WORKLOADS), work.name, *work.base, "--steps", str(steps)],
+                    *extra, str(WORKLOADS), work.name, *work.base, "--steps", str(steps)],
                    check=True, env=env(), capture_output=True, cwd=tmp)
     return json.loads((out / "report.json").read_text())
 
@@ -137,6 +138,7 @@ def main() -> None:
     p.add_argument("--rounds", type=int, default=3)
     p.add_argument("--steps", type=int, default=60)
     p.add_argument("--examples", action="store_true", help="the examples/ scripts instead of the workloads")
+    p.add_argument("--skip", type=int, default=None, help="stepscope run's --skip (default: its own)")
     args = p.parse_args()
     if args.examples:
         examples(args.rounds, args.only)
@@ -152,7 +154,7 @@ def main() -> None:
                 base = plain(work, work.base, args.steps, tmp)
                 metered = plain(work, work.base, args.steps, tmp, metered=True)
                 perturbed = plain(work, work.perturbed, args.steps, tmp)
-                report = under_stepscope(work, args.steps, tmp)
+                report = under_stepscope(work, args.steps, tmp, args.skip)
                 costs.append(metered / base - 1)
                 headline.append(report["summary"]["step_time_us"] * 1e3 / base - 1)
                 bases.append(base)

@@ -112,6 +112,9 @@ class Meter(Frozen, kw_only=True):
     after_step_us: float | None = None  # mean step after the profiler stopped
     after_steps: int = 0
     changed_after: float | None = None  # after / before - 1 when beyond the steps' noise: the process changed
+    # The headline's first half of steps over its second half - 1, when beyond the steps' noise: still warming up
+    # (allocator, caches), so the headline runs high; more steps before the window (--skip) give a steadier one.
+    warming: float | None = None
     workers: MeterWorkers | None = None
     num_workers: int | None = None  # the main DataLoader's num_workers
     cpu_cores: int | None = None

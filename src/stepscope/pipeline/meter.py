@@ -23,6 +23,8 @@ WARMUP_FRACTION = 5
 # The process 'runs differently after the profiler' when its mean step moved by more than this, and by more than
 # twice the steps' own spread (the half-range of their middle 80%).
 CHANGED_AFTER = 0.08
+# The headline's steps are 'still warming up' when its first half is slower than its second by more than this.
+WARMING = 0.05
 BEFORE, NONE_RAN, AFTER = "before the profiler", "no profiler ran", "after the profiler (too few steps before it)"
 
 
@@ -82,7 +84,7 @@ def meter_section(record: MeterRecord | None) -> Meter | None:
         phases=_phases(record, h, step), first_step_us=_us(first_step) if first_step is not None else None,
         device_step_us=_us(step) if chosen.on_device else None,
         after_step_us=_us(after_mean) if after_mean is not None else None, after_steps=int(chosen.after.sum()),
-        changed_after=_changed(wall[h], after_mean),
+        changed_after=_changed(wall[h], after_mean), warming=_warming(chosen.values),
         workers=_workers(record, end[h] - wall[h], end[h]),
         num_workers=record.num_workers, cpu_cores=record.cpu_cores,
         samples_per_s=round(record.batch_size * 1e9 / step, 2) if record.batch_size and step > 0 else None)
@@ -120,6 +122,17 @@ def _changed(before: np.ndarray, after_mean: float | None) -> float | None:
     spread = float(np.percentile(before, 90) - np.percentile(before, 10)) / 2 / mean
     change = after_mean / mean - 1
     return round(change, 4) if abs(change) > max(CHANGED_AFTER, 2 * spread) else None
+
+
+def _warming(values: np.ndarray) -> float | None:
+    """first half's mean / second half's - 1 when the steps still got faster beyond WARMING and their own spread."""
+    n = len(values) // 2
+    if n < 2:
+        return None
+    first, second = float(values[:n].mean()), float(values[-n:].mean())
+    spread = float(np.percentile(values[-n:], 90) - np.percentile(values[-n:], 10)) / 2 / second if second > 0 else 0
+    change = first / second - 1 if second > 0 else 0.0
+    return round(change, 4) if change > max(WARMING, 2 * spread) else None
 
 
 def _workers(record: MeterRecord, starts: np.ndarray, ends: np.ndarray) -> MeterWorkers | None:
