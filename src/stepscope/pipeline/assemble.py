@@ -122,8 +122,8 @@ def meter_notes(meter: s.Meter | None) -> list[str]:
                 else "") + ")"]
     if meter.warming is not None:
         notes.append("the steps the headline stands on were still getting faster (their first half "
-                     f"{meter.warming:.0%} slower than their second: warm-up), so the headline may run high; more steps before the window "
-                     "give a steadier one (stepscope run --skip N)")
+                     f"{meter.warming:.0%} slower than their second: warm-up), so the headline may run high; more "
+                     "steps before the window give a steadier one (stepscope run --skip N)")
     if meter.changed_after is not None and meter.after_step_us is not None:
         way = "faster" if meter.changed_after < 0 else "slower"
         notes.append(f"the process ran {abs(meter.changed_after):.0%} {way} after the profiler "
