@@ -26,7 +26,7 @@ ALLOWED: dict[str, set[str]] = {
     # Renderers format what they are handed; the Perfetto renderer is handed the trace and its annotations.
     "report": {"model", "trace.model", "analysis.annotations", "errors", "version", "units"},
     "capture": {"attribution", "trace", "errors", "version", "atomic", "model.runfolder", "model.telemetry",
-                "model.meter"},
+                "model.meter", "model.calibration"},
     # Predict reads the facts (and the pattern classifier, to name a replayed step's bottleneck) and the hardware.
     "predict": {"analysis", "advice", "replay", "trace", "hardware", "model", "errors", "units"},
     # Tune runs programs through capture in child processes and reads the reports they write; the profiled child
@@ -42,7 +42,8 @@ ALLOWED: dict[str, set[str]] = {
 # The model's modules beyond its two leaves (the run folder's names, the telemetry's types): none of them is
 # loaded inside the user's program.
 HEAVY_MODEL = tuple(f"stepscope.model.{m}" for m in ("report", "run", "usage", "ranks", "diff", "tune"))
-LEAVES = ("stepscope.model.runfolder", "stepscope.model.telemetry", "stepscope.model.meter")
+LEAVES = ("stepscope.model.runfolder", "stepscope.model.telemetry", "stepscope.model.meter",
+          "stepscope.model.calibration")
 # What a layer must not have loaded at run time after importing it (the static check misses imports made by
 # the package's __init__ or inside functions).
 NOT_LOADED_BY: dict[str, tuple[str, ...]] = {

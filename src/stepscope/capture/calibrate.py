@@ -29,10 +29,10 @@ import os
 import tempfile
 import time
 from collections import Counter
-from dataclasses import asdict, dataclass
 from typing import Any
 
 from stepscope.capture.release import release_results
+from stepscope.model.calibration import ProfilerCost
 
 LOOP = 300  # iterations per timed loop at least
 REPEATS = 2  # timed loops per variant; the quickest is kept
@@ -42,32 +42,6 @@ COUNTED = 20  # iterations recorded to count the events one iteration makes
 RUNTIME_CATEGORIES = ("cuda_runtime", "cuda_driver", "Runtime")
 # The loops' version: two hosts' speeds (plain_op_ns, plain_launch_ns) compare only when the same loops measured them.
 LOOP_VERSION = "training-step/1"
-
-
-@dataclass(frozen=True)
-class ProfilerCost:
-    """The profiler's host cost per recorded event, in ns, measured on the capturing machine."""
-
-    op_ns: float
-    alloc_ns: float
-    launch_ns: float
-    range_ns: float
-    record_shapes: bool
-    profile_memory: bool
-    with_stack: bool
-    cuda: bool
-    seconds: float  # how long the calibration took
-    plain_op_ns: float = 0.0  # the host's own speed, unprofiled: one operator of the CPU training step
-    plain_launch_ns: float = 0.0  # and one runtime call of the GPU loop, with its operators (0 without CUDA)
-    events_per_iteration: dict[str, dict[str, float]] | None = None  # what each loop recorded, per iteration
-    loop: str = ""  # LOOP_VERSION of the loops that measured it (empty: before versions were recorded)
-
-    def to_dict(self) -> dict[str, Any]:
-        return asdict(self)
-
-    @classmethod
-    def from_dict(cls, data: dict[str, Any]) -> ProfilerCost:
-        return cls(**{k: data[k] for k in cls.__dataclass_fields__ if k in data})
 
 
 def measure_profiler_cost(*, record_shapes: bool, profile_memory: bool, with_stack: bool = False,

@@ -24,7 +24,7 @@ from stepscope.trace.model import Trace
 CAPTURE_REFERENCES = ("host clock", "synchronized slices")
 
 if TYPE_CHECKING:
-    from stepscope.capture.calibrate import ProfilerCost
+    from stepscope.model.calibration import ProfilerCost
 
 
 def analyze(source: sources.Source, options: AnalyzeOptions | None = None, **changes: Any) -> s.Report:

@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from stepscope.analysis.facts import Facts
-    from stepscope.capture.calibrate import ProfilerCost
+    from stepscope.model.calibration import ProfilerCost
     from stepscope.model.meter import MeterRecord
     from stepscope.model.report import Recommendation, Reference, Run
     from stepscope.predict import PredictRequest

@@ -14,8 +14,8 @@ from pathlib import Path
 
 import msgspec
 
-from stepscope.capture.calibrate import ProfilerCost
 from stepscope.model import runfolder
+from stepscope.model.calibration import ProfilerCost
 from stepscope.model.meter import MeterRecord, meter_from_json
 from stepscope.model.report import Run, from_json
 from stepscope.pipeline.options import AnalyzeOptions

@@ -1,0 +1,34 @@
+"""The profiler's host cost per recorded event on the capturing machine (`calibration.json` in a run folder):
+capture measures it (capture/calibrate.py), the replay takes it out of a live capture's timeline. A leaf: capture
+imports it inside the user's program, and `analyze` reads it without loading capture."""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass
+from typing import Any
+
+
+@dataclass(frozen=True)
+class ProfilerCost:
+    """The profiler's host cost per recorded event, in ns, measured on the capturing machine."""
+
+    op_ns: float
+    alloc_ns: float
+    launch_ns: float
+    range_ns: float
+    record_shapes: bool
+    profile_memory: bool
+    with_stack: bool
+    cuda: bool
+    seconds: float  # how long the calibration took
+    plain_op_ns: float = 0.0  # the host's own speed, unprofiled: one operator of the CPU training step
+    plain_launch_ns: float = 0.0  # and one runtime call of the GPU loop, with its operators (0 without CUDA)
+    events_per_iteration: dict[str, dict[str, float]] | None = None  # what each loop recorded, per iteration
+    loop: str = ""  # LOOP_VERSION of the loops that measured it (empty: before versions were recorded)
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> ProfilerCost:
+        return cls(**{k: data[k] for k in cls.__dataclass_fields__ if k in data})
