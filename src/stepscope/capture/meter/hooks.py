@@ -123,20 +123,7 @@ class MeterHooks:
         return dataset is self._dataset()
 
     def _backward_wrapper(self, original: Any) -> Any:
-        meter, clock = self.meter, self.meter.clock
-
-        @functools.wraps(original)
-        def backward(*args: Any, **kwargs: Any) -> Any:
-            if not meter.here() or _compiling():
-                return original(*args, **kwargs)
-            clock.enter(BACKWARD)
-            try:
-                return original(*args, **kwargs)
-            finally:
-                clock.leave(BACKWARD)
-                meter.boundary("backward")
-
-        return backward
+        return self._timed(original, BACKWARD, ends="backward")
 
     # torch hooks each optimizer class's own `step`: a subclass whose step calls super().step() fires the global hooks
     # twice, nested. Only the outermost call is the optimizer step.
@@ -160,19 +147,26 @@ class MeterHooks:
             self.meter.boundary("optimizer")
 
     def _sync_wrapper(self, original: Any) -> Any:
+        return self._timed(original, SYNC)
+
+    def _timed(self, original: Any, phase: int, ends: str | None = None) -> Any:
+        """`original` charged to `phase` on the training thread (not while torch.compile traces it); a step of
+        source `ends` ends when it returns."""
         meter, clock = self.meter, self.meter.clock
 
         @functools.wraps(original)
-        def blocking(*args: Any, **kwargs: Any) -> Any:
+        def timed(*args: Any, **kwargs: Any) -> Any:
             if not meter.here() or _compiling():
                 return original(*args, **kwargs)
-            clock.enter(SYNC)
+            clock.enter(phase)
             try:
                 return original(*args, **kwargs)
             finally:
-                clock.leave(SYNC)
+                clock.leave(phase)
+                if ends is not None:
+                    meter.boundary(ends)
 
-        return blocking
+        return timed
 
     # -- the model's forward -----------------------------------------------------------------------------
 
