@@ -107,3 +107,31 @@ def test_nothing_of_the_analysis_is_loaded_while_the_program_runs(tmp_path: Path
     heavy = ("analysis", "advice", "pipeline", "report", "predict", "replay", "ranks", "tune", "runreport",
              "hardware", "compare")
     assert not [m for m in loaded if m.split(".")[1:2] and m.split(".")[1] in heavy]  # ...and nothing of the analysis
+
+
+SUBCLASSED_OPTIMIZER = """
+import torch
+torch.optim.SGD(torch.nn.Linear(1, 1).parameters(), lr=0.1)  # SGD.step hooked, as in any program that used SGD
+class MySGD(torch.optim.SGD):
+    def step(self, closure=None):
+        return super().step(closure)  # torch's step hooks fire twice, nested
+model = torch.nn.Linear(8, 8)
+opt = MySGD(model.parameters(), lr=0.1)
+i = -1
+try:
+    for i in range(60):
+        loss = model(torch.randn(4, 8)).sum(); opt.zero_grad(); loss.backward(); opt.step()
+finally:
+    print(f"STEPS {i + 1}", flush=True)
+"""
+
+
+def test_an_optimizer_subclass_calling_super_step_counts_one_step_a_step(tmp_path: Path) -> None:
+    # Skip 10, then the timing pass and the recorded pass (2 + 5 each): the window needs 24 of the program's steps;
+    # counted twice, it ended after 12 or so and named half-steps as steps.
+    done = stepscope_run(tmp_path, SUBCLASSED_OPTIMIZER, "--telemetry-interval", "0")
+    assert done.returncode == 0, done.stderr[-2000:]
+    ran = int(next(line for line in done.stdout.splitlines() if line.startswith("STEPS ")).split()[1])
+    assert ran >= 24
+    record = json.loads((tmp_path / "run" / "meter.json").read_text())
+    assert len(record["steps"]["wall_ns"]) == ran  # the meter counts the same steps

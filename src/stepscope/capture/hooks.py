@@ -35,6 +35,8 @@ class StepHooks:
         self.session = session
         self.pid = os.getpid()
         self._optimizer_handle: Any = None
+        self._optimizer_pre_handle: Any = None
+        self._optimizer_depth = 0  # optimizer steps running, nested (a subclass's step calling super().step())
         self._optimizer: weakref.ref | None = None
         self._optimizer_on = False
         self._dataloader_next: Any = None  # the original _BaseDataLoaderIter.__next__
@@ -53,9 +55,10 @@ class StepHooks:
 
     def install(self) -> None:
         import torch
-        from torch.optim.optimizer import register_optimizer_step_post_hook
+        from torch.optim.optimizer import register_optimizer_step_post_hook, register_optimizer_step_pre_hook
         from torch.utils.data.dataloader import _BaseDataLoaderIter
 
+        self._optimizer_pre_handle = register_optimizer_step_pre_hook(self._before_optimizer_step)
         self._optimizer_handle = register_optimizer_step_post_hook(self._on_optimizer_step)
         self._optimizer_on = True
         original = _BaseDataLoaderIter.__next__
@@ -91,9 +94,10 @@ class StepHooks:
 
     def remove(self) -> None:
         self._optimizer_on = False
-        if self._optimizer_handle is not None:
-            self._optimizer_handle.remove()
-            self._optimizer_handle = None
+        for handle in (self._optimizer_handle, self._optimizer_pre_handle):
+            if handle is not None:
+                handle.remove()
+        self._optimizer_handle = self._optimizer_pre_handle = None
         self._remove_dataloader()
         self._remove_forward()
         for owner, name, original, replacement in reversed(self._patches):
@@ -144,8 +148,17 @@ class StepHooks:
 
     # -- the optimizer step ----------------------------------------------------------------------------
 
+    # torch hooks each optimizer class's own `step` once an instance of it exists: a subclass whose step calls
+    # super().step() fires the global hooks twice, nested. Only the outermost call ends a step.
+    def _before_optimizer_step(self, optimizer: Any, args: Any, kwargs: Any) -> None:
+        if os.getpid() == self.pid:
+            self._optimizer_depth += 1
+
     def _on_optimizer_step(self, optimizer: Any, args: Any, kwargs: Any) -> None:
-        if not self._optimizer_on or os.getpid() != self.pid:
+        if os.getpid() != self.pid:
+            return
+        self._optimizer_depth = max(self._optimizer_depth - 1, 0)
+        if self._optimizer_depth or not self._optimizer_on:
             return
         pinned = self._optimizer() if self._optimizer is not None else None
         if pinned is None:  # the first optimizer to step is the one counted (a GAN has two)
