@@ -63,13 +63,19 @@ def test_watch_shows_the_change_and_ctrl_c_leaves_nothing(tmp_path: Path) -> Non
            "echo WATCH-EXIT=$?; sleep 60")
     subprocess.run([TMUX, "new-session", "-d", "-s", session, "-x", "160", "-y", "60", cmd], check=True)
     try:
-        first = wait_for(lambda: re.search(r"run 1 \(start\): finished", screen(session)), 90, "the first run")
-        assert first
-        text = screen(session)
-        assert "step time" in text and f"train.py:{FORWARD_LINE}" in text
+        # A screen is read whole only once rich has drawn the finished run's frame: a capture can land mid-redraw,
+        # so the same screen twice, 0.3 s apart.
+        def drawn(finished: str) -> str | None:
+            text = screen(session)
+            if not (re.search(finished, text) and "step time" in text and f"train.py:{FORWARD_LINE} " in text):
+                return None
+            time.sleep(0.3)
+            return text if screen(session) == text else None
+
+        wait_for(lambda: drawn(r"run 1 \(start\): finished"), 90, "the first run's frame")
         script.write_text(WIDE)  # the forward line now multiplies by a 4096-wide layer instead of a 64-wide one
-        wait_for(lambda: re.search(r"run 2 \(saved train\.py\): finished", screen(session)), 90, "the second run")
-        row = table_row(screen(session), f"train.py:{FORWARD_LINE} ")
+        text = wait_for(lambda: drawn(r"run 2 \(saved train\.py\): finished"), 90, "the second run's frame")
+        row = table_row(str(text), f"train.py:{FORWARD_LINE} ")
         assert "out = model(x)" in row
         assert re.search(r"fwd \+[\d.]+ (ms|µs) \(\+\d+%\) slower", row), row  # vs previous, beyond noise
         if images := os.environ.get("STEPSCOPE_DOCS_IMAGES"):  # docs/watch.md's picture
