@@ -16,23 +16,21 @@ from collections.abc import Callable
 from pathlib import Path
 
 from stepscope.atomic import write_atomic
+from stepscope.capture.arbiter import PRIORITY  # lower is stronger, as the capture's arbiter ranks sources
 from stepscope.capture.meter.device import DeviceTimer, cuda_timer
 from stepscope.capture.meter.hooks import MeterHooks
 from stepscope.capture.meter.live import LiveLine
-from stepscope.capture.meter.phases import FIELDS, NAMED, PhaseClock, StepLog
+from stepscope.capture.meter.phases import FIELDS, PhaseClock, StepLog
 from stepscope.capture.meter.workers import WorkerLog
 from stepscope.errors import StepscopeError
 from stepscope.model.meter import PHASES, MeterRecord, MeterSteps, meter_to_json
 from stepscope.model.runfolder import METER
 
-# Lower is stronger: the order the capture's arbiter uses (capture/arbiter.py).
-PRIORITY = {"manual": 0, "lightning": 0, "huggingface": 0, "optimizer": 1, "backward": 2, "dataloader": 3,
-            "forward": 4}
 # Sources whose mark is the start of a step (a model call ends the previous forward's step): the first one ends none.
 STARTS_A_STEP = ("forward",)
-LIVE_STEPS = 2_000
+LIVE_STEPS = 2_000  # the steps the live file keeps (the final file keeps all)
 # Steps of the strongest source after which weaker sources are no longer kept (they cost every step).
-SETTLED = 3  # the steps the live file keeps (the final file keeps all)
+SETTLED = 3
 WRITE_EVERY_NS = 1_000_000_000
 # Set in a forked child (a DataLoader worker inherits the hooks): they must do nothing there.
 _FORKED = [False]
@@ -143,8 +141,8 @@ class StepMeter:
             first = max(log.count - keep, 0) if keep is not None else 0
             first = min(first, len(log.rows) // FIELDS)
             names = ("end_ns", "wall_ns", *(f"{p}_ns" for p in PHASES))
-            for i, name in enumerate(names):
-                setattr(steps, name, log.column(i)[first:])
+            for i, name in enumerate(names):  # sliced before it becomes a list: the live file is written each second
+                setattr(steps, name, log.column(i, first))
             steps.first_step = first
             device = self._device.device_ns if self._device is not None and self._device_source == source else {}
             if device:
@@ -200,4 +198,4 @@ def _cores() -> int | None:
         return os.cpu_count()
 
 
-__all__ = ["NAMED", "StepMeter"]
+__all__ = ["StepMeter"]

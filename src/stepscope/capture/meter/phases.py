@@ -87,6 +87,6 @@ class StepLog:
             self.count += 1
         self._last_t, self._last = t, totals[:NAMED]
 
-    def column(self, field: int) -> list[int]:
-        """One field of every step kept: 0 end, 1 wall, 2.. the named phases."""
-        return self.rows[field::FIELDS].tolist()
+    def column(self, field: int, first: int = 0) -> list[int]:
+        """One field of every step kept from the `first`: 0 end, 1 wall, 2.. the named phases."""
+        return self.rows[first * FIELDS + field::FIELDS].tolist()
