@@ -22,17 +22,9 @@ from stepscope.units import ns_text, rounded_ratio
 FIRST_WORKERS = 2
 
 
-def data_share(meter: Meter) -> float:
-    return next((p.share for p in meter.phases if p.name == "data"), 0.0)
-
-
-def phase_us(meter: Meter, name: str) -> float:
-    return next((p.mean_us for p in meter.phases if p.name == name), 0.0)
-
-
 def on_meter(patterns: list[s.Pattern], meter: Meter) -> tuple[list[s.Pattern], list[str]]:
     """The patterns with the meter's data wait as input_bound's share and the rest scaled into what is left."""
-    measured = data_share(meter)
+    measured = meter.phase_share("data")
     traced = next((p for p in patterns if p.id == "input_bound"), None)
     traced_share = traced.share if traced is not None else 0.0
     scale = (1 - measured) / (1 - traced_share) if traced_share < 0.999 else 0.0
@@ -56,7 +48,7 @@ def _rescaled(p: s.Pattern, scale: float) -> s.Pattern:
 
 
 def _input_bound(meter: Meter, share: float, traced: s.Pattern | None) -> s.Pattern:
-    wait = phase_us(meter, "data")
+    wait = meter.phase_us("data")
     workers = meter.num_workers
     how = ("single-process loading: num_workers=0" if workers == 0 else
            f"{workers} worker{'s' if workers != 1 else ''} cannot keep up" if workers else "")
@@ -74,7 +66,7 @@ def _input_bound(meter: Meter, share: float, traced: s.Pattern | None) -> s.Patt
 def workers_from_meter(meter: Meter, settings: s.Settings | None,
                        recommendations: list[s.Recommendation]) -> list[s.Recommendation]:
     """dataloader_workers from the meter when the main thread waits for data: replaces the trace's estimate."""
-    share = data_share(meter)
+    share = meter.phase_share("data")
     if share < MIN_SHARE:
         return [r for r in recommendations if r.id != "dataloader_workers"]
     traced = next((r for r in recommendations if r.id == "dataloader_workers"), None)
@@ -86,7 +78,7 @@ def workers_from_meter(meter: Meter, settings: s.Settings | None,
 def workers_recommendation(meter: Meter, settings: s.Settings | None,
                            traced: s.Recommendation | None) -> s.Recommendation | None:
     step = meter.step_us
-    wait = phase_us(meter, "data")
+    wait = meter.phase_us("data")
     main = max(step - wait, 0.0)  # the main thread's own work per step
     workers = meter.num_workers if meter.num_workers is not None else (
         settings.dataloader.num_workers if settings is not None and settings.dataloader is not None else None)

@@ -119,3 +119,10 @@ class Meter(Frozen, kw_only=True):
     num_workers: int | None = None  # the main DataLoader's num_workers
     cpu_cores: int | None = None
     samples_per_s: float | None = None
+
+    def phase_us(self, name: str) -> float:
+        """A phase's mean per step (µs); 0 for a phase the meter has no figure of."""
+        return next((p.mean_us for p in self.phases if p.name == name), 0.0)
+
+    def phase_share(self, name: str) -> float:
+        return next((p.share for p in self.phases if p.name == name), 0.0)

@@ -85,8 +85,7 @@ def headline(summary: s.Summary, options: AnalyzeOptions, batch_size: int | None
     steps_per_s = 1e6 / ref.step_us
     breakdown = summary.breakdown_us
     if meter is not None:
-        breakdown = breakdown_on(summary.breakdown_us, meter.step_us,
-                                 next((p.mean_us for p in meter.phases if p.name == "data"), 0.0))
+        breakdown = breakdown_on(summary.breakdown_us, meter.step_us, meter.phase_us("data"))
     return msgspec.structs.replace(
         summary, step_time_us=ref.step_us, timeline_step_time_us=summary.step_time_us, breakdown_us=breakdown,
         steps_per_s=round(steps_per_s, 3), samples_per_s=round(steps_per_s * batch_size, 2) if batch_size else None)

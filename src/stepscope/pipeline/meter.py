@@ -17,6 +17,7 @@ from stepscope.analysis.facts import Facts
 from stepscope.model import report as s
 from stepscope.model.meter import PHASES, Meter, MeterPhase, MeterRecord, MeterWorkers
 from stepscope.trace.intervals import coverage, union
+from stepscope.units import report_us
 
 MIN_STEPS = 2  # steps the headline needs
 WARMUP_FRACTION = 5
@@ -79,11 +80,13 @@ def meter_section(record: MeterRecord | None) -> Meter | None:
     h = chosen.headline
     return Meter(
         source=record.source, steps_measured=st.first_step + len(wall) + record.overflow_steps, basis=chosen.basis,
-        steps=int(h.sum()), step_us=_us(step), median_us=_us(float(np.median(chosen.values))),
-        p10_us=_us(float(np.percentile(chosen.values, 10))), p90_us=_us(float(np.percentile(chosen.values, 90))),
-        phases=_phases(record, h, step), first_step_us=_us(first_step) if first_step is not None else None,
-        device_step_us=_us(step) if chosen.on_device else None,
-        after_step_us=_us(after_mean) if after_mean is not None else None, after_steps=int(chosen.after.sum()),
+        steps=int(h.sum()), step_us=report_us(step), median_us=report_us(float(np.median(chosen.values))),
+        p10_us=report_us(float(np.percentile(chosen.values, 10))),
+        p90_us=report_us(float(np.percentile(chosen.values, 90))),
+        phases=_phases(record, h, step), first_step_us=report_us(first_step) if first_step is not None else None,
+        device_step_us=report_us(step) if chosen.on_device else None,
+        after_step_us=report_us(after_mean) if after_mean is not None else None,
+        after_steps=int(chosen.after.sum()),
         changed_after=_changed(wall[h], after_mean), warming=_warming(chosen.values),
         workers=_workers(record, end[h] - wall[h], end[h]),
         num_workers=record.num_workers, cpu_cores=record.cpu_cores,
@@ -99,16 +102,12 @@ def meter_reference(meter: Meter, record: MeterRecord) -> s.Reference:
                        noise=max(round(noise, 4), 0.02))
 
 
-def _us(ns: float) -> float:
-    return round(ns / 1e3, 3)
-
-
 def _phases(record: MeterRecord, chosen: np.ndarray, step: float) -> list[MeterPhase]:
     """Each phase's mean over the chosen steps; `other` is what is left of `step` (the host's wall time, or on a GPU
     the device's step, which the host's phases fit in), so they add up to the step."""
     means = {p: float(np.asarray(getattr(record.steps, f"{p}_ns"), dtype=np.float64)[chosen].mean()) for p in PHASES}
     means["other"] = max(step - sum(means.values()), 0.0)
-    return [MeterPhase(name=p, mean_us=_us(v), share=round(v / step, 4) if step > 0 else 0.0)
+    return [MeterPhase(name=p, mean_us=report_us(v), share=round(v / step, 4) if step > 0 else 0.0)
             for p, v in means.items()]
 
 
@@ -148,8 +147,9 @@ def _workers(record: MeterRecord, starts: np.ndarray, ends: np.ndarray) -> Meter
         return None
     busy = (np.minimum(ready, hi) - np.maximum(start, lo))[inside]
     workers = len(set(np.asarray(w.worker_id)[inside].tolist()))
-    return MeterWorkers(workers=workers, batches=int(inside.sum()), batch_us=_us(float((ready - start)[inside].mean())),
-                        batch_cpu_us=_us(float(cpu[inside].mean())) if cpu is not None else None,
+    return MeterWorkers(workers=workers, batches=int(inside.sum()),
+                        batch_us=report_us(float((ready - start)[inside].mean())),
+                        batch_cpu_us=report_us(float(cpu[inside].mean())) if cpu is not None else None,
                         busy_share=round(float(busy.sum()) / (max(workers, 1) * (hi - lo)), 4))
 
 
@@ -170,11 +170,10 @@ def replay_phases(facts: Facts, meter: Meter) -> dict[str, dict[str, float | Non
         covered = union(trace.events.start[rows], trace.events.end[rows])
         parts[phase] = float(coverage(covered, steps.start, steps.end).mean()) if rows.any() else 0.0
     parts["rest"] = max(replayed_step - sum(parts.values()), 0.0)
-    measured = {p.name: p.mean_us * 1e3 for p in meter.phases}
-    measured = {"data": measured.get("data", 0.0), "optimizer": measured.get("optimizer", 0.0)}
+    measured = {name: meter.phase_us(name) * 1e3 for name in PHASE_RANGES}
     measured["rest"] = max(meter.step_us * 1e3 - sum(measured.values()), 0.0)
     step_ns = meter.step_us * 1e3
-    return {phase: {"replayed": _us(parts[phase]), "measured": _us(measured[phase]),
+    return {phase: {"replayed": report_us(parts[phase]), "measured": report_us(measured[phase]),
                     "error": round(parts[phase] / measured[phase] - 1, 4)
                     if measured[phase] >= 0.01 * step_ns and measured[phase] > 0 else None}
             for phase in ("data", "optimizer", "rest")}

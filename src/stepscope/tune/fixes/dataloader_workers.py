@@ -40,7 +40,7 @@ def _load_and_compute_us(report: Report | None) -> tuple[float, float]:
     the job (the unprofiled wait and step), else the timeline's."""
     meter = report.meter if report is not None else None
     if meter is not None and meter.step_us > 0:
-        wait = next((p.mean_us for p in meter.phases if p.name == "data"), 0.0)
+        wait = meter.phase_us("data")
         return wait, max(meter.step_us - wait, 0.0)
     # The breakdown's step: the timeline's (replayed) one, which the headline (the unprofiled step) may undercut.
     step = report.summary.timeline_step_time_us or report.summary.step_time_us if report is not None else None
