@@ -8,7 +8,7 @@ import pytest
 from stepscope.capture.meter.device import DeviceTimer
 from stepscope.capture.meter.phases import BACKWARD, DATA, FORWARD, OPTIMIZER, SYNC, PhaseClock, StepLog
 from stepscope.model.meter import MeterRecord, MeterSteps
-from stepscope.pipeline.meter import meter_reference, meter_section
+from stepscope.pipeline.meter import measured, meter_section
 
 
 class FakeClock:
@@ -141,7 +141,9 @@ def test_the_headline_is_the_steps_before_the_profiler_less_the_start() -> None:
     assert sum(by_name.values()) == pytest.approx(m.step_us, abs=1e-3)  # the parts add up to the headline
     assert m.after_steps == 3 and m.after_step_us == pytest.approx(0.1)  # step 14 (settling) left out
     assert m.samples_per_s == pytest.approx(8 / (m.step_us / 1e6), rel=1e-4)
-    ref = meter_reference(m, record(walls, data, profiled=[10, 13]))
+    found = measured(record(walls, data, profiled=[10, 13]))
+    assert found is not None and found[0] == m
+    ref = found[1]
     assert ref.step_us == m.step_us and ref.steps == 8 and ref.values_us == [w / 1e3 for w in walls[2:10]]
 
 

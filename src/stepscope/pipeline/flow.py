@@ -12,7 +12,7 @@ from stepscope.errors import StepscopeError
 from stepscope.model import report as s
 from stepscope.pipeline import assemble, sources
 from stepscope.pipeline.batch import batch_of
-from stepscope.pipeline.meter import meter_reference, meter_section
+from stepscope.pipeline.meter import measured
 from stepscope.pipeline.options import AnalyzeOptions
 from stepscope.pipeline.timeline import timeline_facts
 from stepscope.predict import PredictRequest, predict
@@ -53,11 +53,11 @@ def _job(options: AnalyzeOptions, *, traces: list[Trace] | None = None, files: l
 def one_report(trace: str | Path | Trace, options: AnalyzeOptions) -> s.Report:
     """One trace's full Report (a path is read first)."""
     trace = trace if isinstance(trace, Trace) else read_trace(trace, progress=options.read_progress)
-    meter = meter_section(options.meter)
+    found = measured(options.meter)
+    meter = found[0] if found is not None else None
     # The meter's steps are the job's reference, unless the caller measured one otherwise (tune's windows).
-    if meter is not None and options.meter is not None and (options.reference is None or
-                                                            options.reference.method in CAPTURE_REFERENCES):
-        options = options.replace(reference=meter_reference(meter, options.meter))
+    if found is not None and (options.reference is None or options.reference.method in CAPTURE_REFERENCES):
+        options = options.replace(reference=found[1])
     timeline = timeline_facts(trace, options)
     facts = timeline.facts
     if options.on_facts is not None:

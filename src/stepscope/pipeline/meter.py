@@ -68,9 +68,24 @@ def select(record: MeterRecord) -> Selection | None:
 
 def meter_section(record: MeterRecord | None) -> Meter | None:
     """The report's meter section; None when the meter has fewer than MIN_STEPS steps to stand on."""
+    found = measured(record)
+    return found[0] if found is not None else None
+
+
+def measured(record: MeterRecord | None) -> tuple[Meter, s.Reference] | None:
+    """The report's meter section and the run's reference it makes (the unprofiled step the replay is checked
+    against), from one choice of steps; None when the meter has fewer than MIN_STEPS steps to stand on."""
     chosen = select(record) if record is not None else None
     if record is None or chosen is None:
         return None
+    meter = _section(record, chosen)
+    noise = (meter.p90_us - meter.p10_us) / 2 / meter.step_us if meter.step_us > 0 else 0.0
+    reference = s.Reference(method="step meter", step_us=meter.step_us, steps=meter.steps,
+                            values_us=[report_us(float(v)) for v in chosen.values], noise=max(round(noise, 4), 0.02))
+    return meter, reference
+
+
+def _section(record: MeterRecord, chosen: Selection) -> Meter:
     st = record.steps
     wall = np.asarray(st.wall_ns, dtype=np.float64)
     end = np.asarray(st.end_ns, dtype=np.float64)
@@ -91,15 +106,6 @@ def meter_section(record: MeterRecord | None) -> Meter | None:
         workers=_workers(record, end[h] - wall[h], end[h]),
         num_workers=record.num_workers, cpu_cores=record.cpu_cores,
         samples_per_s=round(record.batch_size * 1e9 / step, 2) if record.batch_size and step > 0 else None)
-
-
-def meter_reference(meter: Meter, record: MeterRecord) -> s.Reference:
-    """The meter's headline as the run's reference (the unprofiled step the replay is checked against)."""
-    chosen = select(record)
-    values = [round(float(v) / 1e3, 3) for v in chosen.values] if chosen is not None else []
-    noise = (meter.p90_us - meter.p10_us) / 2 / meter.step_us if meter.step_us > 0 else 0.0
-    return s.Reference(method="step meter", step_us=meter.step_us, values_us=values, steps=meter.steps,
-                       noise=max(round(noise, 4), 0.02))
 
 
 def _phases(record: MeterRecord, chosen: np.ndarray, step: float) -> list[MeterPhase]:
