@@ -14,6 +14,7 @@ from __future__ import annotations
 import msgspec
 
 from stepscope.advice.found import MIN_SHARE
+from stepscope.advice.rules import ranked
 from stepscope.model import report as s
 from stepscope.model.meter import Meter
 from stepscope.units import ns_text, rounded_ratio
@@ -72,7 +73,7 @@ def workers_from_meter(meter: Meter, settings: s.Settings | None,
     traced = next((r for r in recommendations if r.id == "dataloader_workers"), None)
     rec = workers_recommendation(meter, settings, traced)
     rest = [r for r in recommendations if r.id != "dataloader_workers"]
-    return sorted([*rest, rec] if rec is not None else rest, key=lambda r: (-(r.estimated_speedup or 1.0), r.id))
+    return ranked([*rest, rec] if rec is not None else rest)
 
 
 def workers_recommendation(meter: Meter, settings: s.Settings | None,

@@ -94,14 +94,14 @@ def headline(summary: s.Summary, options: AnalyzeOptions, batch_size: int | None
 def breakdown_on(breakdown_us: dict[str, float], step_us: float, data_us: float) -> dict[str, float]:
     """The trace's breakdown fitted to the meter's step: `dataloader` is the meter's data wait, every other part keeps
     its proportion of the rest; the parts add up to `step_us` (to rounding)."""
-    rest = {k: v for k, v in breakdown_us.items() if k != "dataloader"}
-    total = sum(rest.values())
+    total = sum(v for k, v in breakdown_us.items() if k != "dataloader")
     left = max(step_us - data_us, 0.0)
-    out = {k: round(v / total * left, 3) if total > 0 else 0.0 for k, v in rest.items()}
+    out = {k: round(data_us, 3) if k == "dataloader" else round(v / total * left, 3) if total > 0 else 0.0
+           for k, v in breakdown_us.items()}
+    out.setdefault("dataloader", round(data_us, 3))
     if total <= 0 and "other" in out:
         out["other"] = round(left, 3)
-    out["dataloader"] = round(data_us, 3)
-    return {k: out[k] for k in breakdown_us if k in out} | {k: v for k, v in out.items() if k not in breakdown_us}
+    return out
 
 
 def with_reference(run: s.Run | None, reference: s.Reference | None) -> s.Run | None:

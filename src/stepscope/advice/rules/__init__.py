@@ -49,4 +49,9 @@ def recommend(facts: Facts, patterns: list[s.Pattern],
     recs = [r for r in found if isinstance(r, s.Recommendation)]
     offered = {r.id for r in recs}
     considered = [c for c in found if isinstance(c, s.Considered) and c.id not in offered]
-    return sorted(recs, key=lambda r: (-(r.estimated_speedup or 1.0), r.id)), considered
+    return ranked(recs), considered
+
+
+def ranked(recs: list[s.Recommendation]) -> list[s.Recommendation]:
+    """Best estimated gain first (ties by id): the one order recommendations are given in."""
+    return sorted(recs, key=lambda r: (-(r.estimated_speedup or 1.0), r.id))
