@@ -21,7 +21,7 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any, Protocol
 
-from stepscope.capture.arbiter import Mark, StepArbiter
+from stepscope.capture.arbiter import PRIORITY, Mark, StepArbiter
 from stepscope.capture.batch import stronger_batch_size
 from stepscope.capture.cycle import DONE, REFERENCE, SKIP, WINDOW, Cycle
 from stepscope.capture.options import CaptureOptions
@@ -37,7 +37,7 @@ SETTLE_STEPS = 1
 WAIT_FOR_OPTIMIZER = 256
 INFERENCE = "inference or evaluation only"
 # Sources only a session hears of (stepscope.step(), the trainer callbacks): the meter's hooks see the others.
-MARKED = ("manual", "lightning", "huggingface")
+MARKED = tuple(source for source, rank in PRIORITY.items() if rank == 0)  # the arbiter's explicit marks
 
 
 class StopProgram(BaseException):  # like SystemExit: not an error, and not caught by `except Exception`

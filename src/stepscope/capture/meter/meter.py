@@ -58,7 +58,6 @@ class StepMeter:
         self._live = LiveLine(sys.stderr) if live else None
         self._last_write = 0
         self._written_problem = False
-        self.notes: list[str] = []
 
     # -- on and off ------------------------------------------------------------------------------------
 
@@ -156,7 +155,7 @@ class StepMeter:
             if log is not None and log.overflow[0] else {},
             workers=self._workers.read() if done and self._workers is not None else None,
             device_timer="cuda events" if steps.device_ns else None,
-            num_workers=self.num_workers, cpu_cores=_cores(), notes=list(self.notes))
+            num_workers=self.num_workers, cpu_cores=_cores())
 
     def finish(self, source: str | None) -> MeterRecord:
         """The program has ended: the hooks come off and meter.json is written whole."""

@@ -28,13 +28,12 @@ class WorkerLog:
         self._original: Any = None
         self._fd: int | None = None
         self._fd_pid = 0
-        self.main_pid = os.getpid()
 
     def install(self) -> None:
         from torch.utils.data._utils import worker
 
         self._original = worker.__dict__["_worker_loop"]
-        worker._worker_loop = self._wrap(self._original)
+        worker._worker_loop = _TimedLoop(self, self._original)
 
     def remove(self) -> None:
         from torch.utils.data._utils import worker
@@ -42,9 +41,6 @@ class WorkerLog:
         if self._original is not None and getattr(worker._worker_loop, "__wrapped__", None) is self._original:
             worker._worker_loop = self._original
         self._original = None
-
-    def _wrap(self, original: Any) -> Any:
-        return _TimedLoop(self, original)
 
     def write(self, worker_id: int, start: int, ready: int, cpu: int) -> None:
         try:
