@@ -9,7 +9,9 @@ find it and are then replaced by two hooks on the model alone (global hooks slow
 from __future__ import annotations
 
 import functools
+import os
 import sys
+import threading
 import weakref
 from typing import Any, Protocol
 
@@ -23,14 +25,27 @@ class Meter(Protocol):
 
     clock: PhaseClock
     num_workers: int | None
+    thread: int  # the training thread's id
+    muted: set[str]  # sources whose boundaries are not kept (checked here: a call per hook saved)
 
     def here(self) -> bool: ...
     def boundary(self, source: str) -> None: ...
 
 
+# Set in a forked child (a DataLoader worker inherits the hooks): they must do nothing there. A flag set at the
+# fork, not os.getpid(): a system call on every hook.
+FORKED = [False]
+os.register_at_fork(after_in_child=lambda: FORKED.__setitem__(0, True))
+
+
 def _compiling() -> bool:
     torch = sys.modules.get("torch")
     return torch is not None and bool(torch.compiler.is_compiling())
+
+
+# The hooks below run on every step, a dozen times: they read the meter's thread and clock from their closures and
+# test `muted` before calling `boundary`, because each Python call costs ~0.1-0.4 µs and a 1 ms step has 10 µs to
+# spend on all of them (1%).
 
 
 class MeterHooks:
@@ -56,8 +71,8 @@ class MeterHooks:
 
         self._patch(_BaseDataLoaderIter, "__next__", self._next_wrapper)
         self._patch(torch.autograd, "backward", self._backward_wrapper)
-        self._handles += [register_optimizer_step_pre_hook(self._before_optimizer),
-                          register_optimizer_step_post_hook(self._after_optimizer)]
+        before, after = self._optimizer_hooks()
+        self._handles += [register_optimizer_step_pre_hook(before), register_optimizer_step_post_hook(after)]
         self._discovery = [
             torch.nn.modules.module.register_module_forward_pre_hook(self._on_any_forward),
             torch.nn.modules.module.register_module_forward_hook(self._after_any_forward, always_call=True),
@@ -90,21 +105,23 @@ class MeterHooks:
     # -- wrappers --------------------------------------------------------------------------------------
 
     def _next_wrapper(self, original: Any) -> Any:
-        hooks, meter, clock = self, self.meter, self.meter.clock
+        hooks, meter, thread, get_ident = self, self.meter, self.meter.thread, threading.get_ident
+        enter, leave = self.meter.clock.enter, self.meter.clock.leave
 
         @functools.wraps(original)
         def __next__(iterator: Any) -> Any:
-            if not meter.here():
+            if FORKED[0] or get_ident() != thread:
                 return original(iterator)
             main = hooks._is_main(iterator)
             if main and hooks._batch_pending:  # a fetch after a yielded batch ends that batch's step
                 hooks._batch_pending = False
-                meter.boundary("dataloader")
-            clock.enter(DATA)
+                if "dataloader" not in meter.muted:
+                    meter.boundary("dataloader")
+            enter(DATA)
             try:
                 batch = original(iterator)
             finally:
-                clock.leave(DATA)
+                leave(DATA)
             if main:
                 hooks._batch_pending = True
             return batch
@@ -113,38 +130,46 @@ class MeterHooks:
 
     def _is_main(self, iterator: Any) -> bool:
         dataset = getattr(iterator, "_dataset", None)
-        if self._dataset is None or self._dataset() is None:
-            try:
-                self._dataset = weakref.ref(dataset)
-            except TypeError:
-                self._dataset = lambda d=dataset: d
-            self.meter.num_workers = getattr(iterator, "_num_workers", None)
-            return True
-        return dataset is self._dataset()
+        pinned = self._dataset() if self._dataset is not None else None
+        if pinned is not None:
+            return dataset is pinned
+        try:
+            self._dataset = weakref.ref(dataset)
+        except TypeError:
+            self._dataset = lambda d=dataset: d
+        self.meter.num_workers = getattr(iterator, "_num_workers", None)
+        return True
 
     def _backward_wrapper(self, original: Any) -> Any:
         return self._timed(original, BACKWARD, ends="backward")
 
     # torch hooks each optimizer class's own `step`: a subclass whose step calls super().step() fires the global hooks
     # twice, nested. Only the outermost call is the optimizer step.
-    def _before_optimizer(self, optimizer: Any, args: Any, kwargs: Any) -> None:
-        if self.meter.here():
-            self._optimizer_depth += 1
-            if self._optimizer_depth == 1:
-                self.meter.clock.enter(OPTIMIZER)
+    def _optimizer_hooks(self) -> tuple[Any, Any]:
+        hooks, meter, thread, get_ident = self, self.meter, self.meter.thread, threading.get_ident
+        enter, leave = self.meter.clock.enter, self.meter.clock.leave
 
-    def _after_optimizer(self, optimizer: Any, args: Any, kwargs: Any) -> None:
-        if not self.meter.here():
-            return
-        self._optimizer_depth = max(self._optimizer_depth - 1, 0)
-        if self._optimizer_depth:
-            return
-        self.meter.clock.leave(OPTIMIZER)
-        pinned = self._optimizer() if self._optimizer is not None else None
-        if pinned is None:
-            self._optimizer, pinned = weakref.ref(optimizer), optimizer
-        if optimizer is pinned:
-            self.meter.boundary("optimizer")
+        def before(optimizer: Any, args: Any, kwargs: Any) -> None:
+            if FORKED[0] or get_ident() != thread:
+                return
+            hooks._optimizer_depth += 1
+            if hooks._optimizer_depth == 1:
+                enter(OPTIMIZER)
+
+        def after(optimizer: Any, args: Any, kwargs: Any) -> None:
+            if FORKED[0] or get_ident() != thread:
+                return
+            hooks._optimizer_depth = depth = max(hooks._optimizer_depth - 1, 0)
+            if depth:
+                return
+            leave(OPTIMIZER)
+            pinned = hooks._optimizer() if hooks._optimizer is not None else None
+            if pinned is None:
+                hooks._optimizer, pinned = weakref.ref(optimizer), optimizer
+            if optimizer is pinned and "optimizer" not in meter.muted:
+                meter.boundary("optimizer")
+
+        return before, after
 
     def _sync_wrapper(self, original: Any) -> Any:
         return self._timed(original, SYNC)
@@ -152,18 +177,19 @@ class MeterHooks:
     def _timed(self, original: Any, phase: int, ends: str | None = None) -> Any:
         """`original` charged to `phase` on the training thread (not while torch.compile traces it); a step of
         source `ends` ends when it returns."""
-        meter, clock = self.meter, self.meter.clock
+        meter, thread, get_ident = self.meter, self.meter.thread, threading.get_ident
+        enter, leave = self.meter.clock.enter, self.meter.clock.leave
 
         @functools.wraps(original)
         def timed(*args: Any, **kwargs: Any) -> Any:
-            if not meter.here() or _compiling():
+            if FORKED[0] or get_ident() != thread or _compiling():
                 return original(*args, **kwargs)
-            clock.enter(phase)
+            enter(phase)
             try:
                 return original(*args, **kwargs)
             finally:
-                clock.leave(phase)
-                if ends is not None:
+                leave(phase)
+                if ends is not None and ends not in meter.muted:
                     meter.boundary(ends)
 
         return timed
@@ -178,21 +204,29 @@ class MeterHooks:
             for handle in self._discovery:
                 handle.remove()
             self._discovery = []
-            self._handles += [module.register_forward_pre_hook(self._before_model),
-                              module.register_forward_hook(self._after_model, always_call=True)]
-            self._before_model(module, args)  # this call's own pre-hook was collected before ours existed
+            before, after = self._model_hooks()
+            self._handles += [module.register_forward_pre_hook(before),
+                              module.register_forward_hook(after, always_call=True)]
+            before(module, args)  # this call's own pre-hook was collected before ours existed
             return
         self._depth += 1
 
     def _after_any_forward(self, module: Any, args: Any, output: Any) -> None:
         self._depth = max(self._depth - 1, 0)
 
-    def _before_model(self, module: Any, args: Any) -> None:
-        if self.meter.here():
-            self.meter.boundary("forward")  # a call of the model ends the previous forward's step
-            self.meter.clock.enter(FORWARD)
+    def _model_hooks(self) -> tuple[Any, Any]:
+        meter, thread, get_ident = self.meter, self.meter.thread, threading.get_ident
+        enter, leave = self.meter.clock.enter, self.meter.clock.leave
 
-    def _after_model(self, module: Any, args: Any, output: Any) -> None:
-        if self.meter.here():
-            self.meter.clock.leave(FORWARD)
+        def before(module: Any, args: Any) -> None:
+            if FORKED[0] or get_ident() != thread:
+                return
+            if "forward" not in meter.muted:
+                meter.boundary("forward")  # a call of the model ends the previous forward's step
+            enter(FORWARD)
 
+        def after(module: Any, args: Any, output: Any) -> None:
+            if not FORKED[0] and get_ident() == thread:
+                leave(FORWARD)
+
+        return before, after

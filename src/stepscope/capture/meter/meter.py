@@ -18,7 +18,7 @@ from pathlib import Path
 from stepscope.atomic import write_atomic
 from stepscope.capture.arbiter import PRIORITY  # lower is stronger, as the capture's arbiter ranks sources
 from stepscope.capture.meter.device import DeviceTimer, cuda_timer
-from stepscope.capture.meter.hooks import MeterHooks
+from stepscope.capture.meter.hooks import FORKED, MeterHooks
 from stepscope.capture.meter.live import LiveLine
 from stepscope.capture.meter.phases import FIELDS, PhaseClock, StepLog
 from stepscope.capture.meter.workers import WorkerLog
@@ -32,9 +32,6 @@ LIVE_STEPS = 2_000  # the steps the live file keeps (the final file keeps all)
 # Steps of the strongest source after which weaker sources are no longer kept (they cost every step).
 SETTLED = 3
 WRITE_EVERY_NS = 1_000_000_000
-# Set in a forked child (a DataLoader worker inherits the hooks): they must do nothing there.
-_FORKED = [False]
-os.register_at_fork(after_in_child=lambda: _FORKED.__setitem__(0, True))
 
 
 class StepMeter:
@@ -46,13 +43,14 @@ class StepMeter:
         self.clock = PhaseClock(clock)
         self.logs: dict[str, StepLog] = {}
         self.leading: str | None = None  # the strongest source seen so far
+        self.muted: set[str] = set()  # sources weaker than one that has led SETTLED steps: not kept
         self.spans: list[list[int]] = []  # when a profiler ran
         self.num_workers: int | None = None
         self._syncs = syncs
         self._device = device
         self._device_source: str | None = None
         self._batch_size = batch_size or (lambda: None)
-        self._thread = threading.get_ident()
+        self.thread = threading.get_ident()
         self._hooks: MeterHooks | None = None
         self._workers = WorkerLog(folder) if folder is not None else None
         self._live = LiveLine(sys.stderr) if live else None
@@ -82,18 +80,16 @@ class StepMeter:
 
     def here(self) -> bool:
         """The training thread of the process that started the meter (not a forked worker, not another thread).
-        The fork is known from a flag set in the child, not from os.getpid(): a system call on every hook."""
-        return not _FORKED[0] and threading.get_ident() == self._thread
+        The fork is known from a flag set in the child (hooks.FORKED)."""
+        return not FORKED[0] and threading.get_ident() == self.thread
 
     # -- what the hooks report ---------------------------------------------------------------------------
 
     def boundary(self, source: str) -> None:
         """A step of `source` has just ended."""
-        log = self.logs.get(source)
-        leading = self.leading
-        if (leading is not None and leading != source and source != self.chosen
-                and PRIORITY.get(source, 9) > PRIORITY.get(leading, 9) and self.logs[leading].count >= SETTLED):
+        if source in self.muted:
             return  # a weaker source once a stronger one has led a few steps: its steps will never be reported
+        log = self.logs.get(source)
         t, totals = self.clock.read()
         if log is None:
             log = self.logs[source] = StepLog()
@@ -108,6 +104,9 @@ class StepMeter:
             self._on_leading_step(source, log, t)
 
     def _on_leading_step(self, source: str, log: StepLog, t: int) -> None:
+        if log.count == SETTLED:  # from now on the weaker sources cost a set lookup, not a step each
+            rank = PRIORITY.get(source, 9)
+            self.muted = {s for s, r in PRIORITY.items() if r > rank and s != self.chosen}
         if self._device is None and log.count == 1:
             self._device = cuda_timer()  # CUDA is initialised by now if the program uses it
         if self._device is not None:

@@ -45,7 +45,9 @@ class PhaseClock:
         stack = self._stack
         self.totals[stack[-1]] += t - self._since
         self._since = t
-        if phase in stack[1:]:  # an exception may have skipped an inner phase's leave: close it too
+        if stack[-1] == phase:
+            stack.pop()
+        elif phase in stack:  # an exception skipped an inner phase's leave: close it too (never the base, OTHER)
             while stack.pop() != phase:
                 pass
 
