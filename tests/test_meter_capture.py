@@ -176,3 +176,60 @@ def test_a_subclass_calling_super_step_is_one_optimizer_step(tmp_path: Path) -> 
     loader = torch.utils.data.DataLoader(SleepyData(16, 0.0), batch_size=2)
     meter = run_steps(tmp_path, loader, 4)
     assert meter.logs["optimizer"].count == 4
+
+
+def test_the_hooks_mark_each_phase_on_the_device(tmp_path: Path) -> None:
+    # A fake device (tests/test_meter_clock.py) given work from inside each phase: the copy before the forward
+    # 1 ms, the forward 3 ms, the backward 5 ms, the optimizer 2 ms; the meter's split must be that plan.
+    from test_meter_clock import FakeDevice, FakeEvent
+
+    from stepscope.capture.meter.device import DeviceTimer
+
+    device = FakeDevice()
+
+    class Enqueues(torch.autograd.Function):
+        @staticmethod
+        def forward(ctx, x):  # type: ignore[no-untyped-def]
+            return x * 1.0
+
+        @staticmethod
+        def backward(ctx, grad):  # type: ignore[no-untyped-def]
+            device.enqueue(5 * MS)
+            return grad
+
+    class Model(torch.nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.lin = torch.nn.Linear(4, 1)
+
+        def forward(self, x: torch.Tensor) -> torch.Tensor:
+            device.enqueue(3 * MS)
+            return Enqueues.apply(self.lin(x))
+
+    class SGD(torch.optim.SGD):
+        def step(self, closure=None):  # type: ignore[no-untyped-def,override]
+            device.enqueue(2 * MS)
+            return super().step(closure)
+
+    model = Model()
+    opt = SGD(model.parameters(), lr=0.01)
+    meter = StepMeter(tmp_path, live=False, device=DeviceTimer(lambda: FakeEvent(device))).install()
+    try:
+        for i, x in enumerate(torch.utils.data.DataLoader(SleepyData(32, 0.0), batch_size=2)):
+            device.enqueue(1 * MS)  # the batch's copy
+            loss = model(x).sum()
+            opt.zero_grad()
+            loss.backward()
+            opt.step()
+            device.now = device.queue_end  # the device catches up after the step
+            if i >= 7:
+                break
+    finally:
+        meter.remove()
+    st = meter.record("optimizer").steps
+    known = [i for i, d in enumerate(st.device_ns) if d >= 0]
+    assert len(known) >= 5
+    for i in known[1:]:  # the first timed step began before the timer's first boundary: its copy is not in it
+        assert st.device_ns[i] == 11 * MS
+        assert (st.device_forward_ns[i], st.device_backward_ns[i], st.device_optimizer_ns[i]) == (3 * MS, 5 * MS,
+                                                                                                  2 * MS)

@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 
 from stepscope.capture.meter.device import DeviceTimer
-from stepscope.capture.meter.phases import BACKWARD, DATA, FORWARD, OPTIMIZER, SYNC, PhaseClock, StepLog
+from stepscope.capture.meter.phases import BACKWARD, DATA, FORWARD, OPTIMIZER, OTHER, SYNC, PhaseClock, StepLog
 from stepscope.model.meter import MeterRecord, MeterSteps
 from stepscope.pipeline.meter import measured, meter_section
 
@@ -112,6 +112,50 @@ def test_device_steps_are_read_a_step_later_without_a_sync() -> None:
         device.now += ns  # the device works through them
     timer.collect()
     assert [timer.device_ns[i] for i in range(1, 5)] == [3_000_000, 5_000_000, 4_000_000, 6_000_000]
+
+
+def test_the_device_time_of_each_phase_is_read_from_its_marks_and_adds_up_to_the_step() -> None:
+    # Per step the host enqueues: a copy (other) 1 ms, forward 3 ms, backward 5 ms, optimizer 2 ms on the device,
+    # marking each phase as it enters it; the device runs behind and catches up only after the step.
+    device = FakeDevice()
+    timer = DeviceTimer(lambda: FakeEvent(device))
+    timer.mark(FORWARD)  # before the first boundary: no step to charge, nothing recorded
+    timer.boundary(0)
+    plan = ((None, 1e6), (FORWARD, 3e6), (BACKWARD, 5e6), (OPTIMIZER, 2e6))
+    for i in range(1, 4):
+        for phase, ns in plan:
+            if phase is not None:
+                timer.mark(phase)
+            device.enqueue(ns * i)  # step i's work is i times the plan: each step's figures are its own
+        timer.boundary(i)
+        assert i not in timer.device_ns  # not reached yet: no wait
+        device.now = device.queue_end
+    timer.collect()
+    for i in range(1, 4):
+        assert timer.phase_ns[i] == {OTHER: 1_000_000 * i, FORWARD: 3_000_000 * i, BACKWARD: 5_000_000 * i,
+                                     OPTIMIZER: 2_000_000 * i}
+        assert timer.device_ns[i] == 11_000_000 * i
+
+
+def test_the_device_split_over_the_headline_steps_adds_up_to_the_device_step() -> None:
+    walls = [900, *[50] * 11]
+    device = [-1, *[100] * 11]
+    rec = record(walls, [10] * 12, profiled=[10, 11], device=device)
+    rec.steps.device_forward_ns = [-1, *[30] * 11]
+    rec.steps.device_backward_ns = [-1, *[50] * 11]
+    rec.steps.device_optimizer_ns = [-1, *[15] * 11]
+    m = meter_section(rec)
+    assert m is not None and m.device_phases is not None
+    split = {p.name: p.mean_us for p in m.device_phases}
+    assert split == pytest.approx({"forward": 0.03, "backward": 0.05, "optimizer": 0.015, "other": 0.005})
+    assert sum(split.values()) == pytest.approx(m.device_step_us)
+    # NVML's readings: two inside the headline's span (steps 2-9, host ns 950..1400), one in the profiled steps
+    rec.device_busy = [[1000, 80.0], [1300, 60.0], [1500, 5.0]]
+    m = meter_section(rec)
+    assert m is not None and m.device_busy == pytest.approx(0.70)
+    rec.steps.device_forward_ns = []  # a meter without the split (an older file): no split, the step still there
+    m = meter_section(rec)
+    assert m is not None and m.device_phases is None and m.device_step_us == pytest.approx(0.1)
 
 
 def record(walls: list[int], data: list[int], profiled: list[int] | None, device: list[int] | None = None,

@@ -13,6 +13,7 @@ import msgspec
 
 METER_SCHEMA = "stepscope.meter/1"
 PHASES = ("data", "forward", "backward", "optimizer", "sync")  # `other` = wall - their sum
+DEVICE_PHASES = ("forward", "backward", "optimizer")  # marked on the device; `other` = device_ns - their sum
 
 
 class Struct(msgspec.Struct, kw_only=True, omit_defaults=False):
@@ -32,6 +33,11 @@ class MeterSteps(Struct, kw_only=True):
     optimizer_ns: list[int] = msgspec.field(default_factory=list)
     sync_ns: list[int] = msgspec.field(default_factory=list)
     device_ns: list[int] = msgspec.field(default_factory=list)  # empty without a device timer
+    # The device's time in each of DEVICE_PHASES (from the host's entry into the phase to its next mark: the work
+    # enqueued in it); the rest of device_ns is `other`. Empty without a device timer, -1 where not known.
+    device_forward_ns: list[int] = msgspec.field(default_factory=list)
+    device_backward_ns: list[int] = msgspec.field(default_factory=list)
+    device_optimizer_ns: list[int] = msgspec.field(default_factory=list)
 
 
 class WorkerBatches(Struct, kw_only=True):
@@ -57,6 +63,7 @@ class MeterRecord(Struct, kw_only=True):
     overflow_totals_ns: dict[str, int] = msgspec.field(default_factory=dict)
     workers: WorkerBatches | None = None
     device_timer: str | None = None  # "cuda events" when the device's step time was measured
+    device_busy: list[list[float]] = msgspec.field(default_factory=list)  # [host ns, NVML busy %], once a second
     num_workers: int | None = None  # the main DataLoader's workers, when known
     cpu_cores: int | None = None  # cores the process may use
     notes: list[str] = msgspec.field(default_factory=list)
@@ -109,6 +116,8 @@ class Meter(Frozen, kw_only=True):
     phases: list[MeterPhase]  # add up to step_us
     first_step_us: float | None = None  # the program's first step (start-up), never in the headline
     device_step_us: float | None = None  # the device's time per step (CUDA events), over the same steps
+    device_phases: list[MeterPhase] | None = None  # forward, backward, optimizer, other on the device: add up to it
+    device_busy: float | None = None  # NVML's share of time a kernel ran, over the readings in these steps' span
     after_step_us: float | None = None  # mean step after the profiler stopped
     after_steps: int = 0
     changed_after: float | None = None  # after / before - 1 when beyond the steps' noise: the process changed

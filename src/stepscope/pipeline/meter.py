@@ -15,7 +15,7 @@ import numpy as np
 
 from stepscope.analysis.facts import Facts
 from stepscope.model import report as s
-from stepscope.model.meter import PHASES, Meter, MeterPhase, MeterRecord, MeterWorkers
+from stepscope.model.meter import DEVICE_PHASES, PHASES, Meter, MeterPhase, MeterRecord, MeterWorkers
 from stepscope.trace.intervals import coverage, union
 from stepscope.units import report_us
 
@@ -100,6 +100,7 @@ def _section(record: MeterRecord, chosen: Selection) -> Meter:
         p90_us=report_us(float(np.percentile(chosen.values, 90))),
         phases=_phases(record, h, step), first_step_us=report_us(first_step) if first_step is not None else None,
         device_step_us=report_us(step) if chosen.on_device else None,
+        device_phases=_device_phases(record, chosen, step), device_busy=_busy(record, end[h] - wall[h], end[h]),
         after_step_us=report_us(after_mean) if after_mean is not None else None,
         after_steps=int(chosen.after.sum()),
         changed_after=_changed(wall[h], after_mean), warming=_warming(chosen.values),
@@ -115,6 +116,30 @@ def _phases(record: MeterRecord, chosen: np.ndarray, step: float) -> list[MeterP
     means["other"] = max(step - sum(means.values()), 0.0)
     return [MeterPhase(name=p, mean_us=report_us(v), share=round(v / step, 4) if step > 0 else 0.0)
             for p, v in means.items()]
+
+
+def _device_phases(record: MeterRecord, chosen: Selection, step: float) -> list[MeterPhase] | None:
+    """The device's step split where the host entered the forward, backward and optimizer (capture/meter/device.py),
+    over the headline's steps; `other` is the rest of the device's step, so they add up to it."""
+    st = record.steps
+    columns = [np.asarray(getattr(st, f"device_{p}_ns"), dtype=np.float64) for p in DEVICE_PHASES]
+    if not chosen.on_device or any(len(c) != len(st.wall_ns) for c in columns):
+        return None
+    h = chosen.headline  # steps with a device time; a phase figure missing (-1) leaves the split out
+    if any((c[h] < 0).any() for c in columns):
+        return None
+    means = {p: float(c[h].mean()) for p, c in zip(DEVICE_PHASES, columns, strict=True)}
+    means["other"] = max(step - sum(means.values()), 0.0)
+    return [MeterPhase(name=p, mean_us=report_us(v), share=round(v / step, 4) if step > 0 else 0.0)
+            for p, v in means.items()]
+
+
+def _busy(record: MeterRecord, starts: np.ndarray, ends: np.ndarray) -> float | None:
+    """NVML's busy share over the headline's span: the readings taken inside it (each covers the second before)."""
+    if not record.device_busy or not len(ends):
+        return None
+    inside = [pct for t, pct in record.device_busy if starts.min() < t <= ends.max()]
+    return round(float(np.mean(inside)) / 100, 4) if inside else None
 
 
 def _changed(before: np.ndarray, after_mean: float | None) -> float | None:

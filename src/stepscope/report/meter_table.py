@@ -21,7 +21,15 @@ def meter_table(report: Report) -> Table | None:
     rows = [[Cell(LABELS.get(p.name, p.name), None, "text"), Cell(us_cell(p.mean_us), p.mean_us),
              Cell(share_cell(p.share), p.share)] for p in m.phases]
     footer = [[Cell("step", None, "text"), Cell(us_cell(m.step_us), m.step_us), Cell("100%")]]
-    return Table([("phase", "text"), ("per step", ""), ("share", "")], rows, id="meter", footer=footer)
+    columns = [("phase", "text"), ("per step", ""), ("share", "")]
+    if m.device_phases:  # the device's split: a phase runs on it from the host's entry to the next phase's
+        on_device = {p.name: p for p in m.device_phases}
+        for row, phase in zip(rows, m.phases, strict=True):
+            d = on_device.get(phase.name)
+            row.append(Cell(f"{us_cell(d.mean_us)} ({share_cell(d.share)})", d.mean_us) if d else Cell("", None))
+        footer[0].append(Cell(us_cell(m.device_step_us), m.device_step_us))
+        columns.append(("on the device", ""))
+    return Table(columns, rows, id="meter", footer=footer)
 
 
 def meter_lead(report: Report) -> list[str]:
@@ -32,7 +40,11 @@ def meter_lead(report: Report) -> list[str]:
             f"p10-p90 {us_cell(m.p10_us)}-{us_cell(m.p90_us)}; {m.steps_measured} steps measured"
             + (f"; first step {us_cell(m.first_step_us)}, left out" if m.first_step_us is not None else "") + ")"]
     if m.device_step_us is not None:
-        lead.append(f"the device's time per step (CUDA events): {us_cell(m.device_step_us)}")
+        lead.append(f"the device's time per step (CUDA events): {us_cell(m.device_step_us)}"
+                    + ("; on the device a phase runs from the host's entry into it to the next phase's, data and "
+                       "syncs fall in other" if m.device_phases else "")
+                    + (f"; NVML: a kernel ran {share_cell(m.device_busy)} of the time" if m.device_busy is not None
+                       else ""))
     if m.after_step_us is not None:
         change = f", {m.changed_after:+.0%}: the profiler changed the process" if m.changed_after is not None else ""
         lead.append(f"after the profiler: {us_cell(m.after_step_us)} per step over {m.after_steps} steps{change}")

@@ -15,6 +15,7 @@ import threading
 import weakref
 from typing import Any, Protocol
 
+from stepscope.capture.meter.device import TIMED_PHASES, DeviceTimer
 from stepscope.capture.meter.phases import BACKWARD, DATA, FORWARD, OPTIMIZER, SYNC, PhaseClock
 
 SYNC_METHODS = ("item", "tolist", "cpu")
@@ -26,6 +27,7 @@ class Meter(Protocol):
     clock: PhaseClock
     num_workers: int | None
     thread: int  # the training thread's id
+    device: DeviceTimer | None  # marks the phases on the device, once the program has used CUDA
     muted: set[str]  # sources whose boundaries are not kept (checked here: a call per hook saved)
 
     def here(self) -> bool: ...
@@ -155,6 +157,8 @@ class MeterHooks:
             hooks._optimizer_depth += 1
             if hooks._optimizer_depth == 1:
                 enter(OPTIMIZER)
+                if meter.device is not None:
+                    meter.device.mark(OPTIMIZER)
 
         def after(optimizer: Any, args: Any, kwargs: Any) -> None:
             if FORKED[0] or get_ident() != thread:
@@ -179,12 +183,15 @@ class MeterHooks:
         source `ends` ends when it returns."""
         meter, thread, get_ident = self.meter, self.meter.thread, threading.get_ident
         enter, leave = self.meter.clock.enter, self.meter.clock.leave
+        on_device = phase in TIMED_PHASES
 
         @functools.wraps(original)
         def timed(*args: Any, **kwargs: Any) -> Any:
             if FORKED[0] or get_ident() != thread or _compiling():
                 return original(*args, **kwargs)
             enter(phase)
+            if on_device and meter.device is not None:
+                meter.device.mark(phase)
             try:
                 return original(*args, **kwargs)
             finally:
@@ -224,6 +231,8 @@ class MeterHooks:
             if "forward" not in meter.muted:
                 meter.boundary("forward")  # a call of the model ends the previous forward's step
             enter(FORWARD)
+            if meter.device is not None:
+                meter.device.mark(FORWARD)
 
         def after(module: Any, args: Any, output: Any) -> None:
             if not FORKED[0] and get_ident() == thread:

@@ -17,13 +17,13 @@ from pathlib import Path
 
 from stepscope.atomic import write_atomic
 from stepscope.capture.arbiter import PRIORITY  # lower is stronger, as the capture's arbiter ranks sources
-from stepscope.capture.meter.device import DeviceTimer, cuda_timer
+from stepscope.capture.meter.device import TIMED_PHASES, DeviceTimer, cuda_timer, nvml_busy
 from stepscope.capture.meter.hooks import FORKED, MeterHooks
 from stepscope.capture.meter.live import LiveLine
 from stepscope.capture.meter.phases import FIELDS, PhaseClock, StepLog
 from stepscope.capture.meter.workers import WorkerLog
 from stepscope.errors import StepscopeError
-from stepscope.model.meter import PHASES, MeterRecord, MeterSteps, meter_to_json
+from stepscope.model.meter import DEVICE_PHASES, PHASES, MeterRecord, MeterSteps, meter_to_json
 from stepscope.model.runfolder import METER
 
 # Sources whose mark is the start of a step (a model call ends the previous forward's step): the first one ends none.
@@ -37,6 +37,7 @@ WRITE_EVERY_NS = 1_000_000_000
 class StepMeter:
     def __init__(self, folder: Path | None, *, syncs: bool | None = None, live: bool = True,
                  clock: Callable[[], int] = time.perf_counter_ns, device: DeviceTimer | None = None,
+                 busy: Callable[[], float | None] | None = None,
                  batch_size: Callable[[], int | None] | None = None, chosen: str | None = None) -> None:
         self.folder = folder
         self.chosen = chosen  # the source the user chose to count steps by (--step-on), kept whatever leads
@@ -47,8 +48,11 @@ class StepMeter:
         self.spans: list[list[int]] = []  # when a profiler ran
         self.num_workers: int | None = None
         self._syncs = syncs
-        self._device = device
-        self._device_source: str | None = None
+        self.device = device  # the device timer, once the program has used CUDA (hooks mark phases on it)
+        self.device_source: str | None = None
+        # NVML's busy % of the device, read once a second ([host ns, %]): the share of time a kernel ran
+        self._busy = busy
+        self.busy: list[list[float]] = []
         self._batch_size = batch_size or (lambda: None)
         self.thread = threading.get_ident()
         self._hooks: MeterHooks | None = None
@@ -107,15 +111,20 @@ class StepMeter:
         if log.count == SETTLED:  # from now on the weaker sources cost a set lookup, not a step each
             rank = PRIORITY.get(source, 9)
             self.muted = {s for s, r in PRIORITY.items() if r > rank and s != self.chosen}
-        if self._device is None and log.count == 1:
-            self._device = cuda_timer()  # CUDA is initialised by now if the program uses it
-        if self._device is not None:
-            if self._device_source != source:
-                self._device.restart()
-                self._device_source = source
-            self._device.boundary(log.count)
+        if self.device is None and log.count == 1:
+            self.device = cuda_timer()  # CUDA is initialised by now if the program uses it
+            if self.device is not None and self._busy is None:
+                self._busy = nvml_busy()
+        if self.device is not None:
+            if self.device_source != source:
+                self.device.restart()
+                self.device_source = source
+            self.device.boundary(log.count)
         if t - self._last_write >= WRITE_EVERY_NS:
             self._last_write = t
+            busy = self._busy() if self._busy is not None else None
+            if busy is not None:
+                self.busy.append([t, round(busy, 1)])
             if self._live is not None:
                 self._live.show(log, self._batch_size())
             self.write(done=False)
@@ -142,9 +151,13 @@ class StepMeter:
             for i, name in enumerate(names):  # sliced before it becomes a list: the live file is written each second
                 setattr(steps, name, log.column(i, first))
             steps.first_step = first
-            device = self._device.device_ns if self._device is not None and self._device_source == source else {}
-            if device:
-                steps.device_ns = [device.get(i + 1, -1) for i in range(first, first + len(steps.wall_ns))]
+            timer = self.device if self.device is not None and self.device_source == source else None
+            if timer is not None and timer.device_ns:
+                indices = range(first + 1, first + 1 + len(steps.wall_ns))
+                steps.device_ns = [timer.device_ns.get(i, -1) for i in indices]
+                for phase, name in zip(TIMED_PHASES, DEVICE_PHASES, strict=True):
+                    setattr(steps, f"device_{name}_ns", [timer.phase_ns[i].get(phase, 0) if i in timer.phase_ns
+                                                        else -1 for i in indices])
         spans = [[a, b if b >= 0 else self.clock.clock()] for a, b in self.spans]
         return MeterRecord(
             source=source, batch_size=self._batch_size(), done=done, steps=steps, profiled_spans=spans,
@@ -153,7 +166,7 @@ class StepMeter:
             overflow_totals_ns=dict(zip(("wall", *PHASES), log.overflow, strict=True))
             if log is not None and log.overflow[0] else {},
             workers=self._workers.read() if done and self._workers is not None else None,
-            device_timer="cuda events" if steps.device_ns else None,
+            device_timer="cuda events" if steps.device_ns else None, device_busy=[list(b) for b in self.busy],
             num_workers=self.num_workers, cpu_cores=_cores())
 
     def finish(self, source: str | None) -> MeterRecord:
