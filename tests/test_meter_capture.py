@@ -181,9 +181,8 @@ def test_a_subclass_calling_super_step_is_one_optimizer_step(tmp_path: Path) -> 
 def test_the_hooks_mark_each_phase_on_the_device(tmp_path: Path) -> None:
     # A fake device (tests/test_meter_clock.py) given work from inside each phase: the copy before the forward
     # 1 ms, the forward 3 ms, the backward 5 ms, the optimizer 2 ms; the meter's split must be that plan.
-    from test_meter_clock import FakeDevice, FakeEvent
-
     from stepscope.capture.meter.device import DeviceTimer
+    from test_meter_clock import FakeDevice, FakeEvent
 
     device = FakeDevice()
 

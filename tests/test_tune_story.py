@@ -106,7 +106,7 @@ def test_the_final_report_takes_the_tunes_figure_and_its_ladder(tmp_path: Path) 
     # Its unprofiled figure is the tune's: 32 samples / 400 samples/s = 80 ms a step; per window 50 and 30 ms.
     assert run["unprofiled_step_us"] == 80_000.0 and run["reference"]["values_us"] == [50_000.0, 30_000.0]
     # The skip is the larger of the tune's (7) and the capture's default (10).
-    assert run["reference"]["method"] == "stepscope tune: synchronised windows" and run["skip"] == 10
+    assert run["reference"]["method"] == "stepscope tune: its timed windows" and run["skip"] == 10
     assert report["notes"][0].startswith("stepscope tune measured this configuration unprofiled at 400.0 samples/s")
     # Input bound, with no workers: the diagnosis recommends them, and the ladder's measurement is said instead.
     assert report["patterns"][0]["id"] == "input_bound"

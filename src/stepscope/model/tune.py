@@ -47,7 +47,9 @@ class Measurement(Struct, kw_only=True):
     spread: float | None  # half the range of the windows' throughputs, over the run's throughput
     steps: int  # steps timed
     batch_size: int | None = None
-    timing: str = "host clock"  # "host clock" | "synchronised windows" (CUDA: one sync at each window's ends)
+    # "step meter" (the meter timed every window) | "host clock" | "synchronised windows" (CUDA: one sync at each
+    # window's ends), where the meter could not stand for the clock
+    timing: str = "host clock"
     wall_s: float | None = None  # the child process, start to end
     windows: list[WindowStat] = msgspec.field(default_factory=list)  # the timed windows
     warmup_s: float | None = None  # from the first step to the first timed window (compilation included)

@@ -17,6 +17,7 @@ import sys
 from pathlib import Path
 
 from stepscope.capture.hooks import StepHooks
+from stepscope.capture.meter import StepMeter
 from stepscope.capture.options import CaptureOptions
 from stepscope.capture.overhead import Reference
 from stepscope.capture.program import Outcome, Program, run_program
@@ -25,6 +26,7 @@ from stepscope.capture.session import activate
 from stepscope.tune.clock import StepClock
 from stepscope.tune.compiling import CompileWatch
 from stepscope.tune.fixes import FIXES
+from stepscope.tune.meter_windows import METER, SYNCHRONISED, metered
 from stepscope.tune.points import Points
 from stepscope.tune.points.failure import PatchFailure, failures_since
 from stepscope.tune.story import ladder_notes, settled_by
@@ -60,13 +62,20 @@ def measure(spec: TrialSpec, program: Program, patches: Points, clock: StepClock
     hooks = StepHooks(clock)  # type: ignore[arg-type]  # the clock stands in for a capture session
     clock.on_leader = hooks.drop_weaker_than
     previous = activate(clock)  # type: ignore[arg-type]  # stepscope.step() marks it too
+    meter = StepMeter(None, live=False)  # times the clock's windows step by step, phases and all
     try:
+        meter.install()
         hooks.install()
         outcome = run_program(program, stopping=lambda: clock.stop_requested)
     finally:
         hooks.remove()
+        meter.remove()
         activate(previous)
         clock.close()
+    record = meter.record(clock.arbiter.leader) if clock.arbiter.leader else None
+    for w in clock.windows:  # the clock chose the steps; the meter says how long they took
+        m = metered(w, record, on_device=clock.timing == SYNCHRONISED)
+        w.seconds, w.timer, w.phases_s = m.seconds, m.timer, m.phases_s
     timed = clock.timed()
     status = _status(outcome, clock.stop_requested, clock.aborted, clock.arbiter.leader, len(timed))
     watch = clock.compiles
@@ -74,10 +83,12 @@ def measure(spec: TrialSpec, program: Program, patches: Points, clock: StepClock
         status=status, exit_code=0 if clock.stop_requested else outcome.exit_code, program_status=outcome.status,
         detail=outcome.detail, step_source=clock.arbiter.leader, batch_size=clock.batch_size,
         steps_completed=clock.completed, warmup_ns=clock.warmup_ns(), step_ns=clock.step_ns(),
-        slice_ns=sum(w.seconds for w in timed) * 1e9 if timed else None, timing=clock.timing,
+        slice_ns=sum(w.seconds for w in timed) * 1e9 if timed else None,
+        timing=METER if timed and all(w.timer == METER for w in timed) else clock.timing,
         losses=patches.losses.values(), unit=clock.unit, warmup_s=round(clock.warmup_s(), 3),
         windows=[WindowResult(steps=w.steps, samples=w.samples, seconds=w.seconds, start_s=round(w.start_s, 4),
-                              kind=w.kind) for w in clock.windows],
+                              kind=w.kind, timer=w.timer, phases_s={k: round(v, 6) for k, v in w.phases_s.items()})
+                 for w in clock.windows],
         compile_s=round(watch.total_ns / 1e9, 3) if watch.events else None, compiles=watch.events)
 
 
@@ -131,7 +142,7 @@ def tune_reference(ref: ReferenceWindows, batch: int | None) -> Reference | None
     step_ns = batch / ref.samples_per_s * 1e9 if batch and ref.samples_per_s else seconds / steps * 1e9
     values = tuple(s / n * 1e9 for n, s in zip(ref.steps, ref.seconds, strict=True) if n)
     noise = (max(values) - min(values)) / 2 / step_ns if len(values) > 1 else 0.0
-    return Reference(method="stepscope tune: synchronised windows", step_ns=step_ns, values_ns=values, steps=steps,
+    return Reference(method="stepscope tune: its timed windows", step_ns=step_ns, values_ns=values, steps=steps,
                      noise=noise)
 
 

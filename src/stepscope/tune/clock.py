@@ -19,7 +19,7 @@ import statistics
 import threading
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from stepscope.capture.arbiter import Mark, StepArbiter
 from stepscope.capture.batch import stronger_batch_size
@@ -41,6 +41,9 @@ class TimedWindow:
     start_s: float  # from the first boundary
     first_stamp: int  # index in `stamps` of its first boundary
     kind: str = "timed"  # "timed" | "warm-up" (set aside: slower than the next) | "compiled" (a compilation in it)
+    first_step: int = 0  # the leading source's completed steps when it opened
+    timer: str = "host clock"  # who timed it: the step meter, or the clock itself (tune/meter_windows.py)
+    phases_s: dict[str, float] = field(default_factory=dict)  # the meter's phases over it
 
 
 class StepClock:
@@ -166,7 +169,7 @@ class StepClock:
         kind = "compiled" if self.compiles.events != events0 or self.compiles.active else "timed"
         window = TimedWindow(steps=completed - first, samples=self._samples_now(completed) - samples0,
                              seconds=(now - t0) / 1e9, start_s=(t0 - self.stamps[0]) / 1e9,
-                             first_stamp=self._open_stamp, kind=kind)
+                             first_stamp=self._open_stamp, kind=kind, first_step=first)
         self.windows.append(window)
         timed = self.timed()
         if len(timed) == 2 and len(self.windows) - len(timed) < MAX_SET_ASIDE:

@@ -22,8 +22,9 @@ from stepscope.tune.budget import PROFILE_FACTOR, Budget
 from stepscope.tune.fixes import FIXES
 from stepscope.tune.judge import Rung, numerics_for, trial_row
 from stepscope.tune.measured import Run, config_key, rates
+from stepscope.tune.meter_windows import data_share
 from stepscope.tune.paired import CANDIDATE
-from stepscope.tune.plan import Candidate, PlanOptions, make_plan
+from stepscope.tune.plan import MIN_PHASE_SHARE, PHASE_FIXES, Candidate, PlanOptions, make_plan
 from stepscope.tune.rounds import Comparison, Fixes
 from stepscope.tune.trial import run_child
 from stepscope.tune.wire import ChildResult, DeviceInfo, TrialSpec
@@ -190,12 +191,35 @@ class Tuner:
     # -- the ladder ------------------------------------------------------------------------------------
 
     def _ladder(self, candidates: list[Candidate]) -> None:
-        for i, candidate in enumerate(candidates):
+        i = 0
+        while i < len(candidates):  # the list grows when a kept rung shows a phase its fix shrinks
             stop = self._stop_reason()
             if stop:
                 self._skip(candidates[i:], stop)
                 return
-            self._try(candidate)
+            self._try(candidates[i])
+            candidates[i + 1:i + 1] = self._phase_candidates(candidates)
+            i += 1
+
+    def _phase_candidates(self, candidates: list[Candidate]) -> list[Candidate]:
+        """The fixes of the phases the step meter shows in the rung the next trial builds on, not planned yet: a wait
+        for data that only appears once an earlier fix made the rest of the step shorter gets more workers."""
+        assert self.current is not None
+        runs = [r.child.result for r in self._runs_of(self.current.fixes) if r.child.result is not None]
+        share = data_share([w.phases_s for result in runs for w in result.windows if w.kind == "timed"])
+        planned = {f for c in candidates for f in c.fixes} | {f for t in self.progress.trials for f in t.tried}
+        fix = PHASE_FIXES["data"]
+        if share is None or share < MIN_PHASE_SHARE or fix in planned or fix in self.current.fixes:
+            return []
+        o = self.options
+        if (o.fixes is not None and fix not in o.fixes) or fix in o.skip_fixes:
+            return []
+        first = self.history[0].child.result
+        device = (first.device if first is not None else None) or DeviceInfo(kind="cpu", name="CPU")
+        self.events.phase(f"the step meter shows {share:.0%} of the step waiting for data: {fix} added")
+        options = PlanOptions(only=(fix,), allow_batch_change=o.allow_batch_change,
+                              timed_steps=o.warmup_steps + o.trial_steps)
+        return make_plan(None, self.current.settings, device, options).candidates
 
     def _stop_reason(self) -> str:
         if self.options.max_trials is not None and self._trials_run >= self.options.max_trials:

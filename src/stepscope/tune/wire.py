@@ -130,6 +130,8 @@ class WindowResult(Wire, kw_only=True):
     seconds: float
     start_s: float  # from the run's first step boundary
     kind: str = "timed"  # "timed" | "warm-up" | "compiled" (set aside)
+    timer: str = "host clock"  # "step meter" (its steps summed) | "synchronised windows" | "host clock" (the clock's)
+    phases_s: dict[str, float] = msgspec.field(default_factory=dict)  # the meter's phases over the window
 
 
 class ChildResult(Wire, kw_only=True):
