@@ -20,6 +20,7 @@ from typing import Any
 
 from stepscope.capture.arbiter import PRIORITY
 from stepscope.capture.batch import batch_size_of
+from stepscope.capture.forks import PID
 from stepscope.capture.session import CaptureSession
 from stepscope.capture.sites import Sites
 
@@ -113,7 +114,7 @@ class StepHooks:
 
     @property
     def active(self) -> bool:
-        return bool(self._patches) and os.getpid() == self.pid
+        return bool(self._patches) and PID[0] == self.pid
 
     # -- what the settings reader needs ----------------------------------------------------------------
 
@@ -151,11 +152,11 @@ class StepHooks:
     # torch hooks each optimizer class's own `step` once an instance of it exists: a subclass whose step calls
     # super().step() fires the global hooks twice, nested. Only the outermost call ends a step.
     def _before_optimizer_step(self, optimizer: Any, args: Any, kwargs: Any) -> None:
-        if os.getpid() == self.pid:
+        if PID[0] == self.pid:
             self._optimizer_depth += 1
 
     def _on_optimizer_step(self, optimizer: Any, args: Any, kwargs: Any) -> None:
-        if os.getpid() != self.pid:
+        if PID[0] != self.pid:
             return
         self._optimizer_depth = max(self._optimizer_depth - 1, 0)
         if self._optimizer_depth or not self._optimizer_on:
@@ -201,12 +202,12 @@ class StepHooks:
 
     def _before_fetch(self, iterator: Any) -> None:
         # A fetch that follows a yielded batch ends that batch's step (not the first fetch of an epoch).
-        if self._batch_pending and os.getpid() == self.pid and self._is_main_loader(iterator._dataset):
+        if self._batch_pending and PID[0] == self.pid and self._is_main_loader(iterator._dataset):
             self._batch_pending = False
             self.session.mark("dataloader")
 
     def _after_fetch(self, iterator: Any, batch: Any) -> None:
-        if os.getpid() != self.pid or not self._is_main_loader(iterator._dataset):
+        if PID[0] != self.pid or not self._is_main_loader(iterator._dataset):
             return
         if not self._batch_pending and self.session.batch_size_source in (None, "model input"):
             self.session.set_batch_size(batch_size_of(batch), "dataloader")
@@ -228,7 +229,7 @@ class StepHooks:
 
     def _on_any_forward(self, module: Any, args: Any) -> None:
         # Only until the model is known: the first module with parameters called outside any other's forward.
-        if self._depth == 0 and os.getpid() == self.pid and _has_parameters(module):
+        if self._depth == 0 and PID[0] == self.pid and _has_parameters(module):
             self._remove_forward()  # the global hooks slow every module call; keep one hook on the model
             self._model_handle = module.register_forward_pre_hook(self._on_model_forward)
             self.model = weakref.ref(module)
@@ -240,7 +241,7 @@ class StepHooks:
         self._depth = max(self._depth - 1, 0)
 
     def _on_model_forward(self, module: Any, args: Any) -> None:
-        if os.getpid() == self.pid:
+        if PID[0] == self.pid:
             self.session.mark("forward")  # a call after the first ends the previous forward's step
 
 

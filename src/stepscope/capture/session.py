@@ -110,10 +110,15 @@ class CaptureSession:
             self.meter.boundary(source)
         if self.finished:
             return
+        leader = self.arbiter.leader
+        if leader is not None and not self._recording and PRIORITY[source] > PRIORITY[leader]:
+            return  # a weaker source while nothing records: the arbiter would ignore it (a backward pass a step)
         t_enter = time.perf_counter_ns()
         with self._lock:
             for listener in self.listeners:  # at every hook (some run outside a mode's handler): see between_steps
-                getattr(listener, "between_steps", lambda: None)()
+                between = getattr(listener, "between_steps", None)
+                if between is not None:
+                    between()
             self.cycle.observe(source, self._recording)
             kind = self.arbiter.mark(source)
             if kind is Mark.IGNORE:

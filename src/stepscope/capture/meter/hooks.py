@@ -9,12 +9,12 @@ find it and are then replaced by two hooks on the model alone (global hooks slow
 from __future__ import annotations
 
 import functools
-import os
 import sys
 import threading
 import weakref
 from typing import Any, Protocol
 
+from stepscope.capture.forks import PID
 from stepscope.capture.meter.device import TIMED_PHASES, DeviceTimer
 from stepscope.capture.meter.phases import BACKWARD, DATA, FORWARD, OPTIMIZER, SYNC, PhaseClock
 
@@ -27,17 +27,12 @@ class Meter(Protocol):
     clock: PhaseClock
     num_workers: int | None
     thread: int  # the training thread's id
+    pid: int  # the process that installed the meter (capture/forks.py)
     device: DeviceTimer | None  # marks the phases on the device, once the program has used CUDA
     muted: set[str]  # sources whose boundaries are not kept (checked here: a call per hook saved)
 
     def here(self) -> bool: ...
     def boundary(self, source: str) -> None: ...
-
-
-# Set in a forked child (a DataLoader worker inherits the hooks): they must do nothing there. A flag set at the
-# fork, not os.getpid(): a system call on every hook.
-FORKED = [False]
-os.register_at_fork(after_in_child=lambda: FORKED.__setitem__(0, True))
 
 
 def _compiling() -> bool:
@@ -107,12 +102,12 @@ class MeterHooks:
     # -- wrappers --------------------------------------------------------------------------------------
 
     def _next_wrapper(self, original: Any) -> Any:
-        hooks, meter, thread, get_ident = self, self.meter, self.meter.thread, threading.get_ident
+        hooks, meter, thread, pid, get_ident = self, self.meter, self.meter.thread, self.meter.pid, threading.get_ident
         enter, leave = self.meter.clock.enter, self.meter.clock.leave
 
         @functools.wraps(original)
         def __next__(iterator: Any) -> Any:
-            if FORKED[0] or get_ident() != thread:
+            if PID[0] != pid or get_ident() != thread:
                 return original(iterator)
             main = hooks._is_main(iterator)
             if main and hooks._batch_pending:  # a fetch after a yielded batch ends that batch's step
@@ -148,11 +143,11 @@ class MeterHooks:
     # torch hooks each optimizer class's own `step`: a subclass whose step calls super().step() fires the global hooks
     # twice, nested. Only the outermost call is the optimizer step.
     def _optimizer_hooks(self) -> tuple[Any, Any]:
-        hooks, meter, thread, get_ident = self, self.meter, self.meter.thread, threading.get_ident
+        hooks, meter, thread, pid, get_ident = self, self.meter, self.meter.thread, self.meter.pid, threading.get_ident
         enter, leave = self.meter.clock.enter, self.meter.clock.leave
 
         def before(optimizer: Any, args: Any, kwargs: Any) -> None:
-            if FORKED[0] or get_ident() != thread:
+            if PID[0] != pid or get_ident() != thread:
                 return
             hooks._optimizer_depth += 1
             if hooks._optimizer_depth == 1:
@@ -161,7 +156,7 @@ class MeterHooks:
                     meter.device.mark(OPTIMIZER)
 
         def after(optimizer: Any, args: Any, kwargs: Any) -> None:
-            if FORKED[0] or get_ident() != thread:
+            if PID[0] != pid or get_ident() != thread:
                 return
             hooks._optimizer_depth = depth = max(hooks._optimizer_depth - 1, 0)
             if depth:
@@ -181,13 +176,13 @@ class MeterHooks:
     def _timed(self, original: Any, phase: int, ends: str | None = None) -> Any:
         """`original` charged to `phase` on the training thread (not while torch.compile traces it); a step of
         source `ends` ends when it returns."""
-        meter, thread, get_ident = self.meter, self.meter.thread, threading.get_ident
+        meter, thread, pid, get_ident = self.meter, self.meter.thread, self.meter.pid, threading.get_ident
         enter, leave = self.meter.clock.enter, self.meter.clock.leave
         on_device = phase in TIMED_PHASES
 
         @functools.wraps(original)
         def timed(*args: Any, **kwargs: Any) -> Any:
-            if FORKED[0] or get_ident() != thread or _compiling():
+            if PID[0] != pid or get_ident() != thread or _compiling():
                 return original(*args, **kwargs)
             enter(phase)
             if on_device and meter.device is not None:
@@ -222,11 +217,11 @@ class MeterHooks:
         self._depth = max(self._depth - 1, 0)
 
     def _model_hooks(self) -> tuple[Any, Any]:
-        meter, thread, get_ident = self.meter, self.meter.thread, threading.get_ident
+        meter, thread, pid, get_ident = self.meter, self.meter.thread, self.meter.pid, threading.get_ident
         enter, leave = self.meter.clock.enter, self.meter.clock.leave
 
         def before(module: Any, args: Any) -> None:
-            if FORKED[0] or get_ident() != thread:
+            if PID[0] != pid or get_ident() != thread:
                 return
             if "forward" not in meter.muted:
                 meter.boundary("forward")  # a call of the model ends the previous forward's step
@@ -235,7 +230,7 @@ class MeterHooks:
                 meter.device.mark(FORWARD)
 
         def after(module: Any, args: Any, output: Any) -> None:
-            if not FORKED[0] and get_ident() == thread:
+            if PID[0] == pid and get_ident() == thread:
                 leave(FORWARD)
 
         return before, after

@@ -17,8 +17,9 @@ from pathlib import Path
 
 from stepscope.atomic import write_atomic
 from stepscope.capture.arbiter import PRIORITY  # lower is stronger, as the capture's arbiter ranks sources
+from stepscope.capture.forks import PID
 from stepscope.capture.meter.device import TIMED_PHASES, DeviceTimer, cuda_timer, nvml_busy
-from stepscope.capture.meter.hooks import FORKED, MeterHooks
+from stepscope.capture.meter.hooks import MeterHooks
 from stepscope.capture.meter.live import LiveLine
 from stepscope.capture.meter.phases import FIELDS, PhaseClock, StepLog
 from stepscope.capture.meter.workers import WorkerLog
@@ -55,6 +56,7 @@ class StepMeter:
         self.busy: list[list[float]] = []
         self._batch_size = batch_size or (lambda: None)
         self.thread = threading.get_ident()
+        self.pid = os.getpid()
         self._hooks: MeterHooks | None = None
         self._workers = WorkerLog(folder) if folder is not None else None
         self._live = LiveLine(sys.stderr) if live else None
@@ -84,8 +86,8 @@ class StepMeter:
 
     def here(self) -> bool:
         """The training thread of the process that started the meter (not a forked worker, not another thread).
-        The fork is known from a flag set in the child (hooks.FORKED)."""
-        return not FORKED[0] and threading.get_ident() == self.thread
+        The process is known without a system call (capture/forks.py)."""
+        return PID[0] == self.pid and threading.get_ident() == self.thread
 
     # -- what the hooks report ---------------------------------------------------------------------------
 
