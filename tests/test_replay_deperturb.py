@@ -159,3 +159,14 @@ def test_a_gpu_trace_without_launch_links_is_not_replayed(tmp_path: Path) -> Non
     trace = read_kineto(b.write(tmp_path / "unlinked.json"))
     result = deperturb(trace, {"op_ns": 6_000, "launch_ns": 3_000}, 1e6, "synchronized slices")
     assert not result.replayed and "linked" in (result.why_not or "")
+
+
+def test_the_cost_paid_inside_a_launch_comes_out_of_its_latency(tmp_path: Path) -> None:
+    """The builder's kernel starts when its launch call returns, so the cost paid inside the call delays it: taken
+    out of the host's clock but not out of the launch's latency, the replayed GPU would wait on its queue (device
+    wait) where the plain one waits for the host's launches."""
+    plain = compute_facts(_trace(tmp_path, _launch_bound, {}, "plain")).parts.parts
+    replayed = compute_facts(replay(_trace(tmp_path, _launch_bound, COST_US, "profiled"), host_cost=HOST_COST))
+    assert plain["device_wait"].mean() == 0 and plain["launch"].mean() > 0
+    np.testing.assert_allclose(replayed.parts.parts["launch"].mean(), plain["launch"].mean(), rtol=0.05)
+    assert replayed.parts.parts["device_wait"].mean() < 0.05 * plain["launch"].mean()
