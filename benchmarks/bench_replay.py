@@ -2,12 +2,14 @@
 
     .venv/bin/python benchmarks/bench_replay.py            # the GPU fixtures (seconds)
     .venv/bin/python benchmarks/bench_replay.py --cpu      # also live CPU captures of the examples (minutes)
+    .venv/bin/python benchmarks/bench_replay.py --fitted   # the GPU fixtures without their calibration
 
 1. As recorded: the replay that changes nothing gives every real trace's steps back, to the ns (count).
 2. GPU live captures (tests/data/gpu_h100_live: `stepscope run` with the timing pass and the calibration, and the
    same job run plain in the same lease): the step as recorded, replayed, the run's unprofiled reference and the
    plain step; the replay's error against both; the verdict of the replayed timeline beside the perturbation's
    answer (tests/data/gpu_h100_r5/MANIFEST.md: a doubled batch, CUDA graphs, more workers, pinned memory, run plain).
+   With --fitted, each without its calibration: the default cost per event sized to the gap (replay/deperturb.py).
 3. With --cpu: the CPU examples captured live here and run plain here (tests/gpu/faithful_driver.py, no profiler).
 Prints; exits 0.
 """
@@ -91,8 +93,9 @@ HEADER = (f"   {'job':20s} {'recorded':>8s} {'replayed':>8s} {'unprof.':>8s} {'p
           f"{'vs plain':>7s}  {'verdict (replayed)':18s} {'perturbation says':28s}")
 
 
-def gpu_fixtures() -> None:
-    print("2. GPU live captures (H100; ms per step; medians; errors of the replayed step)")
+def gpu_fixtures(fitted: bool = False) -> None:
+    how = "the cost fitted to the gap, no calibration" if fitted else "calibrated"
+    print(f"2. GPU live captures (H100; ms per step; medians; errors of the replayed step; {how})")
     print(HEADER)
     errors, agree, n = [], 0, 0
     for folder in sorted(p for p in LIVE.iterdir() if p.is_dir()):
@@ -101,7 +104,7 @@ def gpu_fixtures() -> None:
         calibration = json.loads((folder / "calibration.json").read_text())
         job = folder.name.split("_", 1)[1].removesuffix("_again").removesuffix("_noshapes")
         truth, why = TRUTH.get(job, (None, ""))
-        report, _ = one(folder / "timing.json.gz", run["reference"], calibration)
+        report, _ = one(folder / "timing.json.gz", run["reference"], None if fitted else calibration)
         err, ok = row(folder.name, plain, report, truth, why)
         if err is not None:
             errors.append(abs(err))
@@ -134,10 +137,11 @@ def cpu_live() -> None:
 def main() -> None:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--cpu", action="store_true", help="also capture the CPU examples live (minutes)")
+    p.add_argument("--fitted", action="store_true", help="replay the GPU fixtures without their calibration")
     args = p.parse_args()
     warnings.simplefilter("ignore")
     as_recorded()
-    gpu_fixtures()
+    gpu_fixtures(args.fitted)
     if args.cpu:
         cpu_live()
 

@@ -1,6 +1,6 @@
 """Fixes that know what is already set: each rule with the program's settings (a live capture's run section)
-against the same trace without them; the CPU fixes and their conditions; the profiler-overhead correction on
-a hand-built CPU trace with hand-computed figures."""
+against the same trace without them; the CPU fixes and their conditions. (The profiler's overhead is taken out
+before the advice reads the timeline: tests/test_profiler_cost_once.py.)"""
 
 from __future__ import annotations
 
@@ -11,7 +11,6 @@ import pytest
 
 import builder as sc
 from builder import Timeline, TraceBuilder
-from stepscope.advice import advise
 from stepscope.advice.context import Context
 from stepscope.advice.patterns import classify
 from stepscope.advice.rules import cpu as rules_cpu
@@ -22,13 +21,11 @@ from stepscope.model import report as s
 from stepscope.trace.kineto import read_kineto
 
 
-def run_with(settings: s.Settings | None = None, reference_us: float | None = None, noise: float = 0.02) -> s.Run:
-    reference = s.Reference(method="host clock", step_us=reference_us, values_us=[reference_us], steps=8,
-                            noise=noise) if reference_us else None
+def run_with(settings: s.Settings | None = None) -> s.Run:
     return s.Run(command=[], status="window recorded", exit_code=0, step_source="optimizer", skip=5, warmup=2,
                  steps_requested=5, steps_recorded=4, first_recorded_step=0, batch_size=None,
                  batch_size_source=None, profiled_device="cpu", profiler_overhead=None,
-                 unprofiled_step_us=reference_us, recorded_step_us=None, settings=settings, reference=reference)
+                 unprofiled_step_us=None, recorded_step_us=None, settings=settings)
 
 
 def ctx_of(b: TraceBuilder, tmp_path: Path, run: s.Run | None = None) -> tuple[Context, list[s.Pattern]]:
@@ -237,46 +234,6 @@ def test_nothing_recommended_says_what_was_considered_in_json_and_terminal(tmp_p
     text = buffer.getvalue()
     assert "No fix recommended; considered: torch_compile, cpu_threads, channels_last, cpu_bf16" in text
     assert "Considered, not recommended" in text and "no native bf16" in text
-
-
-# -- the profiler's overhead, corrected --------------------------------------------------------------------
-def _storage_bound_inflated() -> TraceBuilder:
-    """Each step waits 16 ms in the DataLoader (a sleep: no op) and computes in 40 ops of 1 ms: 40 ms."""
-    b, tl = sc.scenario(device_name=None)
-    for i in range(4):
-        with tl.step(i):
-            tl.dataloader(16_000.0)
-            for _ in range(40):
-                tl.cpu("aten::addmm", 1000.0)
-    return b
-
-
-def test_shares_are_corrected_for_the_profilers_overhead(tmp_path: Path) -> None:
-    b = _storage_bound_inflated()
-    facts = compute_facts(read_kineto(b.write(tmp_path / "t.json")))
-    raw = advise(facts)
-    assert raw.patterns[0].id == "cpu_compute_bound" and raw.correction is None  # a trace alone: as recorded
-    # Unprofiled, the step took 26 ms: the 16 ms wait did not grow, so the compute was 10 ms, not 40.
-    step = float(facts.steps.duration[1]) / 1e3  # µs: 16 ms + 40 x 1 ms (and the builder's op gaps)
-    fixed = advise(facts, run_with(reference_us=26_000.0))
-    c = fixed.correction
-    assert c is not None and c.applied and c.overhead == pytest.approx(step / 26_000 - 1, abs=1e-3)
-    # Taken out: the overhead beyond the reference's spread (2%): the step becomes 26 x 1.02 = 26.52 ms.
-    assert c.removed_us_per_step == pytest.approx(step - 26_000 * 1.02, rel=1e-3)
-    loader = fixed.patterns[0]
-    assert loader.id == "input_bound"
-    assert loader.share == pytest.approx(16 / 26.52, abs=0.01)  # the wait over the corrected step
-    assert loader.evidence["profiled_share"] == pytest.approx(16_000 / step, abs=0.01)  # 29% as recorded
-    assert any("corrected" in n for n in fixed.notes)
-
-
-def test_an_overhead_inside_the_spread_of_the_unprofiled_steps_is_noise(tmp_path: Path) -> None:
-    facts = compute_facts(read_kineto(_storage_bound_inflated().write(tmp_path / "t.json")))
-    step = float(facts.steps.duration[1]) / 1e3
-    within = advise(facts, run_with(reference_us=step * 1.1, noise=0.15))  # -9%, spread ±15%
-    assert within.correction is not None and within.correction.within_noise and not within.correction.applied
-    assert any("within noise" in n for n in within.notes)
-    assert [p.id for p in within.patterns] == [p.id for p in advise(facts).patterns]
 
 
 def test_a_bigger_batch_on_a_cpu_spreads_the_optimizer_update(tmp_path: Path) -> None:

@@ -204,8 +204,10 @@ def test_a_storage_bound_loader_stays_input_bound_under_the_profiler(tmp_path: P
     assert report.run is not None and report.run.reference is not None and report.replay is not None
     assert report.patterns[0].id == "input_bound"
     if report.replay.replayed:
-        # The replayed step is the one the verdict reads, and the one-fraction correction is not applied on top.
-        assert report.run.overhead_correction is None
+        # The replayed step is the one the verdict reads; the replay is the one correction, so the run section's
+        # overhead correction is the replay's figures, not a second cut.
+        c = report.run.overhead_correction
+        assert c is not None and c.applied and c.removed_us_per_step == report.replay.removed_us_per_step
         assert any(n.startswith("replay: ") and "measured unprofiled" in n for n in report.notes)
         # 16 samples of at least 1 ms of sleep per batch: the wait is at least 16 ms of each replayed step.
         assert report.patterns[0].share >= 16_000 / report.replay.replayed_step_us - 0.02

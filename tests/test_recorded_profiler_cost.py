@@ -62,14 +62,14 @@ def test_amp_is_offered_on_a_recorded_trace_whatever_the_profiler_cost(tmp_path:
 
 
 def test_a_timeline_replayed_already_is_not_replayed_again(tmp_path: Path) -> None:
-    """A run folder's timeline has its calibrated cost taken out (the advice is told `correct=False`): the default
+    """A run folder's timeline has the profiler's cost taken out (the advice is told `replayed=True`): the default
     is not taken out a second time; nor from a fix that takes host work away."""
     from stepscope.advice.context import Context
     from stepscope.advice.whatif import without_profiler
     from stepscope.analysis.facts import compute_facts
 
     facts = compute_facts(read_trace(program(tmp_path / "recorded.json", profiled=True)))
-    assert without_profiler(Context(facts, None, False), "amp") == (facts.trace, "")
+    assert without_profiler(Context(facts, None, replayed=True), "amp") == (facts.trace, "")
     assert without_profiler(Context(facts), "cuda_graphs") == (facts.trace, "")
     replayed, said = without_profiler(Context(facts), "amp")
     assert replayed is not facts.trace and "default per event" in said

@@ -140,8 +140,11 @@ def test_deperturb_reports_its_error_against_the_unprofiled_step(tmp_path: Path)
 def test_deperturb_falls_back_to_the_recorded_trace_and_says_why(tmp_path: Path) -> None:
     profiled = _trace(tmp_path, _launch_bound, COST_US, "profiled")
     calibration = {"op_ns": 6_000, "launch_ns": 3_000, "range_ns": 10_000}
+    recorded = float(np.median(compute_facts(profiled).steps.duration))
     cases = {
-        "no calibration": deperturb(profiled, None, 1e6, "synchronized slices"),
+        # Without a calibration the cost is sized to the gap: there is none beyond the unprofiled steps' spread.
+        "no calibration, within noise": deperturb(profiled, None, recorded / 1.01, "synchronized slices", 0.02),
+        "no calibration, faster": deperturb(profiled, None, recorded * 1.5, "synchronized slices", 0.02),
         "no reference": deperturb(profiled, calibration, None, None),
         "host clock on a GPU": deperturb(profiled, calibration, 1e6, "host clock"),
     }
@@ -159,3 +162,14 @@ def test_a_gpu_trace_without_launch_links_is_not_replayed(tmp_path: Path) -> Non
     trace = read_kineto(b.write(tmp_path / "unlinked.json"))
     result = deperturb(trace, {"op_ns": 6_000, "launch_ns": 3_000}, 1e6, "synchronized slices")
     assert not result.replayed and "linked" in (result.why_not or "")
+
+
+def test_the_cost_paid_inside_a_launch_comes_out_of_its_latency(tmp_path: Path) -> None:
+    """The builder's kernel starts when its launch call returns, so the cost paid inside the call delays it: taken
+    out of the host's clock but not out of the launch's latency, the replayed GPU would wait on its queue (device
+    wait) where the plain one waits for the host's launches."""
+    plain = compute_facts(_trace(tmp_path, _launch_bound, {}, "plain")).parts.parts
+    replayed = compute_facts(replay(_trace(tmp_path, _launch_bound, COST_US, "profiled"), host_cost=HOST_COST))
+    assert plain["device_wait"].mean() == 0 and plain["launch"].mean() > 0
+    np.testing.assert_allclose(replayed.parts.parts["launch"].mean(), plain["launch"].mean(), rtol=0.05)
+    assert replayed.parts.parts["device_wait"].mean() < 0.05 * plain["launch"].mean()

@@ -16,22 +16,20 @@ from stepscope.model import report as s
 class Advice:
     patterns: list[s.Pattern]  # primary first
     recommendations: list[s.Recommendation]  # best estimated gain first
-    correction: s.OverheadCorrection | None = None  # how the profiler's overhead was measured and taken out
-    notes: list[str] = field(default_factory=list)  # how the verdict was taken (correction, one-off steps)
+    notes: list[str] = field(default_factory=list)  # how the verdict was taken (no steps found, one-off steps, meter)
     considered: list[s.Considered] = field(default_factory=list)  # fixes weighed and left out, with why
 
 
-def advise(facts: Facts, run: s.Run | None = None, *, correct: bool = True, meter: s.Meter | None = None) -> Advice:
+def advise(facts: Facts, run: s.Run | None = None, *, replayed: bool = False, meter: s.Meter | None = None) -> Advice:
     """Patterns and recommendations; a live capture's `run` section lets them know what the program has already
-    set and, unless the timeline was replayed without the profiler's cost (`correct=False`), correct for the
-    profiler's overhead. With the step `meter`'s figures the data wait is the meter's (advice/meter.py)."""
-    ctx = Context(facts, run, correct)
+    set; `replayed`: the facts are of a timeline replayed without the profiler's cost (stepscope.replay.deperturb,
+    the one correction for it). With the step `meter`'s figures the data wait is the meter's (advice/meter.py)."""
+    ctx = Context(facts, run, replayed)
     patterns = classify(facts, ctx)
-    correction = ctx.correction.record() if ctx.correction is not None else None
     recommendations, considered = recommend(facts, patterns, ctx)
     notes = ctx.notes() if len(facts.steps) else []
     if meter is not None:
         patterns, meter_notes = on_meter(patterns, meter)
         recommendations = workers_from_meter(meter, run.settings if run is not None else None, recommendations)
         notes = [*notes, *meter_notes]
-    return Advice(patterns, recommendations, correction, notes, considered)
+    return Advice(patterns, recommendations, notes, considered)

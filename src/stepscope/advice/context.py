@@ -2,9 +2,9 @@
 them) under the names the rules use, and what a live capture adds (the run section: the program's settings,
 the unprofiled reference).
 
-The step's parts (`parts`, `durations`, `part_ns`, `share`, `step_ns`) are as the unprofiled program would
-show them when the capture measured the profiler's overhead (advice/correction.py), and are taken over the
-typical steps (a one-off first step aside); the raw figures stay in the facts.
+The step's parts (`parts`, `durations`, `part_ns`, `share`, `step_ns`) are the timeline's, taken over the typical
+steps (a one-off first step aside, advice/typical.py). For a live capture that timeline is already the job without
+the profiler's cost (stepscope.replay.deperturb, the one correction for it): nothing here corrects again.
 """
 
 from __future__ import annotations
@@ -14,7 +14,7 @@ from functools import cached_property
 
 import numpy as np
 
-from stepscope.advice import correction as corr
+from stepscope.advice.typical import one_off_note, typical_steps
 from stepscope.analysis import signals
 from stepscope.analysis.costs import StepCosts
 from stepscope.analysis.facts import Facts
@@ -27,9 +27,9 @@ from stepscope.trace.model import DeviceInfo
 class Context:
     facts: Facts
     run: s.Run | None = None  # a live capture's run section
-    # Correct for the profiler's overhead by one fraction of host work (advice/correction.py): only when the
-    # timeline could not be replayed without it (stepscope.replay), which is the better correction.
-    correct: bool = True
+    # The timeline is a replay with the profiler's cost taken out (a live capture's, pipeline/timeline.py): the
+    # what-ifs then take no default cost out of it again.
+    replayed: bool = False
 
     @property
     def settings(self) -> s.Settings | None:
@@ -44,7 +44,7 @@ class Context:
 
     @property
     def step_ns(self) -> float:
-        """Mean step time over the typical steps, corrected for the profiler's overhead."""
+        """Mean step time over the typical steps."""
         d = self.durations[self.typical]
         return float(d.mean()) if len(d) else 0.0
 
@@ -81,45 +81,24 @@ class Context:
         return self.facts.costs
 
     @property
-    def raw_parts(self) -> dict[str, np.ndarray]:
-        """Per step, ns in each part of the step as recorded (analysis/hostwork.py: step_parts)."""
-        return self.facts.parts.parts
-
-    @property
     def host_work(self) -> dict[str, np.ndarray]:
-        """Per part, per step: the host work inside it (what the profiler's overhead inflates)."""
+        """Per part, per step: the host work inside it (analysis/hostwork.py)."""
         return self.facts.parts.host_work
 
     @cached_property
-    def correction(self) -> corr.Correction | None:
-        """The profiler's overhead against the unprofiled reference of a live capture (None without one)."""
-        if not self.host_work or self.run is None or not self.correct:
-            return None
-        total = np.sum([np.asarray(v, dtype=np.float64) for v in self.host_work.values()], axis=0)
-        return corr.measure(self.facts.steps.duration.astype(np.float64), total, self.run, self.accelerator == "gpu")
-
-    @cached_property
     def parts(self) -> dict[str, np.ndarray]:
-        """Per step, ns in each part, corrected for the profiler's overhead when it was measured."""
-        fraction = self.correction.removed_fraction if self.correction is not None else 0.0
-        return corr.corrected(self.raw_parts, self.host_work, fraction)
+        """Per step, ns in each part of the step (analysis/parts.py: step_parts)."""
+        return {k: np.asarray(v, dtype=np.float64) for k, v in self.facts.parts.parts.items()}
 
     @cached_property
     def durations(self) -> np.ndarray:
-        """Per step, corrected: the raw duration less what the correction took out of its parts."""
-        raw = self.facts.steps.duration.astype(np.float64)
-        taken = sum((self.raw_parts[k] - self.parts[k] for k in self.parts), np.zeros(len(raw)))
-        return np.maximum(raw - taken, 1.0)
+        """Per step, ns."""
+        return self.facts.steps.duration.astype(np.float64)
 
     @cached_property
     def typical(self) -> np.ndarray:
         """Mask of the steps the verdict is taken over (a one-off first step left out)."""
-        return corr.typical_steps(self.facts.steps.duration.astype(np.float64))
-
-    @property
-    def host_scale(self) -> float:
-        """What remains of raw host times (a signal's host_ns) once the profiler's overhead is taken out."""
-        return 1.0 - (self.correction.removed_fraction if self.correction is not None else 0.0)
+        return typical_steps(self.durations)
 
     def notes(self) -> list[str]:
         """What the report should say about how the verdict was taken."""
@@ -131,15 +110,13 @@ class Context:
             found.append(f"no steps in the trace (no ProfilerStep, optimizer-step or NVTX step ranges): the window is "
                          f"{span}, one step; mark steps with NVTX ranges or torch.profiler's prof.step(), or name "
                          "a repeated range with --step-range NAME")
-        if self.correction is not None:
-            found.append(self.correction.note())
-        one_off = corr.one_off_note(self.facts.steps.ids, self.facts.steps.duration.astype(np.float64), self.typical)
+        one_off = one_off_note(self.facts.steps.ids, self.durations, self.typical)
         if one_off:
             found.append(one_off)
         return found
 
     def part_ns(self, *parts: str) -> float:
-        """Mean ns per typical step of the named parts (corrected)."""
+        """Mean ns per typical step of the named parts."""
         if not len(self.facts.steps):
             return 0.0
         return float(sum(self.parts[p][self.typical].mean() for p in parts if p in self.parts))

@@ -34,7 +34,7 @@ class Found:
 
 
 def make(pattern_id: str, ctx: Context, per_step: np.ndarray, title: str, evidence: dict[str, Any]) -> Found:
-    """A pattern with its share of the typical steps (corrected for the profiler's overhead)."""
+    """A pattern with its share of the typical steps."""
     typical = ctx.typical
     share = float(per_step[typical].sum() / max(ctx.durations[typical].sum(), 1.0))
     return Found(pattern_id, rounded_ratio(share), title, evidence, per_step)
@@ -42,12 +42,8 @@ def make(pattern_id: str, ctx: Context, per_step: np.ndarray, title: str, eviden
 
 def from_parts(ctx: Context, pattern_id: str, parts: tuple[str, ...], title: str,
                evidence: dict[str, Any]) -> Found:
-    """A pattern whose cost is the named parts of the step; its evidence keeps the share as recorded."""
+    """A pattern whose cost is the named parts of the step."""
     per_step = np.asarray(sum(ctx.parts[p] for p in parts), dtype=np.float64)
-    if ctx.correction is not None and ctx.correction.applied:  # the share as recorded, before the correction
-        raw, typical = sum(ctx.raw_parts[p] for p in parts), ctx.typical
-        evidence = {**evidence, "profiled_share": rounded_ratio(
-            raw[typical].sum() / max(ctx.facts.steps.duration[typical].sum(), 1))}
     return make(pattern_id, ctx, per_step, title, evidence)
 
 

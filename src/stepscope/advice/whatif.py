@@ -70,10 +70,9 @@ def gpu_busy_ns(ctx: Context) -> float:
 
 
 def mixed_saving(ctx: Context, host_ns: float, gpu_ns: float) -> float:
-    """Removing work that costs host_ns on the host (as recorded: corrected for the profiler's overhead here)
-    and gpu_ns on the GPU: host time shortens the step where the GPU waits for the host, GPU time where the
-    GPU is busy computing."""
-    return host_ns * ctx.host_scale * ctx.host_wait_share + gpu_ns * ctx.compute_share
+    """Removing work that costs host_ns on the host and gpu_ns on the GPU: host time shortens the step where the
+    GPU waits for the host, GPU time where the GPU is busy computing."""
+    return host_ns * ctx.host_wait_share + gpu_ns * ctx.compute_share
 
 
 def pinned_gb_s(ctx: Context) -> tuple[float, str]:
@@ -88,7 +87,7 @@ def pinned_gb_s(ctx: Context) -> tuple[float, str]:
 
 def per_step_update_ns(ctx: Context) -> float:
     """Host time per step in optimizer.step() and zero_grad(): work sized by the weights, not the batch."""
-    return (ctx.optimizer.host_ns + ctx.zeroing.host_ns) * ctx.host_scale
+    return ctx.optimizer.host_ns + ctx.zeroing.host_ns
 
 
 def bigger_batch(ctx: Context, k: int) -> Estimate:
@@ -105,8 +104,8 @@ def bigger_batch(ctx: Context, k: int) -> Estimate:
         how = (f"kernels and copies take {k}x as long (the optimizer's do not: they are sized by the weights); the "
                "host's work per step stays; the step is the longer of host and GPU")
     else:
-        b = ctx.facts.breakdown.mean()  # as recorded: op time less the profiler's share of it
-        ops = max(b["cpu_exec"] * ctx.host_scale - per_step_update_ns(ctx), 0.0)
+        b = ctx.facts.breakdown.mean()
+        ops = max(b["cpu_exec"] - per_step_update_ns(ctx), 0.0)
         new = step + (k - 1) * (ops + ctx.part_ns("dataloader"))
         how = (f"op time and data loading grow {k}x; Python and dispatch overhead and the optimizer's update "
                "and zero_grad (sized by the weights, not the batch) stay")
@@ -128,13 +127,12 @@ DEVICE_SIDE = frozenset({"amp", "pin_memory", "uint8_transfer"})
 
 
 def without_profiler(ctx: Context, fix: str) -> tuple[Trace, str]:
-    """The timeline a fix's what-if changes: a live capture's is the report's (its calibrated cost already taken
-    out, or corrected for by the advice); for a device-side fix on a recorded trace, that trace replayed once without
-    the profiler's default cost per event, so that the profiler's own cost does not decide the gain. With the
-    assumption it adds."""
+    """The timeline a fix's what-if changes: a live capture's is the report's (the profiler's cost already taken out
+    by stepscope.replay.deperturb, or left in with the reason said); for a device-side fix on a recorded trace, that
+    trace replayed once without the profiler's default cost per event, so that the profiler's own cost does not
+    decide the gain. With the assumption it adds."""
     trace = ctx.facts.trace
-    replayed_already = not ctx.correct  # a run folder's timeline, its calibrated cost taken out (pipeline/flow)
-    if ctx.run is not None or replayed_already or fix not in DEVICE_SIDE:
+    if ctx.run is not None or ctx.replayed or fix not in DEVICE_SIDE:
         return trace, ""
     c = RECORDED_DEFAULT
     return trace.derived("advice.without_profiler", lambda: replay(trace, host_cost=c)), (

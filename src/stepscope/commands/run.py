@@ -72,7 +72,7 @@ def add_capture_options(p: argparse.ArgumentParser, d: CaptureOptions = D) -> No
                    help=f"unprofiled steps timed after the window, for the profiler's overhead ({d.reference_steps})")
     p.add_argument("--no-calibrate", dest="calibrate", action="store_false", default=d.calibrate,
                    help="do not measure the profiler's cost per event after the window (~1-3 s; the replay then "
-                        "takes the timeline as recorded)")
+                        "takes out the default cost per event, sized to the gap to the unprofiled steps)")
 
 
 def options_from_args(args: argparse.Namespace) -> CaptureOptions:

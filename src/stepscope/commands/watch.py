@@ -25,7 +25,8 @@ from stepscope.live.watch import BatchFlag, WatchSession
 
 # A short window: the first figures quickly, lines and modules from three recorded steps. One recorded pass (no
 # timing pass) halves the capture; memory is profiled for the per-line memory and the batch control's model. No
-# calibration of the profiler's cost (1-3 s): the step meter measures the job itself.
+# calibration of the profiler's cost (1-3 s): the step meter measures the job itself, and the replay sizes the
+# default cost per event to the gap between the recorded steps and the meter's.
 WATCH_DEFAULTS = CaptureOptions(skip=3, warmup=1, steps=3, timing_pass=False, profile_memory=True,
                                 reference_steps=5, calibrate=False)
 REFRESH_PER_S = 4

@@ -30,7 +30,7 @@ class Run(Struct, kw_only=True):
     batch_size: int | None
     batch_size_source: str | None  # user | trainer | dataloader | model input
     profiled_device: str  # "cuda" | "cpu"
-    profiler_overhead: float | None  # recorded step / unprofiled step - 1 (see overhead_correction for how)
+    profiler_overhead: float | None  # recorded step / unprofiled step - 1 (overhead_correction.overhead's figure)
     unprofiled_step_us: float | None
     recorded_step_us: float | None
     telemetry: WindowSummary | None = None  # the window summary of telemetry.json
@@ -41,7 +41,7 @@ class Run(Struct, kw_only=True):
     grad_accumulation: int | None = None  # backward passes per optimizer step, when more than one
     samples_per_step: int | None = None  # batch_size x grad_accumulation when the batch is one micro-batch
     reference: Reference | None = None  # how the unprofiled steps were timed
-    overhead_correction: OverheadCorrection | None = None  # the profiler's cost taken out of shares and estimates
+    overhead_correction: OverheadCorrection | None = None  # the overhead measured, and what the replay took out
     settings: Settings | None = None  # what the program had set (every fix is conditional on it)
     energy_per_step: list[StepEnergy] = msgspec.field(default_factory=list)  # per GPU with NVML power
 
@@ -66,16 +66,17 @@ class Reference(Struct, kw_only=True):
 
 
 class OverheadCorrection(Struct, kw_only=True):
-    """The profiler's overhead, measured like with like, and how the verdict was corrected for it."""
+    """The profiler's overhead, measured like with like, and what the one correction (the replay, `Replay`) took out:
+    the same figures as the replay section's, from the same decision (stepscope.replay.deperturb)."""
 
     profiled_step_us: float  # the median recorded step as the trace has it (GPU time included)
     unprofiled_step_us: float
     overhead: float | None  # profiled / unprofiled - 1; None when they are not comparable
     noise: float
     within_noise: bool
-    applied: bool  # shares and estimates were corrected
-    host_work_us_per_step: float  # host time the profiler's per-op cost falls on (median step)
-    removed_us_per_step: float  # taken out of it (the overhead)
+    applied: bool  # the timeline is the replay with the profiler's cost taken out (Replay.replayed)
+    host_work_us_per_step: float  # host time the profiler's per-op cost falls on (median recorded step)
+    removed_us_per_step: float  # the profiler's cost the replay took out per step (Replay.removed_us_per_step)
     removed_share_of_host_work: float
 
 
@@ -116,8 +117,9 @@ class Settings(Struct, kw_only=True):
 
 
 class Replay(Struct, kw_only=True):
-    """How a live capture's timeline was made: its steps replayed without the profiler's calibrated cost per event
-    (stepscope.replay), checked against the unprofiled steps; or why the recorded trace is used as it is."""
+    """How a live capture's timeline was made: its steps replayed without the profiler's cost per event (calibrated,
+    else fitted to the unprofiled steps; stepscope.replay.deperturb), checked against the unprofiled steps; or why
+    the recorded trace is used as it is."""
 
     replayed: bool
     why_not: str | None = None  # why the timeline is the recorded trace as it is
@@ -132,3 +134,6 @@ class Replay(Struct, kw_only=True):
     # The replay against the step meter phase by phase (per step, µs): {"data": {"replayed": .., "measured": ..,
     # "error": ..}, "optimizer": ..., "rest": ...}; error None where the measured phase is under 1% of the step.
     phases: dict[str, dict[str, float | None]] = msgspec.field(default_factory=dict)
+    # How profiler_cost_ns was sized: "calibration" (measured on the capturing machine) | "fitted" (the default cost
+    # per event scaled until the replayed step reaches the top of the unprofiled steps' spread); None: none taken out.
+    cost_source: str | None = None

@@ -15,9 +15,11 @@ from stepscope.pipeline import sections
 from stepscope.pipeline.batch import Batch
 from stepscope.pipeline.meter import replay_phases
 from stepscope.pipeline.options import AnalyzeOptions
+from stepscope.pipeline.profiler_cost import overhead_correction, replay_notes, replay_section
 from stepscope.pipeline.timeline import Timeline
 from stepscope.pipeline.usage import memory_section, utilization_section
 from stepscope.predict.energy import origin_energy
+from stepscope.replay.deperturb import Deperturbed
 from stepscope.units import ns_text
 from stepscope.version import __version__
 
@@ -34,7 +36,8 @@ def report(facts: Facts, advice: Advice, options: AnalyzeOptions, batch: Batch,
     timeline was made, the batch size when it was not given, how the verdict was taken, the prediction's, then the
     recommendations left out as settled (`options.settled`)."""
     trace = facts.trace
-    replay = replay_section(timeline) if timeline is not None and timeline.deperturbed is not None else None
+    dep = timeline.deperturbed if timeline is not None else None
+    replay = replay_section(dep, timeline.timeline_path) if dep is not None and timeline is not None else None
     if replay is not None and meter is not None:
         replay = msgspec.structs.replace(replay, phases=replay_phases(facts, meter))
     summary = msgspec.structs.replace(headline(sections.summary(facts, batch.size), options, batch.size, meter),
@@ -65,8 +68,7 @@ def report(facts: Facts, advice: Advice, options: AnalyzeOptions, batch: Batch,
         timeline=sections.timeline(facts),
         utilization=utilization_section(facts),
         memory_usage=memory_section(facts, batch.size),
-        run=run_section(options.run, advice.correction, summary.step_time_us, replay) if options.run is not None
-        else None,
+        run=run_section(options.run, dep, summary.step_time_us) if options.run is not None else None,
         prediction=prediction,
         replay=replay,
         meter=meter,
@@ -132,25 +134,6 @@ def meter_notes(meter: s.Meter | None) -> list[str]:
     return notes
 
 
-def replay_section(timeline: Timeline) -> s.Replay:
-    dep = timeline.deperturbed
-    assert dep is not None
-
-    def us(ns: float | None) -> float | None:
-        return round(ns / 1e3, 3) if ns is not None else None
-
-    cost = {}
-    if dep.replayed and dep.cost is not None:
-        cost = {k: round(v, 1) for k, v in (("op", dep.cost.op_ns), ("launch", dep.cost.launch_ns),
-                                             ("alloc", dep.cost.alloc_ns), ("range", dep.cost.range_ns))}
-    return s.Replay(replayed=dep.replayed, why_not=dep.why_not, timeline_trace=timeline.timeline_path,
-                    recorded_step_us=us(dep.recorded_step_ns), replayed_step_us=us(dep.replayed_step_ns),
-                    unprofiled_step_us=us(dep.unprofiled_step_ns),
-                    error=round(dep.error, 4) if dep.error is not None else None, trusted=dep.trusted,
-                    removed_us_per_step=us(dep.removed_ns_per_step) if dep.replayed else None,
-                    profiler_cost_ns=cost)
-
-
 def unsettled(recommendations: list[s.Recommendation],
               options: AnalyzeOptions) -> tuple[list[s.Recommendation], list[str]]:
     """The recommendations not already acted on, and a note for each one left out that has something to say."""
@@ -166,36 +149,12 @@ def unsettled(recommendations: list[s.Recommendation],
     return kept, notes
 
 
-def replay_notes(replay: s.Replay | None) -> list[str]:
-    """What the report says of its timeline: the replay's error against the unprofiled step, or why there is none."""
-    if replay is None:
-        return []
-    if not replay.replayed:
-        return [f"timeline as recorded, with the profiler's cost in it: {replay.why_not}"]
-    text = (f"replay: {ns_text((replay.replayed_step_us or 0) * 1e3)} per step against "
-            f"{ns_text((replay.unprofiled_step_us or 0) * 1e3)} measured unprofiled "
-            f"({(replay.error or 0):+.1%}); as recorded {ns_text((replay.recorded_step_us or 0) * 1e3)}: the "
-            f"profiler's cost ({ns_text((replay.removed_us_per_step or 0) * 1e3)} per step) is taken out of the "
-            "steps, the breakdown, the GPU's use, the verdict and the estimates")
-    if replay.phases:
-        text += "; against the step meter per phase: " + ", ".join(
-            f"{name} {ns_text((p['replayed'] or 0) * 1e3)} replayed / {ns_text((p['measured'] or 0) * 1e3)} measured"
-            + (f" ({p['error']:+.0%})" if p["error"] is not None else "") for name, p in replay.phases.items())
-    if not replay.trusted:
-        text += (f"; the replay is {abs(replay.error or 0):.0%} from the unprofiled step, beyond 5%: its shares are "
-                 "approximate")
-    return [text]
-
-
-def run_section(run: s.Run, correction: s.OverheadCorrection | None, step_time_us: float | None,
-                replay: s.Replay | None = None) -> s.Run:
+def run_section(run: s.Run, dep: Deperturbed | None, step_time_us: float | None) -> s.Run:
     """The capture's run section with what the analysis measured: the profiler's overhead, like with like (the
-    trace's median step over the reference), and each GPU's energy per step."""
+    trace's median step over the reference) and what the replay took out of it, and each GPU's energy per step."""
+    correction = overhead_correction(dep) if dep is not None else None
     measured = {"recorded_step_us": correction.profiled_step_us, "profiler_overhead": correction.overhead} \
         if correction is not None else {}
-    if correction is None and replay is not None and replay.recorded_step_us and replay.unprofiled_step_us:
-        measured = {"recorded_step_us": replay.recorded_step_us,
-                    "profiler_overhead": round(replay.recorded_step_us / replay.unprofiled_step_us - 1, 4)}
     return msgspec.structs.replace(run, overhead_correction=correction, energy_per_step=_energy(run, step_time_us),
                                    **measured)
 

@@ -64,7 +64,7 @@ def one_report(trace: str | Path | Trace, options: AnalyzeOptions) -> s.Report:
         options.on_facts(facts)
     replayed = timeline.deperturbed is not None and timeline.deperturbed.replayed
     run = assemble.with_reference(options.run, options.reference) if meter is not None else options.run
-    advice = advise(facts, run, correct=not replayed, meter=meter)
+    advice = advise(facts, run, replayed=replayed, meter=meter)
     batch = batch_of(facts, options.batch_size)
     prediction, notes = None, ()
     if options.predict is not None:

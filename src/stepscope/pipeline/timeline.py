@@ -1,6 +1,7 @@
 """The timeline a report reads. For a trace read from a file it is the trace itself. For a live capture it is the
-job as it runs: the timing pass's trace (else the recorded one) replayed with the profiler's calibrated cost per
-event taken out and checked against the run's unprofiled steps (stepscope.replay.deperturb); what only the recorded
+job as it runs: the timing pass's trace (else the recorded one) replayed with the profiler's cost per event taken
+out (calibrated, else fitted to the unprofiled steps) and checked against the run's unprofiled steps
+(stepscope.replay.deperturb: the one correction for the profiler's cost); what only the recorded
 pass holds (lines, modules, FLOPs, memory: it records shapes, allocations and line ranges) comes from that trace,
 and the MFU is taken over the replayed step."""
 
@@ -33,8 +34,8 @@ def timeline_facts(trace: Trace, options: AnalyzeOptions) -> Timeline:
     if options.reference is not None or options.calibration is not None:  # a live capture
         calibration = options.calibration.to_dict() if options.calibration is not None else None
         ref = options.reference
-        dep = deperturb(base, calibration, ref.step_us * 1e3 if ref is not None else None,
-                        ref.method if ref is not None else None)
+        dep = deperturb(base, calibration, ref.step_us * 1e3 if ref is not None and ref.step_us else None,
+                        ref.method if ref is not None else None, ref.noise if ref is not None else 0.0)
         base = dep.trace
     facts = compute_facts(base, options.step_range, census=census)
     if timing is not None:

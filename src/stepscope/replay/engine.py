@@ -211,7 +211,9 @@ def replay_with_clock(trace: Trace, *, rows: np.ndarray | None = None, new_dur: 
         calls = calls[~np.isin(calls, unblock)]
     waits = _Waits.of(trace, calls, batch_waits(trace), _queue_waits(trace, ops))
     clock = host_clock(trace, host_cost or HostCost(), waits.intervals(), cut)
-    launch_at = clock.deflate(ops.launch) / host_speed
+    # An activity is submitted `latency` after its launch call starts: the profiler's cost paid inside the call before
+    # that comes out of the latency too, else the device would idle for the profiler in the replay.
+    launch_at = (clock.deflate(ops.launch + ops.latency) - ops.latency) / host_speed
     wait_start = clock.deflate(waits.start) / host_speed
     wait_end = clock.deflate(waits.end) / host_speed
     new_start, state = _simulate(ops, dur, launch_at, waits, wait_start, wait_end, host_speed)

@@ -39,6 +39,11 @@ class HostCost:
     def is_zero(self) -> bool:
         return not any((self.op_ns, self.alloc_ns, self.launch_ns, self.range_ns, self.python_ns))
 
+    def scaled(self, k: float) -> HostCost:
+        """Every event's cost times k: the same shape, another size."""
+        return HostCost(op_ns=self.op_ns * k, alloc_ns=self.alloc_ns * k, launch_ns=self.launch_ns * k,
+                        range_ns=self.range_ns * k, python_ns=self.python_ns * k)
+
 
 # The profiler's cost per event for a trace recorded without a calibration (a file from elsewhere): the median of
 # what capture/calibrate.py measured on this project's 13 live captures in tests/data/gpu_h100_live/*/calibration.json
@@ -138,6 +143,15 @@ def _profiler_clock(trace: Trace, cost: HostCost, waits: list[tuple[np.ndarray, 
     # removed_i = min(removed_{i-1} + capacity_i, incurred_before_i), in closed form.
     removed = cum_capacity + np.minimum.accumulate(incurred_before - cum_capacity)
     return HostClock(times, np.maximum(removed, 0.0))
+
+
+def incurred_per_step(trace: Trace, cost: HostCost, starts: np.ndarray, ends: np.ndarray) -> np.ndarray:
+    """Per step [start, end), the cost incurred at the points inside it: what it lengthens a host-bound step by."""
+    times, costs = _cost_points(trace, cost)
+    order = np.argsort(times, kind="stable")
+    cum = np.concatenate([[0.0], np.cumsum(costs[order])])
+    times = times[order]
+    return cum[np.searchsorted(times, ends, side="left")] - cum[np.searchsorted(times, starts, side="left")]
 
 
 def _cost_points(trace: Trace, cost: HostCost) -> tuple[np.ndarray, np.ndarray]:

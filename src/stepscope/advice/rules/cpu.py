@@ -107,7 +107,7 @@ def channels_last(ctx: Context, patterns: list[s.Pattern]) -> list[s.Recommendat
             f"this CPU's kernels are {st.cpu_capability or 'unknown'}: oneDNN's channels_last convolutions pay on "
             "AVX-512; on this project's AVX2 machine ResNet-18 ran slower in channels_last (`stepscope tune "
             "--fixes channels_last` measures it here)"))]
-    conv = op_self_time(ctx.facts.trace, ctx.facts.steps, CONV_OP) * ctx.host_scale
+    conv = op_self_time(ctx.facts.trace, ctx.facts.steps, CONV_OP)
     if conv < CPU_COMPUTE_MIN_SHARE * ctx.step_ns:
         return [s.Considered(id="channels_last", reason=f"convolutions are {share_text(conv / ctx.step_ns)} of the "
                                                         f"step, under {CPU_COMPUTE_MIN_SHARE:.0%}")]
@@ -122,9 +122,9 @@ def channels_last(ctx: Context, patterns: list[s.Pattern]) -> list[s.Recommendat
 
 
 def _math_ns(ctx: Context) -> float:
-    """Matmul and convolution op time per step (their own time, the profiler's share taken out)."""
+    """Matmul and convolution op time per step (their own time)."""
     trace, steps = ctx.facts.trace, ctx.facts.steps
-    return (op_self_time(trace, steps, CONV_OP) + op_self_time(trace, steps, MATMUL_CPU_OP)) * ctx.host_scale
+    return op_self_time(trace, steps, CONV_OP) + op_self_time(trace, steps, MATMUL_CPU_OP)
 
 
 def cpu_bf16(ctx: Context, patterns: list[s.Pattern]) -> list[s.Recommendation | s.Considered]:

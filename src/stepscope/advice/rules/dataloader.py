@@ -29,10 +29,10 @@ def _input_wait(ctx: Context) -> float:
 
 
 def _loader_work(ctx: Context) -> float:
-    """Host work per step inside the DataLoader (corrected): the part of loading that needs a CPU core."""
+    """Host work per step inside the DataLoader: the part of loading that needs a CPU core."""
     part = "input" if ctx.accelerator == "gpu" else "dataloader"
     work = ctx.host_work.get(part)
-    return float(work[ctx.typical].mean()) * ctx.host_scale if work is not None and len(work) else 0.0
+    return float(work[ctx.typical].mean()) if work is not None and len(work) else 0.0
 
 
 def free_cores(ctx: Context) -> int | None:
@@ -103,7 +103,7 @@ def _first_workers(ctx: Context, wait: float, target: int, free: int | None) -> 
     by_replay = replayed(ctx, "dataloader_workers", workers=target, free_cores=free)
     if by_replay is not None:
         return by_replay
-    loading = ctx.dataloader.host_ns * ctx.host_scale if ctx.accelerator == "gpu" else wait
+    loading = ctx.dataloader.host_ns if ctx.accelerator == "gpu" else wait
     floor_ns = max(floor, loading / target)
     why = why if floor >= loading / target else f"the workers still need 1/{target} of the loading time per batch"
     return step_without(ctx, wait, f"DataLoader wait removed by {target} workers on free cores", floor_ns, why)
@@ -139,7 +139,7 @@ def persistent_workers(ctx: Context, patterns: list[s.Pattern]) -> list[s.Recomm
     if loader is not None and (loader.num_workers == 0 or loader.persistent_workers or not loader.iterators_started):
         return []  # no restart happened in the window (long waits are then workers finishing together)
     median, longest = float(np.median(calls)), float(calls.max())
-    restart = (longest - median) * ctx.host_scale
+    restart = longest - median
     per_epoch = loader.batches_per_epoch if loader is not None and loader.batches_per_epoch else None
     extra = restart / per_epoch if per_epoch else restart / max(len(ctx.facts.steps), 1)
     if longest < RESTART_RATIO * max(median, 1.0) or extra < MIN_SHARE * ctx.step_ns:
