@@ -261,12 +261,19 @@ def test_the_live_line_reads_the_latest_steps() -> None:
     assert status_text(log, 32) == "step 30 · 10.0 ms · 3,200 samples/s · data 50% fwd 20% other 30%"
 
 
-def test_steps_still_warming_up_are_said() -> None:
-    # Steps 2-9 (the headline's): 1.30, 1.25, 1.20, 1.15 ms then 1.00 x 4: the first half 23.75% slower.
+def test_steps_still_warming_up_are_left_out_and_said() -> None:
+    # Steps 2-9 (the headline's): 1.30, 1.25, 1.20, 1.15 ms then 1.00 x 4: the first half 23.75% slower, so it is
+    # left out and the headline is the steady 1.00 ms.
     walls = [9_000_000, 2_000_000, 1_300_000, 1_250_000, 1_200_000, 1_150_000, *[1_000_000] * 4, *[3_000_000] * 4,
              *[1_000_000] * 4]
     m = meter_section(record(walls, [0] * len(walls), profiled=[10, 13]))
-    assert m is not None and m.warming == pytest.approx((1.30 + 1.25 + 1.20 + 1.15) / 4 / 1.0 - 1, abs=1e-4)
+    assert m is not None and m.warming_left_out == 4 and m.steps == 4 and m.step_us == pytest.approx(1000.0)
+    assert m.warming is None
+    # Steps that keep getting faster to the end: halved while the first half is slower (8 -> 4), then too few.
+    falling = [9_000_000, 2_000_000, *[2_000_000 - 100_000 * i for i in range(8)], *[3_000_000] * 4]
+    m = meter_section(record(falling, [0] * len(falling), profiled=[10, 13]))
+    assert m is not None and m.warming_left_out == 4 and m.steps == 4
+    assert m.warming == pytest.approx((1.6 + 1.5) / (1.4 + 1.3) - 1, abs=1e-4)  # still falling: said
     steady = meter_section(record([9_000_000, *[1_000_000] * 9, *[3_000_000] * 4, *[1_000_000] * 4],
                                   [0] * 18, profiled=[10, 13]))
     assert steady is not None and steady.warming is None

@@ -135,3 +135,31 @@ def test_an_optimizer_subclass_calling_super_step_counts_one_step_a_step(tmp_pat
     assert ran >= 24
     record = json.loads((tmp_path / "run" / "meter.json").read_text())
     assert len(record["steps"]["wall_ns"]) == ran  # the meter counts the same steps
+
+
+WARMING_UP = """
+import time, torch
+model = torch.nn.Linear(8, 8)
+opt = torch.optim.SGD(model.parameters(), lr=0.1)
+for i in range(70):
+    time.sleep(max(0.004, 0.030 * 0.8 ** i))  # 30, 24, 19.2, ... ms: steady at 4 ms from step 9 on
+    loss = model(torch.randn(4, 8)).sum(); opt.zero_grad(); loss.backward(); opt.step()
+"""
+
+
+def test_the_profiler_waits_for_steps_that_still_get_faster(tmp_path: Path) -> None:
+    # With --skip 10 the steps before the window would be 30..4.5 ms, a headline of ~10 ms for a 4 ms step. The
+    # meter sees them still falling (the median of the last 5 more than 5% below the 5 before) and the profiler
+    # waits: at step 15 the last five are 4 ms against 6.3 ms; by step 17 (7..11 vs 12..16: 4.03 vs 4.0) it is steady.
+    done = stepscope_run(tmp_path, WARMING_UP, "--warmup", "1", "--steps", "2", "--telemetry-interval", "0",
+                         "--no-timing-pass")
+    assert done.returncode == 0, done.stderr[-2000:]
+    report = json.loads((tmp_path / "run" / "report.json").read_text())
+    record = json.loads((tmp_path / "run" / "meter.json").read_text())
+    first_profiled = record["profiled"][0]
+    assert 15 <= first_profiled <= 24
+    text = " ".join(report["notes"])
+    assert f"the profiler started after {first_profiled} steps, not --skip 10" in text
+    meter = report["meter"]
+    assert 4000 <= meter["step_us"] <= 4800  # the steady 4 ms (a sleep runs a little over), not the warm-up's
+    assert meter["warming"] is None

@@ -35,6 +35,8 @@ SETTLE_STEPS = 1
 # After a provisional window of backward passes, how many more to wait for an optimizer step (gradient
 # accumulation) before taking backward passes as the steps (a loop that updates weights by hand).
 WAIT_FOR_OPTIMIZER = 256
+# While the meter sees the steps still getting faster the profiler waits, up to this many times --skip steps.
+SETTLE_LIMIT = 4
 INFERENCE = "inference or evaluation only"
 # Sources only a session hears of (stepscope.step(), the trainer callbacks): the meter's hooks see the others.
 MARKED = tuple(source for source, rank in PRIORITY.items() if rank == 0)  # the arbiter's explicit marks
@@ -163,7 +165,7 @@ class CaptureSession:
         if c.phase == SKIP:
             if completed == 1 and c.skip_target >= 2:
                 t_next = c.times.begin_slice(completed)  # steps 1..skip-1: the reference before the window
-            if completed >= c.skip_target:
+            if completed >= c.skip_target and not self._settling(completed):
                 c.times.end_slice(completed)
                 self.arbiter.lock()
                 self._start_window(completed)
@@ -179,6 +181,25 @@ class CaptureSession:
                 c.phase = DONE
         c.times.begin_step(t_next)
         return self._cycle_done() if c.phase == DONE else False
+
+    def _settling(self, completed: int) -> bool:
+        """The steps are still getting faster (the meter's word): the profiler waits, at most until SETTLE_LIMIT times
+        --skip steps have run, so the steps before the window are steady ones."""
+        skip = self.spec.skip
+        if self.meter is None or skip == 0 or completed >= SETTLE_LIMIT * skip:
+            self._note_settled(completed)
+            return False
+        if self.meter.warming(self.cycle.leader):
+            return True
+        self._note_settled(completed)
+        return False
+
+    def _note_settled(self, completed: int) -> None:
+        if completed > self.spec.skip:
+            self.notes.append(f"the profiler started after {completed} steps, not --skip {self.spec.skip}: the steps "
+                              "were still getting faster (warming up)" + (
+                                  f"; still at {completed} (--skip {self.spec.skip} x {SETTLE_LIMIT}, the most it "
+                                  "waits)" if completed >= SETTLE_LIMIT * self.spec.skip else ""))
 
     def _window_step(self, c: Cycle, completed: int) -> int:
         w = c.window

@@ -45,7 +45,8 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
 def add_capture_options(p: argparse.ArgumentParser, d: CaptureOptions = D) -> None:
     """The options of a capture's window and settings, shared by `run` and `watch` (which forwards them)."""
     p.add_argument("--skip", type=count, default=d.skip, metavar="N",
-                   help=f"steps to run unprofiled first ({d.skip}); counts the chosen steps")
+                   help=f"steps to run unprofiled first ({d.skip}; more, up to 4x, while the step meter sees them "
+                        "still getting faster); counts the chosen steps")
     p.add_argument("--warmup", type=count, default=d.warmup, metavar="N",
                    help=f"profiled steps to discard ({d.warmup})")
     p.add_argument("--steps", type=positive_int, default=d.steps, metavar="N", help=f"steps to record ({d.steps})")

@@ -124,6 +124,7 @@ class Meter(Frozen, kw_only=True):
     # The headline's first half of steps over its second half - 1, when beyond the steps' noise: still warming up
     # (allocator, caches), so the headline runs high; more steps before the window (--skip) give a steadier one.
     warming: float | None = None
+    warming_left_out: int = 0  # steps before the headline's, still getting faster (warm-up), left out of it
     workers: MeterWorkers | None = None
     num_workers: int | None = None  # the main DataLoader's num_workers
     cpu_cores: int | None = None

@@ -121,6 +121,9 @@ def meter_notes(meter: s.Meter | None) -> list[str]:
              f"{ns_text(meter.median_us * 1e3)}, p10-p90 {ns_text(meter.p10_us * 1e3)}-{ns_text(meter.p90_us * 1e3)}"
              + (f"; the program's first step {ns_text(meter.first_step_us * 1e3)} is left out" if meter.first_step_us
                 else "") + ")"]
+    if meter.warming_left_out:
+        notes.append(f"the first {meter.warming_left_out} of the steps before the profiler were still getting faster "
+                     "(warm-up): the headline is the steady ones after them")
     if meter.warming is not None:
         notes.append("the steps the headline stands on were still getting faster (their first half "
                      f"{meter.warming:.0%} slower than their second: warm-up), so the headline may run high; more "

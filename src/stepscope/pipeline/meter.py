@@ -38,6 +38,7 @@ class Selection:
     basis: str
     values: np.ndarray  # the headline steps' times (ns): the device's on a GPU that timed them, else wall
     on_device: bool
+    warming_left_out: int = 0  # steps before them still getting faster, left out
 
 
 def select(record: MeterRecord) -> Selection | None:
@@ -62,8 +63,20 @@ def select(record: MeterRecord) -> Selection | None:
         headline = headline & (device >= 0)
     if headline.sum() < MIN_STEPS:
         return None
-    values = device[headline] if on_device and device is not None else wall[headline]
-    return Selection(headline, after, basis, values, on_device)
+    times = device if on_device and device is not None else wall
+    headline, left_out = _steady(headline, times)
+    return Selection(headline, after, basis, times[headline], on_device, left_out)
+
+
+def _steady(headline: np.ndarray, times: np.ndarray) -> tuple[np.ndarray, int]:
+    """The headline's steps less a first half still warming up (slower than the second beyond WARMING and the
+    steps' spread), as often as it is: the job's step is its steady one. The steps left out are counted."""
+    index = np.flatnonzero(headline)
+    while len(index) >= 4 * MIN_STEPS and _warming(times[index]) is not None:
+        index = index[len(index) // 2:]
+    steady = np.zeros(len(headline), dtype=bool)
+    steady[index] = True
+    return steady, int(headline.sum()) - len(index)
 
 
 def meter_section(record: MeterRecord | None) -> Meter | None:
@@ -104,6 +117,7 @@ def _section(record: MeterRecord, chosen: Selection) -> Meter:
         after_step_us=report_us(after_mean) if after_mean is not None else None,
         after_steps=int(chosen.after.sum()),
         changed_after=_changed(wall[h], after_mean), warming=_warming(chosen.values),
+        warming_left_out=chosen.warming_left_out,
         workers=_workers(record, end[h] - wall[h], end[h]),
         num_workers=record.num_workers, cpu_cores=record.cpu_cores,
         samples_per_s=round(record.batch_size * 1e9 / step, 2) if record.batch_size and step > 0 else None)
