@@ -157,9 +157,9 @@ def test_the_profiler_waits_for_steps_that_still_get_faster(tmp_path: Path) -> N
     report = json.loads((tmp_path / "run" / "report.json").read_text())
     record = json.loads((tmp_path / "run" / "meter.json").read_text())
     first_profiled = record["profiled"][0]
-    assert 15 <= first_profiled <= 24
+    assert 15 <= first_profiled <= 20  # at most 2 x --skip
     text = " ".join(report["notes"])
     assert f"the profiler started after {first_profiled} steps, not --skip 10" in text
     meter = report["meter"]
-    assert 4000 <= meter["step_us"] <= 4800  # the steady 4 ms (a sleep runs a little over), not the warm-up's
+    assert 4000 <= meter["step_us"] <= 5500  # the steady 4 ms (a sleep runs over on a busy machine), not ~9 ms
     assert meter["warming"] is None

@@ -71,7 +71,7 @@ def profiler_steps(folder: Path) -> list[str]:
 def test_run_writes_the_run_folder(tmp_path: Path, capfd: pytest.CaptureFixture[str]) -> None:
     script = write(tmp_path / "train.py", TRAIN)
     out_dir = tmp_path / "out"
-    code, out, err = run(capfd, "--out", out_dir, "--width", "120", script)
+    code, out, err = run(capfd, "--out", out_dir, "--width", "120", "--skip", "10", script)  # exactly 10
     assert code == 0, err
     assert sorted(p.name for p in out_dir.iterdir()) == ["calibration.json", "census.json", "meter.json",
                                                          "report.html", "report.json", "report.txt", "telemetry.json",
@@ -149,7 +149,7 @@ def test_module_mode_with_relative_imports(tmp_path: Path, capfd: pytest.Capture
     write(tmp_path / "pkg" / "train.py", "from .helper import BATCH\n" + TRAIN.replace(
         'print("program finished")', 'print("module", BATCH, sys.argv, sys.path[0], __name__)'))
     monkeypatch.chdir(tmp_path)
-    code, out, err = run(capfd, "--out", "out", "--full", "-m", "pkg.train", "--n", "12", "--extra")
+    code, out, err = run(capfd, "--out", "out", "--skip", "10", "--full", "-m", "pkg.train", "--n", "12", "--extra")
     assert code == 0, err
     line = next(line for line in out.splitlines() if line.startswith("module"))
     assert "16" in line and "'--n', '12', '--extra'" in line and "__main__" in line

@@ -20,6 +20,7 @@ class CaptureOptions:
     # Steps of the step source run unprofiled first: start-up, compilation, allocator warm-up, and the step meter's
     # headline (pipeline/meter.py: the steps before the profiler, less the first fifth).
     skip: int = 10
+    settle: bool = True  # past `skip`, wait (up to 2x) while the step meter sees the steps still getting faster
     warmup: int = 2  # profiled but discarded: the profiler's own start-up cost
     steps: int = 5  # recorded
     step_on: str | None = None  # one of STEP_SOURCES; None: the strongest source the program shows

@@ -35,8 +35,9 @@ SETTLE_STEPS = 1
 # After a provisional window of backward passes, how many more to wait for an optimizer step (gradient
 # accumulation) before taking backward passes as the steps (a loop that updates weights by hand).
 WAIT_FOR_OPTIMIZER = 256
-# While the meter sees the steps still getting faster the profiler waits, up to this many times --skip steps.
-SETTLE_LIMIT = 4
+# While the meter sees the steps still getting faster the profiler waits, up to this many times --skip steps (a
+# short program must still reach its window).
+SETTLE_LIMIT = 2
 INFERENCE = "inference or evaluation only"
 # Sources only a session hears of (stepscope.step(), the trainer callbacks): the meter's hooks see the others.
 MARKED = tuple(source for source, rank in PRIORITY.items() if rank == 0)  # the arbiter's explicit marks
@@ -186,7 +187,7 @@ class CaptureSession:
         """The steps are still getting faster (the meter's word): the profiler waits, at most until SETTLE_LIMIT times
         --skip steps have run, so the steps before the window are steady ones."""
         skip = self.spec.skip
-        if self.meter is None or skip == 0 or completed >= SETTLE_LIMIT * skip:
+        if self.meter is None or not self.spec.settle or skip == 0 or completed >= SETTLE_LIMIT * skip:
             self._note_settled(completed)
             return False
         if self.meter.warming(self.cycle.leader):

@@ -44,9 +44,9 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
 
 def add_capture_options(p: argparse.ArgumentParser, d: CaptureOptions = D) -> None:
     """The options of a capture's window and settings, shared by `run` and `watch` (which forwards them)."""
-    p.add_argument("--skip", type=count, default=d.skip, metavar="N",
-                   help=f"steps to run unprofiled first ({d.skip}; more, up to 4x, while the step meter sees them "
-                        "still getting faster); counts the chosen steps")
+    p.add_argument("--skip", type=count, default=None, metavar="N",
+                   help=f"steps to run unprofiled first, exactly (default {d.skip}, and more, up to 2x, while the step "
+                        "meter sees them still getting faster); counts the chosen steps")
     p.add_argument("--warmup", type=count, default=d.warmup, metavar="N",
                    help=f"profiled steps to discard ({d.warmup})")
     p.add_argument("--steps", type=positive_int, default=d.steps, metavar="N", help=f"steps to record ({d.steps})")
@@ -80,7 +80,8 @@ def options_from_args(args: argparse.Namespace) -> CaptureOptions:
     interval = args.telemetry_interval
     if interval < 0:
         raise StepscopeError("--telemetry-interval must be 0 (off) or more")
-    return CaptureOptions(skip=args.skip, warmup=args.warmup, steps=args.steps, step_on=args.step_on,
+    skip, settle = (D.skip, True) if args.skip is None else (args.skip, False)  # a given --skip is exact
+    return CaptureOptions(skip=skip, settle=settle, warmup=args.warmup, steps=args.steps, step_on=args.step_on,
                           batch_size=args.batch_size, record_shapes=args.record_shapes,
                           profile_memory=args.profile_memory, with_stack=args.with_stack,
                           attribution=args.attribution, telemetry=interval > 0,

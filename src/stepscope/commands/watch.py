@@ -66,7 +66,8 @@ def run_options(args: argparse.Namespace) -> tuple[str, ...]:
     """The window and settings for each capture, spelled for `stepscope run` (every one explicit)."""
     if args.telemetry_interval < 0:
         raise StepscopeError("--telemetry-interval must be 0 (off) or more")
-    opts = ["--skip", str(args.skip), "--warmup", str(args.warmup), "--steps", str(args.steps),
+    skip = WATCH_DEFAULTS.skip if args.skip is None else args.skip  # exact: each save's numbers come quickly
+    opts = ["--skip", str(skip), "--warmup", str(args.warmup), "--steps", str(args.steps),
             "--reference-steps", str(args.reference_steps), "--telemetry-interval", str(args.telemetry_interval),
             "--record-shapes" if args.record_shapes else "--no-record-shapes"]
     if args.step_on:
