@@ -65,7 +65,7 @@ class MeterRecord(Struct, kw_only=True):
     device_timer: str | None = None  # "cuda events" when the device's step time was measured
     device_busy: list[list[float]] = msgspec.field(default_factory=list)  # [host ns, NVML busy %], once a second
     num_workers: int | None = None  # the main DataLoader's workers, when known
-    cpu_cores: int | None = None  # cores the process may use
+    cpu_cores: int | None = None  # CPUs (hyperthreads counted) the process may use: what workers share
     notes: list[str] = msgspec.field(default_factory=list)
 
 

@@ -219,6 +219,9 @@ def _profiled_steps(end_ns: list[int], wall_ns: list[int], spans: list[list[int]
 
 
 def _cores() -> int | None:
+    """The CPUs (hyperthreads counted) this process may run on: what DataLoader workers, processes running Python,
+    share. capture/settings counts physical cores instead, for intra-op threads, where a second hyperthread adds
+    little."""
     try:
         return len(os.sched_getaffinity(0))
     except (AttributeError, OSError):
