@@ -67,11 +67,19 @@ def env() -> dict[str, str]:
 
 def plain(work: Workload, args: tuple[str, ...], steps: int, tmp: Path, metered: bool = False) -> float:
     """The loop's median step (ns) after its warm-up, from its own timings."""
+    return timed_steps(work, args, steps, tmp, metered)[0]
+
+
+def timed_steps(work: Workload, args: tuple[str, ...], steps: int, tmp: Path,
+                metered: bool = False) -> tuple[float, float]:
+    """The loop's median step after its warm-up and its mean step over every step, the first ones included (ns),
+    from its own timings."""
     times = tmp / "times.json"
     head = [sys.executable, "-c", METERED] if metered else [sys.executable]
     subprocess.run([*head, str(WORKLOADS), work.name, *args, "--steps", str(steps), "--times", str(times)],
                    check=True, env=env(), capture_output=True)
-    return float(statistics.median(json.loads(times.read_text())[WARMUP:]))
+    every = json.loads(times.read_text())
+    return float(statistics.median(every[WARMUP:])), float(statistics.mean(every))
 
 
 def under_stepscope(work: Workload, steps: int, tmp: Path, skip: int | None = None) -> dict:
@@ -147,15 +155,16 @@ def main() -> None:
     for work in WORKLOADS_ALL:
         if args.only and work.name not in args.only:
             continue
-        costs, headline, bases, perturbs, reports = [], [], [], [], []
+        costs, costs_all, headline, bases, perturbs, reports = [], [], [], [], [], []
         with tempfile.TemporaryDirectory() as d:
             tmp = Path(d)
             for _ in range(args.rounds):
-                base = plain(work, work.base, args.steps, tmp)
-                metered = plain(work, work.base, args.steps, tmp, metered=True)
+                base, base_all = timed_steps(work, work.base, args.steps, tmp)
+                metered, metered_all = timed_steps(work, work.base, args.steps, tmp, metered=True)
                 perturbed = plain(work, work.perturbed, args.steps, tmp)
                 report = under_stepscope(work, args.steps, tmp, args.skip)
                 costs.append(metered / base - 1)
+                costs_all.append(metered_all / base_all - 1)
                 headline.append(report["summary"]["step_time_us"] * 1e3 / base - 1)
                 bases.append(base)
                 perturbs.append(perturbed)
@@ -164,16 +173,17 @@ def main() -> None:
                       f"{perturbed / 1e6:.2f} ms, stepscope headline "
                       f"{report['summary']['step_time_us'] / 1e3:.2f} ms, verdict "
                       f"{report['patterns'][0]['id'] if report['patterns'] else '-'}", flush=True)
-        rows.append(summarize(work, costs, headline, bases, perturbs, reports))
+        rows.append(summarize(work, costs, costs_all, headline, bases, perturbs, reports))
     print()
-    print("| workload | plain step | meter cost | headline vs plain | perturbation | its answer | verdict | phases |")
+    print("| workload | plain step | meter cost (median step after 10; mean of every step) | headline vs plain "
+          "| perturbation | its answer | verdict | phases |")
     print("|---|---|---|---|---|---|---|---|")
     for row in rows:
         print("| " + " | ".join(row) + " |")
 
 
-def summarize(work: Workload, costs: list[float], headline: list[float], bases: list[float], perturbs: list[float],
-              reports: list[dict]) -> list[str]:
+def summarize(work: Workload, costs: list[float], costs_all: list[float], headline: list[float],
+              bases: list[float], perturbs: list[float], reports: list[dict]) -> list[str]:
     base, perturbed = statistics.median(bases), statistics.median(perturbs)
     answer = work.answer if confirmed(work, base, perturbed) else f"not {work.answer}"
     verdicts = [r["patterns"][0]["id"] if r["patterns"] else "-" for r in reports]
@@ -188,7 +198,8 @@ def summarize(work: Workload, costs: list[float], headline: list[float], bases: 
                for rep in reports]
         verdicts.append(f"data wait {statistics.median(data):.0%} >= saved plain {1 - perturbed / base:.0%}; "
                         f"dataloader_workers estimates {est} vs measured {base / perturbed:.2f}x")
-    cost = f"{statistics.median(costs):+.2%} ({min(costs):+.1%}..{max(costs):+.1%})"
+    cost = (f"{statistics.median(costs):+.2%} ({min(costs):+.1%}..{max(costs):+.1%}); every step "
+            f"{statistics.median(costs_all):+.2%}")
     return [work.name, f"{base / 1e6:.2f} ms", cost,
             f"{statistics.median(headline):+.1%} ({min(headline):+.1%}..{max(headline):+.1%})",
             f"{work.how}: {perturbed / base:.2f}x the step", answer, "; ".join(verdicts), phases]
