@@ -79,6 +79,7 @@ class CaptureSession:
         self.finished = False  # the capture is over: marks do nothing more
         self.stop_requested = False
         self._recording = False
+        self._window_started = False  # listeners hear between_steps from then on
         self._waited = 0  # leader steps since a provisional window
         self._lock = threading.RLock()
         self._closed = False
@@ -118,10 +119,11 @@ class CaptureSession:
             return  # a weaker source while nothing records: the arbiter would ignore it (a backward pass a step)
         t_enter = time.perf_counter_ns()
         with self._lock:
-            for listener in self.listeners:  # at every hook (some run outside a mode's handler): see between_steps
-                between = getattr(listener, "between_steps", None)
-                if between is not None:
-                    between()
+            if self._window_started:  # at every hook once a window began (a mode it pushed): see between_steps
+                for listener in self.listeners:
+                    between = getattr(listener, "between_steps", None)
+                    if between is not None:
+                        between()
             self.cycle.observe(source, self._recording)
             kind = self.arbiter.mark(source)
             if kind is Mark.IGNORE:
@@ -223,6 +225,7 @@ class CaptureSession:
         c = self.cycle
         c.window = ProfilerWindow(self.spec, first_step, c.trace_path, c.timing_path)
         c.phase = WINDOW
+        self._window_started = True
         if self.meter is not None:
             self.meter.profiler_started()
         try:
