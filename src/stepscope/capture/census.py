@@ -18,6 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from stepscope.atomic import write_atomic
+from stepscope.capture.forks import PID
 from stepscope.errors import StepscopeError
 from stepscope.model.runfolder import CENSUS
 from stepscope.trace.census import CENSUS_SCHEMA
@@ -113,12 +114,12 @@ class MemoryCensus:
         self._forward_hook: Any = torch.nn.modules.module.register_module_forward_pre_hook(self._on_forward)
 
     def _on_forward(self, module: Any, args: Any) -> None:
-        if os.getpid() == self.pid and next(iter(module.parameters()), None) is not None:
+        if PID[0] == self.pid and next(iter(module.parameters()), None) is not None:
             self._model = weakref.ref(module)  # called before its children: the outermost model
             self._drop("_forward_hook")
 
     def _on_optimizer_step(self, optimizer: Any, args: Any, kwargs: Any) -> None:
-        if os.getpid() != self.pid or self._devices is not None:
+        if self._devices is not None or PID[0] != self.pid:
             return
         self._devices = memory_census(self._model() if self._model else None, optimizer)
         self._taken = "after the first optimizer step"
