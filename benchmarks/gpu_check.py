@@ -66,6 +66,11 @@ def check_job(name: str, script: str, args: list[str], perturbed: list[str], how
     headline = report["summary"]["step_time_us"]
     error = f"{headline / plain_step_us - 1:+.1%}" if plain_step_us else "-"
     phases = " ".join(f"{p['name']} {p['share']:.0%}" for p in meter.get("phases", []) if p["share"] >= 0.01)
+    device = meter.get("device_phases") or []  # the device's split (CUDA events at the phases' entries)
+    if device:
+        phases += "; on the device " + " ".join(f"{p['name']} {p['share']:.0%}" for p in device)
+    if meter.get("device_busy") is not None:
+        phases += f"; NVML busy {meter['device_busy']:.0%}"
     verdict = report["patterns"][0]["id"] if report["patterns"] else "-"
     answer = f"{how}: {pert / base:.2f}x samples/s" if pert else f"{how}: -"
     return [name, f"{plain_step_us / 1e3:.2f} ms" if plain_step_us else "-", f"{headline / 1e3:.2f} ms ({error})",
