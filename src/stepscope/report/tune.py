@@ -114,14 +114,14 @@ def headline(tune: Tune) -> list[str]:
         if tune.final_paired_rate and tune.final_paired_baseline_rate:
             lines.append(f"throughput: {_rate(tune.final_paired_baseline_rate)} -> {_rate(tune.final_paired_rate)} "
                          f"{unit(tune)} (the program as it is and tuned, in alternating runs; unprofiled, "
-                         "synchronised windows)")
+                         f"{timed_by(tune)})")
         else:  # a tune written before paired rates were recorded
             before = tune.baseline.samples_per_s if unit(tune) == "samples/s" and tune.baseline else (
                 tune.baseline.steps_per_s if tune.baseline else None)
             after = tune.final_samples_per_s if unit(tune) == "samples/s" else tune.final_steps_per_s
             if before and after:
-                lines.append(f"throughput: {_rate(before)} -> {_rate(after)} {unit(tune)} (unprofiled, synchronised "
-                             "windows)")
+                lines.append(f"throughput: {_rate(before)} -> {_rate(after)} {unit(tune)} (unprofiled, "
+                             f"{timed_by(tune)})")
     elif tune.status == "finished":
         lines.append("tuned: no fix was faster beyond the noise; the program is kept as it is")
     if tune.final_patterns:
@@ -217,3 +217,10 @@ class TuneTerminalRenderer:
             parts.append(Text(f"patch: {tune.patch} (the kept fixes as code; {patch_how(tune)})"))
         parts += [Text(f"note: {n}", style="dim") for n in tune.notes]
         return Group(*parts)
+
+
+def timed_by(tune: Tune) -> str:
+    """Who timed the baseline's windows, in words (the step meter since it was there; a clock before)."""
+    timing = tune.baseline.runs[0].timing if tune.baseline and tune.baseline.runs else "synchronised windows"
+    return {"step meter": "windows timed by the step meter", "host clock": "windows on the host clock"}.get(
+        timing, "synchronised windows")

@@ -65,7 +65,7 @@ def ladder_notes(ladder: list[LadderEntry], samples_per_s: float | None, steps_p
     notes = []
     if samples_per_s or steps_per_s:
         rate = f"{samples_per_s:,.1f} samples/s" if samples_per_s else f"{steps_per_s:,.3g} steps/s"
-        notes.append(f"stepscope tune measured this configuration unprofiled at {rate} (synchronised windows, "
+        notes.append(f"stepscope tune measured this configuration unprofiled at {rate} (its timed windows, "
                      "interleaved with the program as it was): its unprofiled reference here")
     applied = [e.id for e in ladder if e.kept]
     if applied:
