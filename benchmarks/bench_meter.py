@@ -3,6 +3,7 @@
     .venv/bin/python benchmarks/bench_meter.py                 # every workload, 3 rounds (~10 min on 2 cores)
     .venv/bin/python benchmarks/bench_meter.py --only storage --rounds 5
     .venv/bin/python benchmarks/bench_meter.py --examples         # the examples/ scripts instead (CPU sizes)
+    .venv/bin/python benchmarks/bench_meter.py --in-process --rounds 16   # the meter's cost per step, in process
 
 For each workload, each round runs, one after the other (so the machine's drift falls on all of them alike):
   plain       the loop as it is (its own step times: the truth)
@@ -140,6 +141,61 @@ def examples(rounds: int, only: list[str] | None) -> None:
         print(f"| {example[0]} | {statistics.median(plains):,.1f} | {cost} | {err} | {verdict} |", flush=True)
 
 
+def in_process(rounds: int, steps: int = 300) -> None:
+    """The meter's cost per step in this process, on the MLP workload (the most hooks per µs of step): segments
+    of `steps` steps with the meter on and off, alternating, each segment's median step on the thread's CPU clock
+    (another process's load moves it less than the wall clock); the median of the paired differences."""
+    sys.path.insert(0, str(WORKLOADS.parent))
+    os.environ["OMP_NUM_THREADS"] = "1"
+    import time
+
+    import meter_workloads
+    import torch
+
+    from stepscope.capture.meter import StepMeter
+
+    torch.set_num_threads(1)
+    model, opt, loader = meter_workloads.build("mlp", 8, 0, False)
+    lossf, batches = torch.nn.CrossEntropyLoss(), iter(loader)
+
+    def segment(n: int) -> float:
+        times, last = [], time.thread_time_ns()
+        for _ in range(n):
+            x, y = next(batches)
+            opt.zero_grad()
+            lossf(model(x), y).backward()
+            opt.step()
+            now = time.thread_time_ns()
+            times.append(now - last)
+            last = now
+        return statistics.median(times)
+
+    def metered(n: int) -> float:
+        meter = StepMeter(None, live=False).install()
+        segment(5)  # the model found, the weaker sources muted
+        try:
+            return segment(n)
+        finally:
+            meter.remove()
+
+    segment(steps)
+    diffs, plains = [], []
+    for i in range(rounds):
+        if i % 2:  # the order alternates: what runs second pays for what the first left (caches, the heap)
+            a = segment(steps)
+            b = metered(steps)
+        else:
+            b = metered(steps)
+            a = segment(steps)
+        diffs.append(b - a)
+        plains.append(a)
+    cost, plain_step = statistics.median(diffs), statistics.median(plains)
+    low, _, high = statistics.quantiles(diffs, n=4)
+    print(f"in process, MLP batch 8: plain {plain_step / 1e3:.0f} µs per step; the meter {cost / 1e3:+.1f} µs per step "
+          f"(quartiles {low / 1e3:+.1f}..{high / 1e3:+.1f}) = {cost / plain_step:+.2%}, median of {rounds} paired "
+          f"segments of {steps} steps")
+
+
 def main() -> None:
     p = argparse.ArgumentParser()
     p.add_argument("--only", nargs="*")
@@ -147,7 +203,11 @@ def main() -> None:
     p.add_argument("--steps", type=int, default=60)
     p.add_argument("--examples", action="store_true", help="the examples/ scripts instead of the workloads")
     p.add_argument("--skip", type=int, default=None, help="stepscope run's --skip (default: its own)")
+    p.add_argument("--in-process", action="store_true", help="the meter's cost per step in this process (MLP)")
     args = p.parse_args()
+    if args.in_process:
+        in_process(max(args.rounds, 8))
+        return
     if args.examples:
         examples(args.rounds, args.only)
         return
