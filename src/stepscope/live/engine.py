@@ -21,12 +21,11 @@ from pathlib import Path
 
 import msgspec
 
-from stepscope.model.meter import meter_from_json
 from stepscope.model.report import Report, from_json
 from stepscope.model.runfolder import REPORT_JSON
-from stepscope.pipeline.meter import meter_section
 
 METER_JSON = "meter.json"  # the step meter's file (stepscope.meter/1), when `stepscope run` writes one
+METER_PHASES = ("data", "forward", "backward", "optimizer", "sync")  # its phases; `other` is the rest of the step
 LOG = "output.log"  # the child's stdout and stderr, beside (not inside) its run folder
 POLL_S = 0.1  # how often a capture's folder is looked at for the meter's first figures
 KILL_WAIT_S = 5.0
@@ -282,16 +281,30 @@ def _why_failed(capture: _Capture) -> str:
 
 
 def meter_figures(run_id: int, path: Path) -> FirstFigures | None:
-    """The step meter's figures (meter.json) as the report will give them (pipeline/meter.py: the steps before any
-    profiler, less the start-up), once there are enough of them: the step, samples/s and each phase's share."""
+    """The step meter's figures (meter.json, stepscope.meter/1) once it has an unprofiled step past the program's
+    first (its start-up): the median step, samples/s, and each phase's median share of it."""
     try:
-        meter = meter_section(meter_from_json(path.read_bytes()))
-    except (OSError, ValueError, IndexError, msgspec.DecodeError, msgspec.ValidationError):
-        return None  # not there yet, or caught mid-write by a reader that is not atomic
-    if meter is None or meter.step_us <= 0:
+        meter = msgspec.json.decode(path.read_bytes())
+        steps = meter["steps"]
+        first = int(steps.get("first_step", 0))
+        profiled = meter.get("profiled") or [-1, -2]
+        keep = [i for i in range(len(steps["wall_ns"]))
+                if first + i > 0 and not profiled[0] <= first + i <= profiled[1]]
+        wall = sorted(int(steps["wall_ns"][i]) for i in keep)
+    except (OSError, msgspec.DecodeError, KeyError, TypeError, ValueError, IndexError, AttributeError):
         return None
-    phases = {p.name: p.share for p in meter.phases if p.share > 0}
-    return FirstFigures(run_id, meter.step_us / 1e3, meter.samples_per_s, phases, "meter")
+    if not wall or wall[len(wall) // 2] <= 0:
+        return None
+    median = wall[len(wall) // 2]
+    phases: dict[str, float] = {}
+    for name in METER_PHASES:
+        values = sorted(int(v) for i, v in enumerate(steps.get(f"{name}_ns") or []) if i in keep)
+        if values:
+            phases[name] = values[len(values) // 2] / median
+    phases["other"] = max(0.0, 1.0 - sum(phases.values()))
+    batch = meter.get("batch_size")
+    samples = batch * 1e9 / median if isinstance(batch, int) and batch > 0 else None
+    return FirstFigures(run_id, median / 1e6, samples, phases, "meter")
 
 
 def _figures_from_report(run_id: int, report: Report) -> FirstFigures:
