@@ -282,7 +282,9 @@ def _why_failed(capture: _Capture) -> str:
 
 def meter_figures(run_id: int, path: Path) -> FirstFigures | None:
     """The step meter's figures (meter.json, stepscope.meter/1) once it has an unprofiled step past the program's
-    first (its start-up): the median step, samples/s, and each phase's median share of it."""
+    first (its start-up): the median step, samples/s, and each phase's median share of it. A quick look while the
+    program runs, read here rather than through pipeline/meter.py (the report's figures, a moment later): the
+    live layer loads nothing of the analysis (tests/test_layers.py), and the pipeline's module would bring it."""
     try:
         meter = msgspec.json.decode(path.read_bytes())
         steps = meter["steps"]
