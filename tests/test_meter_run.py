@@ -163,3 +163,13 @@ def test_the_profiler_waits_for_steps_that_still_get_faster(tmp_path: Path) -> N
     meter = report["meter"]
     assert 4000 <= meter["step_us"] <= 5500  # the steady 4 ms (a sleep runs over on a busy machine), not ~9 ms
     assert meter["warming"] is None
+
+
+def test_a_program_that_ends_while_the_profiler_waits_says_so(tmp_path: Path) -> None:
+    # 16 steps still getting faster at the end (30 ms x 0.8^i): the profiler waits past --skip's 10 and the program
+    # ends first; the message says why and how to start the profiler at exactly 10.
+    source = WARMING_UP.replace("range(70)", "range(16)").replace("max(0.004, 0.030 * 0.8 ** i)", "0.030 * 0.8 ** i")
+    done = stepscope_run(tmp_path, source, "--telemetry-interval", "0")
+    assert done.returncode == 2
+    assert "ended while the profiler waited for steady steps after the 10 skipped" in done.stderr
+    assert "--skip 10 starts it after exactly 10" in done.stderr

@@ -126,7 +126,7 @@ def test_run_with_predict_on_a_cpu_keeps_its_files_and_says_why_there_is_no_pred
     before = torch.get_num_threads()
     torch.set_num_threads(1)
     try:
-        code = main(["run", "--out", str(tmp_path / "out"), "--predict", "h100", str(script)])
+        code = main(["run", "--out", str(tmp_path / "out"), "--skip", "10", "--predict", "h100", str(script)])
     finally:
         torch.set_num_threads(before)
     assert code == 0, capfd.readouterr().err

@@ -118,7 +118,7 @@ def nothing_recorded(result: CaptureResult, spec: CaptureOptions) -> str:
         return ("no steps were detected (no optimizer step, backward pass, DataLoader iteration or model forward, "
                 "and no stepscope.step() call)")
     needed = spec.skip + spec.warmup + 1
-    if spec.settle and result.steps_completed >= needed:
+    if spec.settle and result.steps_completed > spec.skip:
         return (f"the program ran {result.steps_completed} steps ({result.step_source}) and ended while the profiler "
                 f"waited for steady steps after the {spec.skip} skipped (they were still getting faster); "
                 f"--skip {spec.skip} starts it after exactly {spec.skip}")
