@@ -9,7 +9,7 @@ from dataclasses import dataclass, field, replace
 
 import numpy as np
 
-from stepscope.analysis.launches import launching_call
+from stepscope.analysis.launches import carry_launching_call, launching_call
 from stepscope.replay.blocking import BatchWaits, QueueWaits, batch_waits, blocking_calls, queue_waits
 from stepscope.replay.device import DeviceOps, device_ops
 from stepscope.replay.host_clock import HostClock, HostCost, host_clock
@@ -227,7 +227,8 @@ def replay_with_clock(trace: Trace, *, rows: np.ndarray | None = None, new_dur: 
     new_durs = np.maximum(np.rint(end[keep]).astype(np.int64) - new_starts, 0)
     # The table's order (start, longer first; Events.from_columns), taken here so each column is copied once.
     order = start_order(new_starts, new_durs)
-    columns = _taken(ev, keep[order])
+    taken = keep[order]
+    columns = _taken(ev, taken)
     columns["start"], columns["dur"] = new_starts[order], new_durs[order]
     memory = trace.memory
     if len(memory):
@@ -239,4 +240,6 @@ def replay_with_clock(trace: Trace, *, rows: np.ndarray | None = None, new_dur: 
         meta = replace(meta, devices=tuple(device_info if d.id == device else d for d in meta.devices)
                        or (device_info,))
     # Every other part of the trace (strings, stacks, recorded op inputs) carries over as it is.
-    return Replayed(replace(trace, meta=meta, events=Events.from_columns(**columns), memory=memory), clock)
+    replayed = replace(trace, meta=meta, events=Events.from_columns(**columns), memory=memory)
+    carry_launching_call(trace, taken, replayed)
+    return Replayed(replayed, clock)
