@@ -3,9 +3,12 @@
 from __future__ import annotations
 
 import argparse
+import gc
 import importlib
+import os
 import sys
 from collections.abc import Sequence
+from typing import NoReturn
 
 from stepscope.errors import StepscopeError
 from stepscope.version import __version__
@@ -26,7 +29,15 @@ ALIASES = {"analyse": "analyze"}
 
 
 def _verb_module(name: str):
-    return importlib.import_module(f"stepscope.commands.{name}")  # the lazy verb table
+    # A verb's modules make tens of thousands of lasting objects and no garbage: the collector, run every few hundred
+    # allocations, would only walk them (a few ms of `analyze`'s start).
+    was_enabled = gc.isenabled()
+    gc.disable()
+    try:
+        return importlib.import_module(f"stepscope.commands.{name}")  # the lazy verb table
+    finally:
+        if was_enabled:
+            gc.enable()
 
 
 def requested_verb(argv: Sequence[str]) -> str | None:
@@ -105,5 +116,24 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 0
 
 
+# Verbs that run none of the user's code: nothing of the user's waits for the interpreter's last collection.
+READ_ONLY_VERBS = frozenset({"analyze", "report", "diff", "predict"})
+
+
+def entry() -> NoReturn:
+    """The `stepscope` command and `python -m stepscope`: main(), then the exit. For a verb that only reads files, the
+    process is set up for it: one BLAS thread, and what the verb leaves frozen before the exit, so that the
+    interpreter's last collection does not walk all of it (tens of ms of an analysis) before it is freed."""
+    read_only = requested_verb(sys.argv[1:]) in READ_ONLY_VERBS
+    if read_only:
+        # numpy's OpenBLAS starts a thread per core that spins for ~0.1 s after the import: these verbs do no linear
+        # algebra, and it would take the second core a big trace's reading uses (stepscope.forked).
+        os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
+    code = main()
+    if read_only:
+        gc.freeze()
+    sys.exit(code)
+
+
 if __name__ == "__main__":
-    sys.exit(main())
+    entry()
