@@ -31,7 +31,8 @@ def ambiguous_ids(events: Events, strings: tuple[str, ...]) -> np.ndarray:
     shared = ids[counts > 1]
     gpu_ids, gpu_counts = np.unique(corr[events.of_kind(*GPU_ACTIVITY_KINDS) & (corr >= 0)], return_counts=True)
     many = gpu_ids[gpu_counts > 1]
-    many = many[np.isin(many, ids)]  # an id no recorded call has links nothing anyway (link_notes counts those)
+    if len(many):  # np.isin with ids far apart builds a table over their range (ms), even for nothing to look up
+        many = many[np.isin(many, ids)]  # an id no recorded call has links nothing anyway (link_notes counts those)
     if len(many):
         graph = [i for i, s in enumerate(strings) if "GraphLaunch" in s[:64]]
         graph_ids = corr[calls & np.isin(events.name, graph)] if graph else corr[:0]
