@@ -16,8 +16,9 @@ PACKAGE = Path(__file__).resolve().parents[1] / "src" / "stepscope"
 ALLOWED: dict[str, set[str]] = {
     "model": set(),
     "hardware": {"errors", "atomic"},
-    # The run folder's file names and the telemetry's types: leaves of model that import nothing of ours.
-    "trace": {"errors", "model.runfolder"},
+    # The run folder's file names and the telemetry's types: leaves of model that import nothing of ours. `forked`
+    # (a leaf too): a big trace's later batches read on a forked copy, where the CLI allows it.
+    "trace": {"errors", "model.runfolder", "forked"},
     "analysis": {"trace", "errors", "hardware", "units"},  # the hardware table: peaks for MFU and the roofline
     "attribution": {"trace"},
     # The step's graph and its replay: below advice and predict, above analysis (steps, launch links, syncs).
