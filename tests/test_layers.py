@@ -23,7 +23,7 @@ ALLOWED: dict[str, set[str]] = {
     "attribution": {"trace"},
     # The step's graph and its replay: below advice and predict, above analysis (steps, launch links, syncs).
     "replay": {"analysis", "trace", "errors"},
-    "advice": {"analysis", "replay", "trace", "model", "errors", "units"},
+    "advice": {"analysis", "replay", "trace", "model", "errors", "units", "forked"},  # forked: the replaying rules
     # Renderers format what they are handed; the Perfetto renderer is handed the trace and its annotations.
     "report": {"model", "trace.model", "analysis.annotations", "errors", "version", "units"},
     "capture": {"attribution", "trace", "errors", "version", "atomic", "model.runfolder", "model.telemetry",

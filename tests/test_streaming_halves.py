@@ -1,6 +1,7 @@
 """Work on a forked copy (stepscope.forked): a big trace read by two processes (trace/kineto/halves.py) is the trace
 one process reads, wherever the split falls, and this process reads on by itself when the copy fails or starts
-somewhere else; forking only where the caller allowed it."""
+somewhere else; the advice rules that replay the step find on a copy what they find here; forking only where the
+caller allowed it."""
 
 from __future__ import annotations
 
@@ -12,10 +13,16 @@ from pathlib import Path
 import pytest
 
 from builder import TraceBuilder
+from conftest import kineto_trace
 from stepscope import forked
+from stepscope.advice import rules
+from stepscope.advice.context import Context
+from stepscope.advice.patterns import classify
+from stepscope.analysis.facts import compute_facts
 from stepscope.trace import files
 from stepscope.trace.kineto import halves, reader, stream
 from stepscope.trace.kineto.columns import ColumnBuilder
+from stepscope.trace.load import read_trace
 from test_streaming import same_trace, tricky_doc
 
 pytestmark = pytest.mark.skipif(not sys.platform.startswith("linux"), reason="the copy is forked on Linux only")
@@ -134,3 +141,22 @@ def test_forking_only_where_allowed(monkeypatch: pytest.MonkeyPatch) -> None:
     with forked.allowing():
         assert forked.start(lambda: 1) is None  # no idle core: the work stays here
 
+
+def test_the_replaying_rules_on_a_copy_find_what_they_find_here(monkeypatch: pytest.MonkeyPatch) -> None:
+    """advice/rules: the rules that replay the step run on a forked copy, the others here; the findings are the
+    same, in the same order, as when they all run here, and where the copy fails they run here."""
+    facts = compute_facts(read_trace(kineto_trace("a100_convnet_ddp_rank0.json.gz")))
+    ctx = Context(facts)
+    patterns = classify(facts, ctx)
+    alone = rules.recommend(facts, patterns, ctx)
+    monkeypatch.setattr(forked, "_idle_core", lambda: True)
+    monkeypatch.setattr(rules, "FORK_MIN_EVENTS", 0)
+    started = []
+    start = forked.start
+    monkeypatch.setattr(forked, "start", lambda work: started.append(1) or start(work))
+    with forked.allowing():
+        assert rules.recommend(facts, patterns, Context(facts)) == alone
+        monkeypatch.setattr(rules, "FORKED_RULES", (*rules.FORKED_RULES, lambda ctx, patterns: 1 / 0))
+        with pytest.raises(ZeroDivisionError):  # failed on the copy, then run here: the error is met here
+            rules.recommend(facts, patterns, Context(facts))
+    assert started == [1, 1]

@@ -1,5 +1,6 @@
 """Work done on a second core by a forked copy of this process, for the CLI's one-trace analysis: a big trace's
-later batches are decoded (trace/kineto/halves.py) while this process decodes the first ones.
+later batches are decoded (trace/kineto/halves.py) while this process decodes the first ones, and the advice rules
+that replay the step run beside the others (advice/rules).
 
 Forking copies everything this process holds (threads excepted), so it is done only where the caller allowed it
 (`allowing()`: `stepscope analyze`, whose process runs no one else's code), on Linux, when a core is idle; never
