@@ -69,17 +69,21 @@ def _simulate(ops: DeviceOps, dur: np.ndarray, launch_at: np.ndarray, waits: _Wa
     state = _State(host_at=wait_start)
     n = len(ops)
     new_start, new_end, done = [0.0] * n, [0.0] * n, [False] * n
-    key, latency, prev, gap, dep = (a.tolist() for a in (ops.key, ops.latency, ops.prev, ops.gap, ops.dep))
+    latency, prev, gap, dep = (a.tolist() for a in (ops.latency, ops.prev, ops.gap, ops.dep))
     delay, measured_end, stream = ops.delay.tolist(), ops.end.tolist(), ops.stream.tolist()
     at_launch, length = launch_at.tolist(), dur.tolist()
-    wait_at, w_start, w_end = waits.start.tolist(), wait_start.tolist(), wait_end.tolist()
+    w_start, w_end = wait_start.tolist(), wait_end.tolist()
+    # The waits each activity comes after (those that began before its launch), counted at once: keys rise in order.
+    due = np.searchsorted(waits.start, ops.key[ops.order], side="left").tolist()
     last: dict[int, int] = {}  # stream -> its last processed activity
-    c, n_waits = 0, len(wait_at)
-    for i in ops.order.tolist():
-        while c < n_waits and wait_at[c] < key[i]:
-            _wait(state, waits, c, w_start[c], w_end[c], last, ops, new_start, new_end, done, host_speed)
-            c += 1
-        at = at_launch[i] + state.shift + latency[i]
+    c, shift = 0, state.shift
+    for i, upto in zip(ops.order.tolist(), due, strict=True):
+        if c < upto:
+            while c < upto:
+                _wait(state, waits, c, w_start[c], w_end[c], last, ops, new_start, new_end, done, host_speed)
+                c += 1
+            shift = state.shift
+        at = at_launch[i] + shift + latency[i]
         p = prev[i]
         if p >= 0 and (after := new_end[p] + gap[i]) > at:
             at = after
@@ -91,7 +95,7 @@ def _simulate(ops: DeviceOps, dur: np.ndarray, launch_at: np.ndarray, waits: _Wa
         new_end[i] = begin + length[i]
         done[i] = True
         last[stream[i]] = i
-    while c < n_waits:
+    while c < len(w_start):
         _wait(state, waits, c, w_start[c], w_end[c], last, ops, new_start, new_end, done, host_speed)
         c += 1
     return np.array(new_start, dtype=np.float64), state

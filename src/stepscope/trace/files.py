@@ -16,7 +16,7 @@ from stepscope.trace.read_ahead import read_ahead
 _IN_CHUNK = 1 << 20  # compressed bytes handed to zlib at a time
 # Decompressed bytes out of one call at most: memory stays bounded whatever the ratio, and the reading thread,
 # which needs the GIL only between calls, keeps ahead of a decoder that holds it for milliseconds at a time.
-_OUT_CHUNK = 4 << 20
+_OUT_CHUNK = 1 << 20
 # A profiler trace compresses 5-30x; past this ratio (and this size) the file is not a trace but a bomb.
 MAX_GZIP_RATIO = 256
 MIN_GZIP_LIMIT = 64 << 20
