@@ -5,11 +5,11 @@ from __future__ import annotations
 import argparse
 import gc
 import importlib
-import os
 import sys
 from collections.abc import Sequence
 from typing import NoReturn
 
+from stepscope import process
 from stepscope.errors import StepscopeError
 from stepscope.version import __version__
 
@@ -121,17 +121,14 @@ READ_ONLY_VERBS = frozenset({"analyze", "report", "diff", "predict"})
 
 
 def entry() -> NoReturn:
-    """The `stepscope` command and `python -m stepscope`: main(), then the exit. For a verb that only reads files, the
-    process is set up for it: one BLAS thread, and what the verb leaves frozen before the exit, so that the
-    interpreter's last collection does not walk all of it (tens of ms of an analysis) before it is freed."""
+    """The `stepscope` command and `python -m stepscope`: main(), then the exit; for a verb that only reads files, in a
+    process set up for it (stepscope.process)."""
     read_only = requested_verb(sys.argv[1:]) in READ_ONLY_VERBS
     if read_only:
-        # numpy's OpenBLAS starts a thread per core that spins for ~0.1 s after the import: these verbs do no linear
-        # algebra, and it would take the second core a big trace's reading uses (stepscope.forked).
-        os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
+        process.for_reading()
     code = main()
     if read_only:
-        gc.freeze()
+        process.before_exit()
     sys.exit(code)
 
 

@@ -38,9 +38,10 @@ class Later:
 
 
 def split_point(path: Path) -> int | None:
-    """How many batches this process decodes before the copy's, half of the text as the file's size says it (a gzip
-    file's trailer holds the text's length, modulo 4 GiB: an estimate, which only moves the split); None for a
-    trace too small to split."""
+    """How many batches this process decodes before the copy's: half of the text as the file's size says it (a gzip
+    file's trailer holds the text's length, modulo 4 GiB: an estimate, which only moves the split), rounded down,
+    as this process also merges and builds the table after (on the V100 DDP trace, 3 of 7 batches: 0.56 s against
+    0.59 with 4); None for a trace too small to split."""
     try:
         size = path.stat().st_size
         with path.open("rb") as f:
@@ -50,7 +51,7 @@ def split_point(path: Path) -> int | None:
     except OSError:
         return None
     batches = size / BATCH_BYTES
-    return math.ceil(batches / 2) if batches >= MIN_BATCHES else None
+    return math.floor(batches / 2) if batches >= MIN_BATCHES else None
 
 
 def later_batches(path: Path, first: int, decoder: Callable[[ColumnBuilder], Decoder]) -> Later | None:
