@@ -16,14 +16,13 @@ PACKAGE = Path(__file__).resolve().parents[1] / "src" / "stepscope"
 ALLOWED: dict[str, set[str]] = {
     "model": set(),
     "hardware": {"errors", "atomic"},
-    # The run folder's file names and the telemetry's types: leaves of model that import nothing of ours. `forked`
-    # (a leaf too): a big trace's later batches read on a forked copy, where the CLI allows it.
-    "trace": {"errors", "model.runfolder", "forked"},
+    # The run folder's file names and the telemetry's types: leaves of model that import nothing of ours.
+    "trace": {"errors", "model.runfolder"},
     "analysis": {"trace", "errors", "hardware", "units"},  # the hardware table: peaks for MFU and the roofline
     "attribution": {"trace"},
     # The step's graph and its replay: below advice and predict, above analysis (steps, launch links, syncs).
     "replay": {"analysis", "trace", "errors"},
-    "advice": {"analysis", "replay", "trace", "model", "errors", "units", "forked"},  # forked: the replaying rules
+    "advice": {"analysis", "replay", "trace", "model", "errors", "units"},
     # Renderers format what they are handed; the Perfetto renderer is handed the trace and its annotations.
     "report": {"model", "trace.model", "analysis.annotations", "errors", "version", "units"},
     "capture": {"attribution", "trace", "errors", "version", "atomic", "model.runfolder", "model.telemetry",

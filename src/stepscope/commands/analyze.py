@@ -8,7 +8,6 @@ import sys
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from stepscope import forked
 from stepscope.commands import ranks
 from stepscope.commands.argtypes import positive_int
 from stepscope.commands.output import going_on_when_reader_leaves, reader_may_leave, write_output
@@ -66,8 +65,7 @@ def run(args: argparse.Namespace) -> int:
         power = origin_power(files[0]) if request is not None else None
         progress = ReadingProgress(files[0]) if not args.quiet and sys.stderr.isatty() else None
         try:
-            with forked.allowing():  # this process runs nothing else: a big trace may be read on two cores
-                report = analyze(args.paths, options.replace(power_w=power, read_progress=progress))
+            report = analyze(args.paths, options.replace(power_w=power, read_progress=progress))
         finally:
             if progress is not None:
                 progress.close()

@@ -33,6 +33,3 @@ class GrowingColumn:
         self._buffer = np.empty(0, dtype=column.dtype)
         self._size = 0
         return column
-
-    def __getstate__(self) -> dict[str, object]:
-        return {"_buffer": self._buffer[: self._size], "_size": self._size}  # pickled: the part written, not the room

@@ -8,10 +8,8 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from stepscope import forked
 from stepscope.advice.context import Context
 from stepscope.advice.rules import collectives, copies, cpu, dataloader, gpu, host
-from stepscope.advice.whatif import REPLAY_MAX_EVENTS
 from stepscope.analysis.facts import Facts
 from stepscope.model import report as s
 
@@ -47,30 +45,11 @@ def recommend(facts: Facts, patterns: list[s.Pattern],
     ctx = ctx or Context(facts)
     if len(facts.steps) == 0 or not ctx.step_ns:
         return [], []
-    found = [r for results in _each_rule(ctx, patterns) for r in results]
+    found = [r for rule in RULES for r in rule(ctx, patterns)]
     recs = [r for r in found if isinstance(r, s.Recommendation)]
     offered = {r.id for r in recs}
     considered = [c for c in found if isinstance(c, s.Considered) and c.id not in offered]
     return ranked(recs), considered
-
-
-# Rules whose estimates replay the step's graph on the recorded timeline (advice/whatif.py), each a few tens of ms on a
-# big trace: where allowed (stepscope.forked), a forked copy runs them while this process runs the others (the
-# device-side ones among them share a replay without the profiler's cost).
-FORKED_RULES = (dataloader.dataloader_workers, host.larger_batch, host.cuda_graphs)
-# Below this many events the replays take a few ms: not worth a copy of the process.
-FORK_MIN_EVENTS = 20_000
-
-
-def _each_rule(ctx: Context, patterns: list[s.Pattern]) -> list[list[s.Recommendation | s.Considered]]:
-    """Each rule's findings, in RULES' order, whichever process found them."""
-    replays = ctx.accelerator == "gpu" and FORK_MIN_EVENTS <= len(ctx.facts.trace.events) <= REPLAY_MAX_EVENTS
-    copy = forked.start(lambda: [rule(ctx, patterns) for rule in FORKED_RULES]) if replays else None
-    found = {rule: rule(ctx, patterns) for rule in RULES if copy is None or rule not in FORKED_RULES}
-    if copy is not None:
-        theirs = copy.result()  # None: the copy failed, and the rules run here (meeting its error, if any)
-        found.update(zip(FORKED_RULES, theirs or [rule(ctx, patterns) for rule in FORKED_RULES], strict=True))
-    return [found[rule] for rule in RULES]
 
 
 def ranked(recs: list[s.Recommendation]) -> list[s.Recommendation]:

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterable
 from dataclasses import dataclass, field
 from itertools import compress
 from operator import attrgetter
@@ -88,38 +87,10 @@ class ColumnBuilder:
         return self.kind_of[cat]
 
     def _append(self, **arrays: np.ndarray) -> None:
-        _extend(self.columns, arrays)
-
-    def _intern(self, names: Iterable[Scalar]) -> None:
-        """Number the names not seen yet, in the order given."""
-        for name in names:
-            if name not in self.names:
-                self.names[name] = len(self.names)
-                self._add_string(name if isinstance(name, str) else "" if name is None else str(name))
-
-    def merge(self, later: ColumnBuilder) -> None:
-        """Take in what `later` built of the batches that follow this builder's, as if this one had read them: its
-        names and recorded inputs numbered after this one's, in its order; counts summed, notes after these."""
-        self._intern(later.names)
-        names = np.fromiter(map(self.names.__getitem__, later.names), dtype=np.int32, count=len(later.names))
-        inputs = self.inputs.merge(later.inputs)
-        for key, column in later.columns.items():
-            values = column.take()
-            if key == "name":
-                values = names[values]
-            elif key == "inputs" and len(inputs):
-                values = np.where(values >= 0, inputs[np.maximum(values, 0)], values)
-            self._append(**{key: values})
-        _extend(self.memory, {key: column.take() for key, column in later.memory.items()})
-        self.categories |= later.categories
-        for cat, count in later.unknown_categories.items():
-            self.unknown_categories[cat] = self.unknown_categories.get(cat, 0) + count
-        self.process_names.update(later.process_names)
-        self.thread_names.update(later.thread_names)
-        self.notes += later.notes
-        self.replaced_bytes += later.replaced_bytes
-        self.unreadable_events += later.unreadable_events
-        self.untimed_spans += later.untimed_spans
+        for key, array in arrays.items():
+            if key not in self.columns:
+                self.columns[key] = GrowingColumn(array.dtype)
+            self.columns[key].extend(array)
 
     def add(self, events: list) -> None:
         # Events by type in C loops (flows and counters, a third of a trace, are only skipped).
@@ -151,7 +122,10 @@ class ColumnBuilder:
         on_device = np.array([d for _, d in self.kind_of.values()], dtype=bool)[codes]
         # Intern names: str caches its hash, so the second lookup of each name is cheap.
         names = [ev.name for ev in spans]
-        self._intern(dict.fromkeys(names))
+        for name in dict.fromkeys(names):
+            if name not in self.names:
+                self.names[name] = len(self.names)
+                self._add_string(name if isinstance(name, str) else "" if name is None else str(name))
         name_ids = np.fromiter(map(self.names.__getitem__, names), dtype=np.int32, count=len(names))
         no_args = Args()
         args = [ev.args or no_args for ev in spans]
@@ -198,7 +172,10 @@ class ColumnBuilder:
             "pid": int_column([ev.pid for ev in events]),
             "tid": int_column([ev.tid for ev in events]),
         }
-        _extend(self.memory, columns)
+        for key, array in columns.items():
+            if key not in self.memory:
+                self.memory[key] = GrowingColumn(array.dtype)
+            self.memory[key].extend(array)
 
     def _metadata(self, ev: Metadata) -> None:
         if ev.args is None or not isinstance(ev.args.name, str):
@@ -284,13 +261,6 @@ class ColumnBuilder:
             notes.append(f"{self.shortened_names} names longer than {MAX_NAME_CHARS:,} characters were shortened "
                          "(their first characters and a hash are kept)")
         return notes
-
-
-def _extend(table: dict[str, GrowingColumn], arrays: dict[str, np.ndarray]) -> None:
-    for key, array in arrays.items():
-        if key not in table:
-            table[key] = GrowingColumn(array.dtype)
-        table[key].extend(array)
 
 
 def _ints(get: attrgetter, items: list) -> np.ndarray:

@@ -9,7 +9,6 @@ from __future__ import annotations
 from typing import Any
 
 import msgspec
-import numpy as np
 
 from stepscope.trace.model import NONE, OpInputs
 
@@ -41,13 +40,6 @@ class InputsInterner:
         if index is None:
             index = self._index[key] = len(self._index)
         return index
-
-    def merge(self, later: InputsInterner) -> np.ndarray:
-        """Each of `later`'s indices as this interner's: its keys interned here, in its order."""
-        index = self._index
-        for key in later._index:
-            index.setdefault(key, len(index))
-        return np.fromiter(map(index.__getitem__, later._index), dtype=np.int32, count=len(later._index))
 
     def table(self) -> tuple[OpInputs, ...]:
         found = []

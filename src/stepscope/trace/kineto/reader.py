@@ -10,16 +10,13 @@ from __future__ import annotations
 
 import gc
 from collections.abc import Callable, Iterator
-from functools import partial
 from pathlib import Path
 
 import msgspec
 import numpy as np
 
-from stepscope import forked
 from stepscope.errors import StepscopeError
 from stepscope.trace.files import read_bytes, read_pieces
-from stepscope.trace.kineto import halves
 from stepscope.trace.kineto.columns import ColumnBuilder
 from stepscope.trace.kineto.repair import repair, replace_invalid_utf8, strip_bom, where
 from stepscope.trace.kineto.schema import (
@@ -58,47 +55,8 @@ def read_kineto(path: str | Path, progress: Progress | None = None) -> Trace:
 
 
 def _read_streaming(path: Path, progress: Progress | None) -> Trace:
-    # A big trace is read by two processes where the CLI allows it (stepscope.forked): a copy of this one decodes
-    # the later batches meanwhile (trace/kineto/halves.py). Forked before this one's reading thread starts.
-    first = halves.split_point(path)
-    copy = forked.start(partial(halves.later_batches, path, first, _decoder)) if first else None
-    try:
-        builder, outline = _read_batches(path, progress, (copy, first) if copy and first else None)
-    finally:
-        if copy is not None:
-            copy.cancel()
-    try:
-        parsed = TraceFile(traceEvents=[]) if outline[:1] == b"[" else FILE_DECODER.decode(outline)
-    except (msgspec.ValidationError, msgspec.DecodeError, UnicodeDecodeError, RecursionError):
-        raise NotStreamable from None
-    return builder.finish(parsed, path)
-
-
-def _read_batches(path: Path, progress: Progress | None, copy: tuple[forked.Forked[halves.Later], int] | None,
-                  ) -> tuple[ColumnBuilder, bytes]:
-    """The trace's columns and its top level's text; with a copy reading the batches after the first `copy[1]`, its
-    columns joined to these when it read from where these end."""
     pieces, size, position = read_pieces(path)
     builder = ColumnBuilder()
-    batches = EventBatches(pieces, _decoder(builder))
-    for count, events in enumerate(batches, 1):
-        builder.add(events)
-        if progress is not None:
-            progress(position(), size)
-        if copy is not None and count == copy[1]:
-            later = copy[0].result()
-            copy = None
-            if later is not None and later.start == batches.consumed:
-                pieces.close()  # this process reads no further
-                builder.merge(later.builder)
-                if progress is not None:
-                    progress(size, size)
-                return builder, later.outline
-    return builder, batches.outline
-
-
-def _decoder(builder: ColumnBuilder) -> Callable[[bytes], list | None]:
-    """A batch's events; on a type surprise, event by event; None when the text is not a JSON array (a wrong cut)."""
 
     def decode(text: bytes) -> list | None:
         try:
@@ -111,7 +69,17 @@ def _decoder(builder: ColumnBuilder) -> Callable[[bytes], list | None]:
             return None
         return _decode_batch(raws, builder)
 
-    return decode
+    batches = EventBatches(pieces, decode)
+    for events in batches:
+        builder.add(events)
+        if progress is not None:
+            progress(position(), size)
+    try:
+        outline = batches.outline
+        parsed = TraceFile(traceEvents=[]) if outline[:1] == b"[" else FILE_DECODER.decode(outline)
+    except (msgspec.ValidationError, msgspec.DecodeError, UnicodeDecodeError, RecursionError):
+        raise NotStreamable from None
+    return builder.finish(parsed, path)
 
 
 def _read_whole(path: Path) -> Trace:

@@ -49,7 +49,6 @@ class EventBatches(Generic[T]):
         self._buffer = bytearray()
         self._ended = False
         self.outline = b""
-        self.consumed = 0  # bytes of the text before the buffer: where the next batch starts
 
     def _more(self) -> bool:
         piece = next(self._pieces, None)
@@ -74,7 +73,7 @@ class EventBatches(Generic[T]):
                 yield from self._last(header)
                 return
             batch, cut = self._cut()
-            self._drop(cut)
+            del self._buffer[:cut]
             yield batch
 
     def _header(self) -> bytes:
@@ -82,21 +81,18 @@ class EventBatches(Generic[T]):
         while True:
             head = bytes(self._buffer[:64]).lstrip(_SPACE)
             if head[:1] == b"[":  # a bare event list
-                self._drop(self._buffer.index(b"[") + 1)
+                at = self._buffer.index(b"[") + 1
+                del self._buffer[:at]
                 return b"["
             if head[:1] not in (b"{", b""):
                 raise NotStreamable
             found = _EVENTS_KEY.search(self._buffer)
             if found:
                 header = bytes(self._buffer[: found.end()])
-                self._drop(found.end())
+                del self._buffer[: found.end()]
                 return header
             if len(self._buffer) > MAX_HEADER_BYTES or not self._more():
                 raise NotStreamable
-
-    def _drop(self, count: int) -> None:
-        del self._buffer[:count]
-        self.consumed += count
 
     def _cut(self) -> tuple[T, int]:
         """The longest batch of whole events in the buffer, and where the next event starts."""
