@@ -20,7 +20,7 @@ _M_TRIM_THRESHOLD, _M_MMAP_THRESHOLD = -1, -3  # glibc's malloc.h
 def for_reading() -> None:
     """Before the verb loads anything: one BLAS thread and the heap kept (glibc)."""
     # numpy's OpenBLAS starts a thread per core that spins for ~0.1 s after the import: these verbs do no linear
-    # algebra, and it would take the second core a big trace's reading uses (stepscope.forked).
+    # algebra, and it would take the second core the read-ahead thread inflates the trace on.
     os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
     if sys.platform.startswith("linux") and "glibc" in (os.confstr("CS_GNU_LIBC_VERSION") or ""):
         import ctypes
