@@ -1,5 +1,3 @@
-import sys
+from stepscope.cli import entry
 
-from stepscope.cli import main
-
-sys.exit(main())
+entry()

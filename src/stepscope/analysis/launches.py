@@ -27,6 +27,19 @@ def _launching_call(trace: Trace) -> np.ndarray:
     return result
 
 
+def carry_launching_call(trace: Trace, rows: np.ndarray, derived: Trace) -> None:
+    """Give `derived`, a table made of the trace's `rows` (in its order) with only times changed, the trace's launch
+    links renumbered, instead of the join again: the join reads kinds, correlation ids and names, which `derived`
+    keeps; `rows` holds every runtime call and GPU activity (only the GPU projections of host ranges may go)."""
+    links = launching_call(trace)
+    new_row = np.full(len(links), NONE, dtype=links.dtype)
+    new_row[rows] = np.arange(len(rows), dtype=links.dtype)
+    taken = links[rows]
+    carried = np.where(taken >= 0, new_row[np.maximum(taken, 0)], NONE).astype(links.dtype)
+    carried.flags.writeable = False
+    derived.derived("launching_call", lambda: carried)
+
+
 def launched_in_gap(trace: Trace, activity_rows: np.ndarray, gap_starts: np.ndarray,
                     gap_ends: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """For idle gaps of a device (sorted), whether an activity of `activity_rows` (sorted by start) ends

@@ -16,7 +16,7 @@ from stepscope.analysis.precision import MATMUL_OP, is_matmul_kernel, precision
 from stepscope.analysis.steps import Steps
 from stepscope.analysis.syncs import is_sync_api
 from stepscope.trace import intervals as iv
-from stepscope.trace.model import CopyKind, HostMemory, Kind, Trace
+from stepscope.trace.model import CopyKind, HostMemory, Kind, Trace, distinct
 
 OPTIMIZER_STEP = re.compile(r"^Optimizer\.step#")
 ZERO_GRAD = re.compile(r"^Optimizer\.zero_grad#")
@@ -233,7 +233,7 @@ def slowest_runtime_call(trace: Trace, steps: Steps) -> tuple[str, int]:
 def launch_calls(trace: Trace, steps: Steps) -> float:
     """Runtime calls per step that enqueued GPU work."""
     link = launching_call(trace)
-    callers = np.unique(link[link >= 0])
+    callers = distinct(link[link >= 0])
     return _per_step_mean(steps, trace.events.start[callers], host=True)
 
 

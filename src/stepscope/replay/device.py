@@ -58,11 +58,14 @@ def _dependencies(start: np.ndarray, end: np.ndarray, stream: np.ndarray, waitin
     dep = np.full(len(start), -1, dtype=np.int64)
     by_end = np.argsort(end, kind="stable")
     ends = end[by_end]
-    for i in np.flatnonzero(waiting):
-        k = int(np.searchsorted(ends, start[i], side="right")) - 1
-        while k >= 0 and ends[k] >= start[i] - DEPENDENCY_WINDOW_NS:
-            j = by_end[k]
-            if stream[j] != stream[i]:
+    rows = np.flatnonzero(waiting)
+    # The searches at once, the walks back on lists: numpy scalars one at a time cost several times more.
+    last = (np.searchsorted(ends, start[rows], side="right") - 1).tolist()
+    ends_, by_end_, stream_, start_ = ends.tolist(), by_end.tolist(), stream.tolist(), start.tolist()
+    for i, k in zip(rows.tolist(), last, strict=True):
+        while k >= 0 and ends_[k] >= start_[i] - DEPENDENCY_WINDOW_NS:
+            j = by_end_[k]
+            if stream_[j] != stream_[i]:
                 dep[i] = j
                 break
             k -= 1

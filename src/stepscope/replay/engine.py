@@ -9,7 +9,7 @@ from dataclasses import dataclass, field, replace
 
 import numpy as np
 
-from stepscope.analysis.launches import launching_call
+from stepscope.analysis.launches import carry_launching_call, launching_call
 from stepscope.replay.blocking import BatchWaits, QueueWaits, batch_waits, blocking_calls, queue_waits
 from stepscope.replay.device import DeviceOps, device_ops
 from stepscope.replay.host_clock import HostClock, HostCost, host_clock
@@ -69,17 +69,21 @@ def _simulate(ops: DeviceOps, dur: np.ndarray, launch_at: np.ndarray, waits: _Wa
     state = _State(host_at=wait_start)
     n = len(ops)
     new_start, new_end, done = [0.0] * n, [0.0] * n, [False] * n
-    key, latency, prev, gap, dep = (a.tolist() for a in (ops.key, ops.latency, ops.prev, ops.gap, ops.dep))
+    latency, prev, gap, dep = (a.tolist() for a in (ops.latency, ops.prev, ops.gap, ops.dep))
     delay, measured_end, stream = ops.delay.tolist(), ops.end.tolist(), ops.stream.tolist()
     at_launch, length = launch_at.tolist(), dur.tolist()
-    wait_at, w_start, w_end = waits.start.tolist(), wait_start.tolist(), wait_end.tolist()
+    w_start, w_end = wait_start.tolist(), wait_end.tolist()
+    # The waits each activity comes after (those that began before its launch), counted at once: keys rise in order.
+    due = np.searchsorted(waits.start, ops.key[ops.order], side="left").tolist()
     last: dict[int, int] = {}  # stream -> its last processed activity
-    c, n_waits = 0, len(wait_at)
-    for i in ops.order.tolist():
-        while c < n_waits and wait_at[c] < key[i]:
-            _wait(state, waits, c, w_start[c], w_end[c], last, ops, new_start, new_end, done, host_speed)
-            c += 1
-        at = at_launch[i] + state.shift + latency[i]
+    c, shift = 0, state.shift
+    for i, upto in zip(ops.order.tolist(), due, strict=True):
+        if c < upto:
+            while c < upto:
+                _wait(state, waits, c, w_start[c], w_end[c], last, ops, new_start, new_end, done, host_speed)
+                c += 1
+            shift = state.shift
+        at = at_launch[i] + shift + latency[i]
         p = prev[i]
         if p >= 0 and (after := new_end[p] + gap[i]) > at:
             at = after
@@ -91,7 +95,7 @@ def _simulate(ops: DeviceOps, dur: np.ndarray, launch_at: np.ndarray, waits: _Wa
         new_end[i] = begin + length[i]
         done[i] = True
         last[stream[i]] = i
-    while c < n_waits:
+    while c < len(w_start):
         _wait(state, waits, c, w_start[c], w_end[c], last, ops, new_start, new_end, done, host_speed)
         c += 1
     return np.array(new_start, dtype=np.float64), state
@@ -229,7 +233,8 @@ def replay_with_clock(trace: Trace, *, rows: np.ndarray | None = None, new_dur: 
     new_durs = np.maximum(np.rint(end[keep]).astype(np.int64) - new_starts, 0)
     # The table's order (start, longer first; Events.from_columns), taken here so each column is copied once.
     order = start_order(new_starts, new_durs)
-    columns = _taken(ev, keep[order])
+    taken = keep[order]
+    columns = _taken(ev, taken)
     columns["start"], columns["dur"] = new_starts[order], new_durs[order]
     memory = trace.memory
     if len(memory):
@@ -241,4 +246,6 @@ def replay_with_clock(trace: Trace, *, rows: np.ndarray | None = None, new_dur: 
         meta = replace(meta, devices=tuple(device_info if d.id == device else d for d in meta.devices)
                        or (device_info,))
     # Every other part of the trace (strings, stacks, recorded op inputs) carries over as it is.
-    return Replayed(replace(trace, meta=meta, events=Events.from_columns(**columns), memory=memory), clock)
+    replayed = replace(trace, meta=meta, events=Events.from_columns(**columns), memory=memory)
+    carry_launching_call(trace, taken, replayed)
+    return Replayed(replayed, clock)

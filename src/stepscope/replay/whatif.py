@@ -30,7 +30,7 @@ from stepscope.replay.blocking import blocking_calls
 from stepscope.replay.engine import replay
 from stepscope.replay.host_clock import step_threads
 from stepscope.trace import intervals as iv
-from stepscope.trace.model import CopyKind, HostMemory, Kind, Trace
+from stepscope.trace.model import CopyKind, HostMemory, Kind, Trace, distinct
 
 SINGLE_PROCESS_BATCH = re.compile(r"^enumerate\(DataLoader\)#_SingleProcessDataLoaderIter\.__next__")
 OPTIMIZER_STEP = re.compile(r"^Optimizer\.step#")
@@ -181,13 +181,13 @@ def cuda_graphs(trace: Trace) -> WhatIf | None:
     """The step's kernels replayed from a graph: the host's dispatch and launches leave its path."""
     ev = trace.events
     link = launching_call(trace)
-    launches = np.unique(link[link >= 0])
+    launches = distinct(link[link >= 0])
     if len(launches) == 0:
         return None
     ops = np.flatnonzero(ev.of_kind(Kind.CPU_OP) & _on_path(trace))
     launching_ops = ops[_contains_any(trace, ops, launches)]
     keep_out = np.concatenate([_names(trace, SINGLE_PROCESS_BATCH, (Kind.CPU_OP,)), blocking_calls(trace)])
-    cut_rows = np.setdiff1d(np.union1d(launching_ops, launches), keep_out)
+    cut_rows = np.setdiff1d(distinct(np.concatenate([launching_ops, launches])), distinct(keep_out), assume_unique=True)
     cut_rows = cut_rows[~_contains_any(trace, cut_rows, blocking_calls(trace))]  # a sync's wait stays
     base, n = median_step(trace), len(find_steps(trace))
     step = median_step(replay(trace, cut=_cut_of(trace, cut_rows)), n)
@@ -243,7 +243,7 @@ def _contains_any(trace: Trace, rows: np.ndarray, inner: np.ndarray) -> np.ndarr
     if len(inner) == 0 or len(rows) == 0:
         return out
     row_tid, inner_tid = ev.tid[rows], ev.tid[inner]
-    for tid in np.intersect1d(row_tid, inner_tid):
+    for tid in np.intersect1d(distinct(row_tid), distinct(inner_tid), assume_unique=True):
         mine = inner[inner_tid == tid]
         mine = mine[np.argsort(ev.start[mine], kind="stable")]
         starts = ev.start[mine]

@@ -7,13 +7,16 @@ Decompression streams: memory follows the data actually decompressed, never a si
 from __future__ import annotations
 
 import zlib
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Generator, Iterable, Iterator
 from pathlib import Path
 
 from stepscope.errors import StepscopeError
 from stepscope.trace.read_ahead import read_ahead
 
-_IN_CHUNK = 1 << 16  # compressed bytes per step: at most ~64 MiB come out of one (deflate tops out at 1032x)
+_IN_CHUNK = 1 << 20  # compressed bytes handed to zlib at a time
+# Decompressed bytes out of one call at most: memory stays bounded whatever the ratio, and the reading thread,
+# which needs the GIL only between calls, keeps ahead of a decoder that holds it for milliseconds at a time.
+_OUT_CHUNK = 1 << 20
 # A profiler trace compresses 5-30x; past this ratio (and this size) the file is not a trace but a bomb.
 MAX_GZIP_RATIO = 256
 MIN_GZIP_LIMIT = 64 << 20
@@ -47,13 +50,17 @@ def _inflate(blocks: Iterable[bytes], size: int, path: Path) -> Iterator[bytes]:
                 member_ended, inflater = False, zlib.decompressobj(wbits=31)
             piece = view[pos : pos + _IN_CHUNK]
             pos += len(piece)
-            out = inflater.decompress(piece)
-            done += len(out)
-            if done > limit:
-                raise StepscopeError(f"{path}: decompresses to over {MAX_GZIP_RATIO}x its size, more than any "
-                                     f"profiler trace does (stopped at {done >> 20} MiB)")
-            if out:
-                yield out
+            while True:
+                out = inflater.decompress(piece, _OUT_CHUNK)
+                piece = inflater.unconsumed_tail
+                done += len(out)
+                if done > limit:
+                    raise StepscopeError(f"{path}: decompresses to over {MAX_GZIP_RATIO}x its size, more than any "
+                                         f"profiler trace does (stopped at {done >> 20} MiB)")
+                if out:
+                    yield out
+                if inflater.eof or (not piece and len(out) < _OUT_CHUNK):  # a full output may have more behind it
+                    break
             if inflater.eof:
                 pos -= len(inflater.unused_data)  # the next member starts there
                 member_ended = True
@@ -87,7 +94,7 @@ def read_bytes(path: Path) -> bytes | bytearray:
 _READ_BLOCK = 8 << 20  # bytes read from the file at a time
 
 
-def read_pieces(path: Path) -> tuple[Iterator[bytes], int, Callable[[], int]]:
+def read_pieces(path: Path) -> tuple[Generator[bytes, None, None], int, Callable[[], int]]:
     """The file's content (gunzipped when it is gzip) as a stream of pieces, for reading a file larger than memory
     should hold at once; its size on disk, and a function telling how many of those bytes were read so far.
     The same one-line errors as read_bytes."""
@@ -116,7 +123,7 @@ def read_pieces(path: Path) -> tuple[Iterator[bytes], int, Callable[[], int]]:
     return _checked(read_ahead(pieces), path, gzipped), size, lambda: min(read[0], size)
 
 
-def _checked(pieces: Iterator[bytes], path: Path, gzipped: bool) -> Iterator[bytes]:
+def _checked(pieces: Iterator[bytes], path: Path, gzipped: bool) -> Generator[bytes, None, None]:
     try:
         any_data = False
         for piece in pieces:

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from stepscope.trace.model import GPU_ACTIVITY_KINDS, NONE, Events, Kind
+from stepscope.trace.model import GPU_ACTIVITY_KINDS, NONE, Events, Kind, distinct
 
 HOST_KINDS = (Kind.CPU_OP, Kind.USER_ANNOTATION, Kind.PYTHON, Kind.RUNTIME)
 _FOLLOWS = ("their launch is unknown: the step ends, the GPU's wait for the host and the kernels by op and "
@@ -31,7 +31,8 @@ def ambiguous_ids(events: Events, strings: tuple[str, ...]) -> np.ndarray:
     shared = ids[counts > 1]
     gpu_ids, gpu_counts = np.unique(corr[events.of_kind(*GPU_ACTIVITY_KINDS) & (corr >= 0)], return_counts=True)
     many = gpu_ids[gpu_counts > 1]
-    many = many[np.isin(many, ids)]  # an id no recorded call has links nothing anyway (link_notes counts those)
+    if len(many):  # np.isin with ids far apart builds a table over their range (ms), even for nothing to look up
+        many = many[np.isin(many, ids)]  # an id no recorded call has links nothing anyway (link_notes counts those)
     if len(many):
         graph = [i for i, s in enumerate(strings) if "GraphLaunch" in s[:64]]
         graph_ids = corr[calls & np.isin(events.name, graph)] if graph else corr[:0]
@@ -77,7 +78,7 @@ def link_notes(events: Events, strings: tuple[str, ...]) -> list[str]:
                          f"linking them to the runtime call that launched them: {_FOLLOWS}")
         linked = gpu & (corr >= 0)
         if runtime.any() and linked.any():
-            known = np.unique(corr[runtime & (corr >= 0)])
+            known = distinct(corr[runtime & (corr >= 0)])
             ids = corr[linked]
             pos = np.minimum(np.searchsorted(known, ids), max(len(known) - 1, 0))
             orphans = int((known[pos] != ids).sum()) if len(known) else len(ids)

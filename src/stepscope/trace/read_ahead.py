@@ -6,6 +6,7 @@ from __future__ import annotations
 import queue
 import threading
 from collections.abc import Iterator
+from contextlib import suppress
 from dataclasses import dataclass
 from typing import TypeVar
 
@@ -59,4 +60,7 @@ def read_ahead(items: Iterator[T], depth: int = 2) -> Iterator[T]:
             yield item
     finally:
         gone.set()
+        with suppress(queue.Empty):  # room for a producer waiting to put: it sees `gone` at once, not a poll later
+            while True:
+                ready.get_nowait()
         thread.join(timeout=5 * _POLL_S)
