@@ -124,6 +124,9 @@ def test_ten_captures_in_one_process_leave_it_as_it_was(shell: InteractiveShell)
     finally:
         planted.stop()
     assert process_state(ns) == before
+    # The plain speed again, now that the planted attribution is gone: a busy moment during the first measurement
+    # (CI's other worker) must not hide the control's slowdown (seen once: 5.13 ms before, 4.59 ms leaked).
+    base_ms = min(base_ms, plain_loop_ms(ns))
     assert leaked_ms > 1.3 * base_ms, (base_ms, leaked_ms)
 
     for i in range(10):
