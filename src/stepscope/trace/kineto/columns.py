@@ -247,7 +247,9 @@ class ColumnBuilder:
         if self.untimed_spans:
             notes.append(f"{self.untimed_spans:,} events without a time or a duration (ts, dur) were left out")
         if unknown := {c: n for c, n in self.unknown_categories.items() if n}:
-            listed = ", ".join(f"{c or 'none'!r}: {n:,}" for c, n in sorted(unknown.items(), key=lambda kv: -kv[1]))
+            # By count, ties by name: the categories were met in a set's order, which the hash seed decides.
+            ranked = sorted(unknown.items(), key=lambda kv: (-kv[1], kv[0] or ""))
+            listed = ", ".join(f"{c or 'none'!r}: {n:,}" for c, n in ranked)
             notes.append(f"{sum(unknown.values()):,} events have a category no profiler dialect uses (cat {listed}): "
                          "taken as other host work")
         if note := launches_without_kernels(table, strings):
