@@ -8,6 +8,7 @@ import json
 import shutil
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -127,8 +128,11 @@ def test_heatmap_is_drawn_in_a_real_browser(job: Path, tmp_path: Path) -> None:
     driver = webdriver.Chrome(service=Service(DRIVER), options=options)
     try:
         driver.get(page.as_uri())
-        cells = driver.execute_script("return document.querySelectorAll('#fig-ranks .heatmaplayer image, "
-                                      "#fig-ranks .hm').length")
+        cells, deadline = 0, time.monotonic() + 10
+        while not cells and time.monotonic() < deadline:  # plotly draws the heatmap's image after the page loads:
+            cells = driver.execute_script("return document.querySelectorAll('#fig-ranks .heatmaplayer image, "
+                                          "#fig-ranks .hm').length")  # on a busy machine, not yet (CI saw 0 once)
+            time.sleep(0.1)
         labels = driver.execute_script("return Array.from(document.querySelectorAll('#fig-ranks .ytick text'))"
                                        ".map(t => t.textContent)")
         errors = [e for e in driver.get_log("browser") if e["level"] == "SEVERE"]

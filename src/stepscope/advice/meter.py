@@ -95,6 +95,8 @@ def workers_recommendation(meter: Meter, settings: s.Settings | None,
     # k workers deliver a batch every batch/k; the main thread's work (on its intra-op threads) and the batch's CPU
     # time share the process's cores, which bounds the step from below however many workers wait on storage.
     new = max(main, batch / target)
+    if workers:  # what the step takes beyond its bound now (the batch's delivery, say) stays: k'/k at most
+        new += max(step - max(main, batch / workers), 0.0)
     why = f"{target} workers deliver a batch every {ns_text(batch / target * 1e3)}"
     if cores:
         cpu_floor = (main * min(threads, cores) + cpu) / cores
