@@ -12,6 +12,7 @@ from stepscope.capture.overhead import StepTimes
 from stepscope.capture.window import ProfilerWindow
 
 SKIP, WINDOW, REFERENCE, DONE = "skip", "window", "reference", "done"
+INFERENCE = "inference or evaluation only"
 
 
 @dataclass
@@ -81,3 +82,18 @@ class Cycle:
             return None
         k = int(statistics.median(self.backward_runs))
         return k if k >= 2 else None
+
+    def phase_seen(self, sees_backward: bool) -> str | None:
+        """Training, when a backward pass or optimizer step ran in the recorded steps; else, if backward passes
+        are observed at all, inference or evaluation only."""
+        if self.training_seen or self.leader in ("optimizer", "backward"):
+            return "training"
+        return INFERENCE if sees_backward and self.recorded else None
+
+
+def replaced_notes(cycles: list[Cycle], c: Cycle) -> list[str]:
+    """What the reported cycle's window replaced: earlier windows of a weaker source that recorded steps."""
+    earlier = [x for x in cycles if x is not c and x.recorded and x.exported]
+    return [f"an earlier window recorded {x.recorded} {x.leader} steps with no "
+            f"{'optimizer step' if x.leader == 'backward' else 'backward pass'} (evaluation or a warm-up before "
+            f"training?); the window of {c.leader} steps replaces it" for x in earlier if c.recorded]

@@ -23,7 +23,7 @@ from typing import Any, Protocol
 
 from stepscope.capture.arbiter import PRIORITY, Mark, StepArbiter
 from stepscope.capture.batch import stronger_batch_size
-from stepscope.capture.cycle import DONE, REFERENCE, SKIP, WINDOW, Cycle
+from stepscope.capture.cycle import DONE, REFERENCE, SKIP, WINDOW, Cycle, replaced_notes
 from stepscope.capture.options import CaptureOptions
 from stepscope.capture.result import CaptureResult
 from stepscope.capture.settle import calibrate_window, settle_timing, settle_traces
@@ -38,7 +38,6 @@ WAIT_FOR_OPTIMIZER = 256
 # While the meter sees the steps still getting faster the profiler waits, up to this many times --skip steps (a
 # short program must still reach its window).
 SETTLE_LIMIT = 2
-INFERENCE = "inference or evaluation only"
 # Sources only a session hears of (stepscope.step(), the trainer callbacks): the meter's hooks see the others.
 MARKED = tuple(source for source, rank in PRIORITY.items() if rank == 0)  # the arbiter's explicit marks
 
@@ -189,10 +188,8 @@ class CaptureSession:
         """The steps are still getting faster (the meter's word): the profiler waits, at most until SETTLE_LIMIT times
         --skip steps have run, so the steps before the window are steady ones."""
         skip = self.spec.skip
-        if self.meter is None or not self.spec.settle or skip == 0 or completed >= SETTLE_LIMIT * skip:
-            self._note_settled(completed)
-            return False
-        if self.meter.warming(self.cycle.leader):
+        if (self.meter is not None and self.spec.settle and skip and completed < SETTLE_LIMIT * skip
+                and self.meter.warming(self.cycle.leader)):
             return True
         self._note_settled(completed)
         return False
@@ -371,29 +368,17 @@ class CaptureSession:
             reference=c.times.reference(),
             recorded_step_ns=c.times.recorded_ns(),
             accumulation=c.accumulation if c.leader == "optimizer" else None,
-            phase=self._phase(c),
+            phase=c.phase_seen(self.sees_backward),
             step_on=self.spec.step_on,
             settings=next((getattr(x, "settings", None) for x in self.listeners if getattr(x, "settings", None)),
                           None),
             failure=c.failure,
             timing_path=self._settle_timing(c),
             calibration=c.calibration,
-            notes=[*self._replaced_notes(c), *c.notes, *self.notes,
+            notes=[*replaced_notes(self.cycles, c), *c.notes, *self.notes,
                    *(n for listener in self.listeners for n in getattr(listener, "notes", ()))],
         )
 
-    def _phase(self, c: Cycle) -> str | None:
-        """Training, when a backward pass or optimizer step ran in the recorded steps; else, if backward passes
-        are observed at all, inference or evaluation only."""
-        if c.training_seen or c.leader in ("optimizer", "backward"):
-            return "training"
-        return INFERENCE if self.sees_backward and c.recorded else None
-
-    def _replaced_notes(self, c: Cycle) -> list[str]:
-        earlier = [x for x in self.cycles if x is not c and x.recorded and x.exported]
-        return [f"an earlier window recorded {x.recorded} {x.leader} steps with no "
-                f"{'optimizer step' if x.leader == 'backward' else 'backward pass'} (evaluation or a warm-up before "
-                f"training?); the window of {c.leader} steps replaces it" for x in earlier if c.recorded]
 
 # -- the session `stepscope.step()` reports to ------------------------------------------------------------
 
