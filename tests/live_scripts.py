@@ -31,6 +31,17 @@ for step in range(40):
 """
 FORWARD_LINE = 15  # `out = model(x)`
 WIDE = TRAIN.replace("WIDTH = 64", "WIDTH = 4096")
+# The two-layer net the editor and notebook tests widen (HIDDEN): its source, after `import torch`.
+NET_CLASS = """\
+class Net(torch.nn.Module):
+    def __init__(self, hidden):
+        super().__init__()
+        self.fc1 = torch.nn.Linear(128, hidden)
+        self.fc2 = torch.nn.Linear(hidden, 4)
+    def forward(self, x):
+        h = self.fc1(x).relu()
+        return self.fc2(h)
+"""
 ENV = {**os.environ, "OMP_NUM_THREADS": "1", "PYTHONUNBUFFERED": "1"}
 
 

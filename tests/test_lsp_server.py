@@ -23,19 +23,13 @@ from lsprotocol import types as t
 from pygls.lsp.client import LanguageClient
 from pygls.uris import from_fs_path
 
+from live_scripts import NET_CLASS
+
 WAIT_S = 240  # one capture is ~4 s of CPU, but the shared test machine can stretch it many times over
 
 SCRIPT = """import torch
 torch.manual_seed(0)
-class Net(torch.nn.Module):
-    def __init__(self, hidden):
-        super().__init__()
-        self.fc1 = torch.nn.Linear(128, hidden)
-        self.fc2 = torch.nn.Linear(hidden, 4)
-    def forward(self, x):
-        h = self.fc1(x).relu()
-        return self.fc2(h)
-model = Net(HIDDEN)
+""" + NET_CLASS + """model = Net(HIDDEN)
 opt = torch.optim.SGD(model.parameters(), lr=0.01)
 x, y = torch.randn(8, 128), torch.randint(0, 4, (8,))
 total = 0.0
@@ -242,16 +236,7 @@ def test_the_language_server_over_stdio(tmp_path: Path) -> None:
     asyncio.run(session(tmp_path))
 
 
-NET = """import torch
-class Net(torch.nn.Module):
-    def __init__(self, hidden):
-        super().__init__()
-        self.fc1 = torch.nn.Linear(128, hidden)
-        self.fc2 = torch.nn.Linear(hidden, 4)
-    def forward(self, x):
-        h = self.fc1(x).relu()
-        return self.fc2(h)
-"""
+NET = "import torch\n" + NET_CLASS
 TRAIN_WITH_ARGS = """import sys
 import torch
 from net import Net

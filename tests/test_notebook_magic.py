@@ -19,21 +19,14 @@ pytest.importorskip("IPython")
 
 from IPython.core.interactiveshell import InteractiveShell  # noqa: E402
 
+from live_scripts import NET_CLASS  # noqa: E402
 from stepscope.attribution import Attribution  # noqa: E402
 
 SETUP = """
 import torch
 from torch.utils.data import DataLoader, TensorDataset
 torch.manual_seed(0)
-class Net(torch.nn.Module):
-    def __init__(self, hidden):
-        super().__init__()
-        self.fc1 = torch.nn.Linear(128, hidden)
-        self.fc2 = torch.nn.Linear(hidden, 4)
-    def forward(self, x):
-        h = self.fc1(x).relu()
-        return self.fc2(h)
-model = Net(HIDDEN)
+""" + NET_CLASS + """model = Net(HIDDEN)
 opt = torch.optim.SGD(model.parameters(), lr=0.01)
 loader = DataLoader(TensorDataset(torch.randn(8 * 20, 128), torch.randint(0, 4, (8 * 20,))), batch_size=8)
 """
