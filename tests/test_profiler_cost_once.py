@@ -10,13 +10,13 @@ host-bound step under its plain time).
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from pathlib import Path
 
 import numpy as np
 import pytest
 
-from builder import REDUCE, SGEMM, Timeline, TraceBuilder
+from builder import Timeline
+from step_programs import STEPS, gpu_bound, host_only, launch_bound, trace_of
 from stepscope.advice import advise
 from stepscope.analysis.facts import compute_facts
 from stepscope.model import report as s
@@ -24,44 +24,11 @@ from stepscope.model.calibration import ProfilerCost
 from stepscope.pipeline import analyze
 from stepscope.replay.deperturb import deperturb
 from stepscope.replay.host_clock import RECORDED_DEFAULT
-from stepscope.trace.kineto import read_kineto
 from stepscope.trace.model import Trace
 
 K = 3.0  # the planted cost: 3x the default per event (op 3.5 µs, runtime call 14.4 µs, range 42.7 µs)
 PLANTED_US = {"op": K * RECORDED_DEFAULT.op_ns / 1e3, "launch": K * RECORDED_DEFAULT.launch_ns / 1e3,
               "range": K * RECORDED_DEFAULT.range_ns / 1e3}
-STEPS = 5
-
-
-def _launch_bound(tl: Timeline) -> None:
-    """Host-bound even unprofiled (9 µs of host per 3 µs kernel): every µs of cost left in, or taken out twice, moves
-    the step."""
-    for i in range(STEPS):
-        with tl.step(i):
-            for _ in range(40):
-                with tl.op("aten::relu", overhead=2.0):
-                    tl.kernel(REDUCE, 3.0, host_us=5.0)
-            tl.sync()
-
-
-def _gpu_bound(tl: Timeline) -> None:
-    """GPU-bound unprofiled (8 µs of host per 14 µs kernel); the planted cost makes the host fall behind the GPU."""
-    for i in range(STEPS):
-        with tl.step(i):
-            for _ in range(30):
-                with tl.op("aten::linear", overhead=1.0), tl.op("aten::addmm", overhead=1.0):
-                    tl.kernel(SGEMM, 14.0, host_us=4.0)
-            with tl.op("aten::item"), tl.op("aten::_local_scalar_dense"):
-                tl.sync()
-            tl.idle(50.0)
-
-
-def _host_only(tl: Timeline) -> None:
-    for i in range(STEPS):
-        with tl.step(i):
-            for _ in range(50):
-                tl.cpu("aten::add", 8.0)
-                tl.idle(3.0)
 
 
 def _storage_bound(tl: Timeline) -> None:
@@ -73,12 +40,6 @@ def _storage_bound(tl: Timeline) -> None:
                 tl.idle(2000.0)
             for _ in range(40):
                 tl.cpu("aten::addmm", 20.0)
-
-
-def _trace(tmp_path: Path, program: Callable[[Timeline], None], cost: dict[str, float], tag: str) -> Trace:
-    b = TraceBuilder()
-    program(Timeline(b, cost=dict(cost)))
-    return read_kineto(b.write(tmp_path / f"{tag}.json"))
 
 
 def _median_us(trace: Trace) -> float:
@@ -102,7 +63,7 @@ def _calibration(k: float = K) -> ProfilerCost:
 
 def test_without_a_calibration_the_default_cost_is_sized_to_the_gap(tmp_path: Path) -> None:
     """A host-bound CPU step lengthened by exactly the cost paid inside it: the fit finds the planted K."""
-    plain, profiled = (_trace(tmp_path, _host_only, cost, tag) for cost, tag in (({}, "plain"), (PLANTED_US, "p")))
+    plain, profiled = (trace_of(tmp_path, host_only, cost, tag) for cost, tag in (({}, "plain"), (PLANTED_US, "p")))
     truth_ns = _median_us(plain) * 1e3
     dep = deperturb(profiled, None, truth_ns, "step meter", 0.0)
     assert dep.replayed and dep.source == "fitted" and dep.cost is not None
@@ -117,7 +78,7 @@ def test_without_a_calibration_the_default_cost_is_sized_to_the_gap(tmp_path: Pa
 def test_the_fit_stops_at_the_top_of_the_unprofiled_spread(tmp_path: Path) -> None:
     """Only the overhead beyond the reference's spread comes out: a reference that came out low by chance must not
     over-correct. The replayed step lands on the reference plus its noise (within the fit's 1% of what comes off)."""
-    plain, profiled = (_trace(tmp_path, _host_only, cost, tag) for cost, tag in (({}, "plain"), (PLANTED_US, "p")))
+    plain, profiled = (trace_of(tmp_path, host_only, cost, tag) for cost, tag in (({}, "plain"), (PLANTED_US, "p")))
     truth_ns, recorded_ns = _median_us(plain) * 1e3, _median_us(profiled) * 1e3
     dep = deperturb(profiled, None, truth_ns, "step meter", 0.05)
     target = truth_ns * 1.05
@@ -129,8 +90,8 @@ def test_the_fit_stops_at_the_top_of_the_unprofiled_spread(tmp_path: Path) -> No
 
 @pytest.mark.parametrize("calibrated", [True, False], ids=["calibrated", "fitted"])
 def test_the_profilers_cost_is_taken_out_once(tmp_path: Path, calibrated: bool) -> None:
-    plain = _trace(tmp_path, _launch_bound, {}, "plain")
-    profiled = _trace(tmp_path, _launch_bound, PLANTED_US, "profiled")
+    plain = trace_of(tmp_path, launch_bound, {}, "plain")
+    profiled = trace_of(tmp_path, launch_bound, PLANTED_US, "profiled")
     truth_us, recorded_us = _median_us(plain), _median_us(profiled)
     assert recorded_us > 1.5 * truth_us, "the planted cost must slow the steps, or the test shows nothing"
     report = analyze([profiled], run=_run(truth_us), calibration=_calibration() if calibrated else None)
@@ -160,8 +121,8 @@ def test_a_gpu_bound_step_the_profiler_made_host_bound_comes_back_without_a_cali
     with a larger size until the step comes down to the unprofiled one, and the GPU is busy as it is plain. (The
     step does not tell how much more cost there was once the GPU sets its pace: the fit takes the least that brings
     it down, so the split of the GPU's idle between launches and the sync is not asserted.)"""
-    plain = _trace(tmp_path, _gpu_bound, {}, "plain")
-    profiled = _trace(tmp_path, _gpu_bound, PLANTED_US, "profiled")
+    plain = trace_of(tmp_path, gpu_bound, {}, "plain")
+    profiled = trace_of(tmp_path, gpu_bound, PLANTED_US, "profiled")
     truth_us = _median_us(plain)
     raw = analyze([profiled])
     report = analyze([profiled], run=_run(truth_us))
@@ -174,7 +135,7 @@ def test_a_gpu_bound_step_the_profiler_made_host_bound_comes_back_without_a_cali
 
 
 def test_nothing_is_taken_out_inside_the_noise_and_the_note_says_so(tmp_path: Path) -> None:
-    profiled = _trace(tmp_path, _launch_bound, PLANTED_US, "profiled")
+    profiled = trace_of(tmp_path, launch_bound, PLANTED_US, "profiled")
     recorded_us = _median_us(profiled)
     report = analyze([profiled], run=_run(recorded_us * 1.03, noise=0.05))  # -3% against a ±5% spread
     c = report.run.overhead_correction if report.run else None
@@ -187,8 +148,8 @@ def test_nothing_is_taken_out_inside_the_noise_and_the_note_says_so(tmp_path: Pa
 def test_a_storage_wait_keeps_its_length_and_the_verdict_is_the_plain_one(tmp_path: Path) -> None:
     """Unprofiled the step waits 2 ms of about 2.8 (input_bound); the planted cost falls on the ops. Fitted without a
     calibration, the step and the data wait's share come back to the plain program's."""
-    plain = _trace(tmp_path, _storage_bound, {}, "plain")
-    profiled = _trace(tmp_path, _storage_bound, {k: 10 * v for k, v in PLANTED_US.items()}, "profiled")
+    plain = trace_of(tmp_path, _storage_bound, {}, "plain")
+    profiled = trace_of(tmp_path, _storage_bound, {k: 10 * v for k, v in PLANTED_US.items()}, "profiled")
     truth_us = _median_us(plain)
     report = analyze([profiled], run=_run(truth_us))
     assert report.replay is not None and report.replay.cost_source == "fitted"

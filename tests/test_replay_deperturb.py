@@ -12,36 +12,14 @@ import numpy as np
 import pytest
 
 from builder import REDUCE, SGEMM, Timeline, TraceBuilder
+from step_programs import gpu_bound, host_only, launch_bound, trace_of
 from stepscope.analysis.facts import compute_facts
 from stepscope.replay import HostCost, replay
 from stepscope.replay.deperturb import deperturb
 from stepscope.trace.kineto import read_kineto
-from stepscope.trace.model import Trace
 
 COST_US = {"op": 6.0, "launch": 3.0, "range": 10.0}  # a heavy profiler: shapes and memory, a slow host
 HOST_COST = HostCost(op_ns=6_000, launch_ns=3_000, range_ns=10_000)
-
-
-def _gpu_bound(tl: Timeline) -> None:
-    """Kernels longer than their launches, one loss.item() per step: the GPU sets the pace unprofiled; with the
-    profiler's cost the host falls behind it."""
-    for i in range(5):
-        with tl.step(i):
-            for _ in range(30):
-                with tl.op("aten::linear", overhead=1.0), tl.op("aten::addmm", overhead=1.0):
-                    tl.kernel(SGEMM, 14.0, host_us=4.0)
-            with tl.op("aten::item"), tl.op("aten::_local_scalar_dense"):
-                tl.sync()
-            tl.idle(50.0)
-
-
-def _launch_bound(tl: Timeline) -> None:
-    for i in range(5):
-        with tl.step(i):
-            for _ in range(40):
-                with tl.op("aten::relu", overhead=2.0):
-                    tl.kernel(REDUCE, 3.0, host_us=5.0)
-            tl.sync()
 
 
 def _worker_batches(tl: Timeline) -> None:
@@ -66,32 +44,17 @@ def _two_streams(tl: Timeline) -> None:
             tl.sync()
 
 
-def _host_only(tl: Timeline) -> None:
-    """A CPU job: ops and Python, no device."""
-    for i in range(5):
-        with tl.step(i):
-            for _ in range(50):
-                tl.cpu("aten::add", 8.0)
-                tl.idle(3.0)
-
-
 # Steps the planted cost slows; the others wait on the device or on the workers, and must not come out faster.
 SLOWED_BY_THE_PROFILER = {"gpu_bound", "launch_bound", "host_only"}
 PROGRAMS: dict[str, Callable[[Timeline], None]] = {
-    "gpu_bound": _gpu_bound, "launch_bound": _launch_bound, "worker_batches": _worker_batches,
-    "two_streams": _two_streams, "host_only": _host_only}
-
-
-def _trace(tmp_path: Path, program: Callable[[Timeline], None], cost: dict[str, float], tag: str) -> Trace:
-    b = TraceBuilder()
-    program(Timeline(b, cost=dict(cost)))
-    return read_kineto(b.write(tmp_path / f"{tag}.json"))
+    "gpu_bound": gpu_bound, "launch_bound": launch_bound, "worker_batches": _worker_batches,
+    "two_streams": _two_streams, "host_only": host_only}
 
 
 @pytest.mark.parametrize("name", sorted(PROGRAMS))
 def test_the_profilers_cost_taken_out_gives_the_unprofiled_steps(tmp_path: Path, name: str) -> None:
-    plain = _trace(tmp_path, PROGRAMS[name], {}, "plain")
-    profiled = _trace(tmp_path, PROGRAMS[name], COST_US, "profiled")
+    plain = trace_of(tmp_path, PROGRAMS[name], {}, "plain")
+    profiled = trace_of(tmp_path, PROGRAMS[name], COST_US, "profiled")
     truth = compute_facts(plain).steps.duration
     recorded = compute_facts(profiled).steps.duration
     replayed = compute_facts(replay(profiled, host_cost=HOST_COST)).steps.duration
@@ -102,8 +65,8 @@ def test_the_profilers_cost_taken_out_gives_the_unprofiled_steps(tmp_path: Path,
 
 
 def test_a_gpu_bound_step_that_the_profiler_made_host_bound_comes_back_gpu_bound(tmp_path: Path) -> None:
-    plain = compute_facts(_trace(tmp_path, _gpu_bound, {}, "plain"))
-    profiled_trace = _trace(tmp_path, _gpu_bound, COST_US, "profiled")
+    plain = compute_facts(trace_of(tmp_path, gpu_bound, {}, "plain"))
+    profiled_trace = trace_of(tmp_path, gpu_bound, COST_US, "profiled")
     profiled = compute_facts(profiled_trace)
     replayed = compute_facts(replay(profiled_trace, host_cost=HOST_COST))
 
@@ -117,15 +80,15 @@ def test_a_gpu_bound_step_that_the_profiler_made_host_bound_comes_back_gpu_bound
 
 
 def test_with_no_cost_the_replay_is_the_trace(tmp_path: Path) -> None:
-    trace = _trace(tmp_path, _worker_batches, COST_US, "profiled")
+    trace = trace_of(tmp_path, _worker_batches, COST_US, "profiled")
     again = replay(trace)
     np.testing.assert_array_equal(np.sort(trace.events.start), np.sort(again.events.start))
     np.testing.assert_array_equal(np.sort(trace.events.end), np.sort(again.events.end))
 
 
 def test_deperturb_reports_its_error_against_the_unprofiled_step(tmp_path: Path) -> None:
-    plain = _trace(tmp_path, _launch_bound, {}, "plain")
-    profiled = _trace(tmp_path, _launch_bound, COST_US, "profiled")
+    plain = trace_of(tmp_path, launch_bound, {}, "plain")
+    profiled = trace_of(tmp_path, launch_bound, COST_US, "profiled")
     truth = float(np.median(compute_facts(plain).steps.duration))
     calibration = {"op_ns": 6_000, "launch_ns": 3_000, "range_ns": 10_000, "alloc_ns": 0}
     result = deperturb(profiled, calibration, truth, "synchronized slices")
@@ -138,7 +101,7 @@ def test_deperturb_reports_its_error_against_the_unprofiled_step(tmp_path: Path)
 
 
 def test_deperturb_falls_back_to_the_recorded_trace_and_says_why(tmp_path: Path) -> None:
-    profiled = _trace(tmp_path, _launch_bound, COST_US, "profiled")
+    profiled = trace_of(tmp_path, launch_bound, COST_US, "profiled")
     calibration = {"op_ns": 6_000, "launch_ns": 3_000, "range_ns": 10_000}
     recorded = float(np.median(compute_facts(profiled).steps.duration))
     cases = {
@@ -155,7 +118,7 @@ def test_deperturb_falls_back_to_the_recorded_trace_and_says_why(tmp_path: Path)
 
 def test_a_gpu_trace_without_launch_links_is_not_replayed(tmp_path: Path) -> None:
     b = TraceBuilder()
-    _launch_bound(Timeline(b, cost=dict(COST_US)))
+    launch_bound(Timeline(b, cost=dict(COST_US)))
     for event in b.events:  # the kernels lose their correlation ids, as in a mangled export
         if event.get("cat") == "kernel":
             event["args"].pop("correlation", None)
@@ -168,8 +131,8 @@ def test_the_cost_paid_inside_a_launch_comes_out_of_its_latency(tmp_path: Path) 
     """The builder's kernel starts when its launch call returns, so the cost paid inside the call delays it: taken
     out of the host's clock but not out of the launch's latency, the replayed GPU would wait on its queue (device
     wait) where the plain one waits for the host's launches."""
-    plain = compute_facts(_trace(tmp_path, _launch_bound, {}, "plain")).parts.parts
-    replayed = compute_facts(replay(_trace(tmp_path, _launch_bound, COST_US, "profiled"), host_cost=HOST_COST))
+    plain = compute_facts(trace_of(tmp_path, launch_bound, {}, "plain")).parts.parts
+    replayed = compute_facts(replay(trace_of(tmp_path, launch_bound, COST_US, "profiled"), host_cost=HOST_COST))
     assert plain["device_wait"].mean() == 0 and plain["launch"].mean() > 0
     np.testing.assert_allclose(replayed.parts.parts["launch"].mean(), plain["launch"].mean(), rtol=0.05)
     assert replayed.parts.parts["device_wait"].mean() < 0.05 * plain["launch"].mean()
