@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from stepscope.atomic import write_atomic
-from stepscope.capture.forks import PID
+from stepscope.capture.guard import PID
 from stepscope.errors import StepscopeError
 from stepscope.model.runfolder import CENSUS
 from stepscope.trace.census import CENSUS_SCHEMA

@@ -13,14 +13,13 @@ from __future__ import annotations
 
 import functools
 import os
-import sys
 import weakref
 from collections.abc import Callable
 from typing import Any
 
 from stepscope.capture.arbiter import PRIORITY
 from stepscope.capture.batch import batch_size_of
-from stepscope.capture.forks import PID
+from stepscope.capture.guard import PID, compiling
 from stepscope.capture.session import CaptureSession
 from stepscope.capture.sites import Sites
 
@@ -175,7 +174,7 @@ class StepHooks:
         @functools.wraps(original)
         def backward(*args: Any, **kwargs: Any) -> Any:
             result = original(*args, **kwargs)
-            if hooks.active and not _compiling():
+            if hooks.active and not compiling():
                 hooks.session.mark("backward")  # a backward pass just ended (a step, or one micro-batch)
             return result
 
@@ -243,8 +242,3 @@ class StepHooks:
     def _on_model_forward(self, module: Any, args: Any) -> None:
         if PID[0] == self.pid:
             self.session.mark("forward")  # a call after the first ends the previous forward's step
-
-
-def _compiling() -> bool:
-    torch = sys.modules.get("torch")
-    return torch is not None and bool(torch.compiler.is_compiling())

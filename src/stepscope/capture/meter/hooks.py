@@ -9,12 +9,11 @@ find it and are then replaced by two hooks on the model alone (global hooks slow
 from __future__ import annotations
 
 import functools
-import sys
 import threading
 import weakref
 from typing import Any, Protocol
 
-from stepscope.capture.forks import PID
+from stepscope.capture.guard import PID, compiling
 from stepscope.capture.meter.device import TIMED_PHASES, DeviceTimer
 from stepscope.capture.meter.phases import BACKWARD, DATA, FORWARD, OPTIMIZER, SYNC, PhaseClock
 
@@ -27,17 +26,12 @@ class Meter(Protocol):
     clock: PhaseClock
     num_workers: int | None
     thread: int  # the training thread's id
-    pid: int  # the process that installed the meter (capture/forks.py)
+    pid: int  # the process that installed the meter (capture/guard.py)
     device: DeviceTimer | None  # marks the phases on the device, once the program has used CUDA
     muted: set[str]  # sources whose boundaries are not kept (checked here: a call per hook saved)
 
     def here(self) -> bool: ...
     def boundary(self, source: str) -> None: ...
-
-
-def _compiling() -> bool:
-    torch = sys.modules.get("torch")
-    return torch is not None and bool(torch.compiler.is_compiling())
 
 
 # The hooks below run on every step, a dozen times: they read the meter's thread and clock from their closures and
@@ -182,7 +176,7 @@ class MeterHooks:
 
         @functools.wraps(original)
         def timed(*args: Any, **kwargs: Any) -> Any:
-            if PID[0] != pid or get_ident() != thread or _compiling():
+            if PID[0] != pid or get_ident() != thread or compiling():
                 return original(*args, **kwargs)
             enter(phase)
             if on_device and meter.device is not None:

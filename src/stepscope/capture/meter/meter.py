@@ -17,7 +17,7 @@ from pathlib import Path
 
 from stepscope.atomic import write_atomic
 from stepscope.capture.arbiter import PRIORITY  # lower is stronger, as the capture's arbiter ranks sources
-from stepscope.capture.forks import PID
+from stepscope.capture.guard import PID
 from stepscope.capture.meter.device import TIMED_PHASES, DeviceTimer, cuda_timer, nvml_busy
 from stepscope.capture.meter.hooks import MeterHooks
 from stepscope.capture.meter.live import LiveLine
@@ -89,7 +89,7 @@ class StepMeter:
 
     def here(self) -> bool:
         """The training thread of the process that started the meter (not a forked worker, not another thread).
-        The process is known without a system call (capture/forks.py)."""
+        The process is known without a system call (capture/guard.py)."""
         return PID[0] == self.pid and threading.get_ident() == self.thread
 
     # -- what the hooks report ---------------------------------------------------------------------------
