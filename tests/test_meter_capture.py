@@ -159,6 +159,7 @@ def test_the_hooks_come_off(tmp_path: Path) -> None:
              len(optim_module._global_optimizer_pre_hooks), len(optim_module._global_optimizer_post_hooks),
              len(torch.nn.modules.module._global_forward_pre_hooks))
     assert after == before
+    assert SleepyModel.__dict__["forward"].__qualname__ == "SleepyModel.forward"  # the class put back
 
 
 def test_the_record_round_trips_through_meter_json(tmp_path: Path) -> None:

@@ -20,6 +20,7 @@ from typing import Any
 from stepscope.capture.arbiter import PRIORITY
 from stepscope.capture.batch import batch_size_of
 from stepscope.capture.guard import PID, compiling
+from stepscope.capture.model_forward import watch_forward
 from stepscope.capture.session import CaptureSession
 from stepscope.capture.sites import Sites
 
@@ -43,7 +44,7 @@ class StepHooks:
         self._dataset: weakref.ref | None = None
         self._batch_pending = False
         self._global_handles: list[Any] = []
-        self._model_handle: Any = None
+        self._unwatch_model: Callable[[], None] | None = None  # capture/model_forward.py
         self._depth = 0
         self.model: weakref.ref | None = None
         self.sites = Sites()
@@ -142,9 +143,9 @@ class StepHooks:
         for handle in self._global_handles:
             handle.remove()
         self._global_handles = []
-        if self._model_handle is not None:
-            self._model_handle.remove()
-            self._model_handle = None
+        if self._unwatch_model is not None:
+            self._unwatch_model()
+            self._unwatch_model = None
 
     # -- the optimizer step ----------------------------------------------------------------------------
 
@@ -229,8 +230,8 @@ class StepHooks:
     def _on_any_forward(self, module: Any, args: Any) -> None:
         # Only until the model is known: the first module with parameters called outside any other's forward.
         if self._depth == 0 and PID[0] == self.pid and _has_parameters(module):
-            self._remove_forward()  # the global hooks slow every module call; keep one hook on the model
-            self._model_handle = module.register_forward_pre_hook(self._on_model_forward)
+            self._remove_forward()  # the global hooks slow every module call; watch the model alone
+            self._unwatch_model = watch_forward(module, self._on_model_forward, _nothing)
             self.model = weakref.ref(module)
             self.session.set_batch_size(batch_size_of(args), "model input")
             return
@@ -239,6 +240,10 @@ class StepHooks:
     def _after_any_forward(self, module: Any, args: Any, output: Any) -> None:
         self._depth = max(self._depth - 1, 0)
 
-    def _on_model_forward(self, module: Any, args: Any) -> None:
+    def _on_model_forward(self) -> None:
         if PID[0] == self.pid:
             self.session.mark("forward")  # a call after the first ends the previous forward's step
+
+
+def _nothing() -> None:
+    pass

@@ -4,7 +4,8 @@ backward pass, the optimizer step, and, where a device is in use, the calls that
 nothing on other threads, in forked DataLoader workers, or while torch.compile traces.
 
 The model is the first module with parameters called outside any other module's forward; global module hooks
-find it and are then replaced by two hooks on the model alone (global hooks slow every module call)."""
+find it and are then replaced by a watch on the model's calls (global hooks slow every module call; a hook on the
+model itself would break `torch.save(model)`: capture/model_forward.py)."""
 
 from __future__ import annotations
 
@@ -16,6 +17,7 @@ from typing import Any, Protocol
 from stepscope.capture.guard import PID, compiling
 from stepscope.capture.meter.device import TIMED_PHASES, DeviceTimer
 from stepscope.capture.meter.phases import BACKWARD, DATA, FORWARD, OPTIMIZER, SYNC, PhaseClock
+from stepscope.capture.model_forward import watch_forward
 
 SYNC_METHODS = ("item", "tolist", "cpu")
 
@@ -46,6 +48,7 @@ class MeterHooks:
         self._patches: list[tuple[Any, str, Any, Any, bool]] = []  # owner, name, original, replacement, owned
         self._handles: list[Any] = []
         self._discovery: list[Any] = []
+        self._unwatch: Any = None  # stops watching the model's calls (capture/model_forward.py)
         self._depth = 0
         self._optimizer: Any = None  # the first optimizer to step marks the steps (a GAN has two)
         self._optimizer_depth = 0
@@ -78,6 +81,9 @@ class MeterHooks:
         for handle in (*self._handles, *self._discovery):
             handle.remove()
         self._handles, self._discovery = [], []
+        if self._unwatch is not None:
+            self._unwatch()
+            self._unwatch = None
         for owner, name, original, replacement, owned in reversed(self._patches):
             if owner.__dict__.get(name) is replacement:  # someone else's wrapper over ours keeps ours, inert
                 if owned:
@@ -201,9 +207,15 @@ class MeterHooks:
                 handle.remove()
             self._discovery = []
             before, after = self._model_hooks()
-            self._handles += [module.register_forward_pre_hook(before),
-                              module.register_forward_hook(after, always_call=True)]
-            before(module, args)  # this call's own pre-hook was collected before ours existed
+            self._unwatch = watch_forward(module, before, after)
+            before()  # this call's forward was looked up before the watch existed: its end comes from a hook
+            handle: Any = None
+
+            def first_call_ended(module: Any, args: Any, output: Any) -> None:
+                handle.remove()
+                after()
+
+            handle = module.register_forward_hook(first_call_ended, always_call=True)
             return
         self._depth += 1
 
@@ -214,7 +226,7 @@ class MeterHooks:
         meter, thread, pid, get_ident = self.meter, self.meter.thread, self.meter.pid, threading.get_ident
         enter, leave = self.meter.clock.enter, self.meter.clock.leave
 
-        def before(module: Any, args: Any) -> None:
+        def before() -> None:
             if PID[0] != pid or get_ident() != thread:
                 return
             if "forward" not in meter.muted:
@@ -223,7 +235,7 @@ class MeterHooks:
             if meter.device is not None:
                 meter.device.mark(FORWARD)
 
-        def after(module: Any, args: Any, output: Any) -> None:
+        def after() -> None:
             if PID[0] == pid and get_ident() == thread:
                 leave(FORWARD)
 
