@@ -17,8 +17,6 @@ import weakref
 from collections.abc import Callable
 from typing import Any
 
-from stepscope.capture.guard import compiling
-
 Listener = Callable[[], None]
 
 
@@ -42,15 +40,18 @@ class _ClassPatch:
         cls.forward = self.wrapper  # type: ignore[attr-defined]
 
     def _wrap(self, original: Any) -> Any:
-        patch = self
+        import torch
 
+        patch, is_compiling = self, torch.compiler.is_compiling  # torch's own check: a frame less on every call
+
+        # Every call of the class runs this: no call beyond the watches' own (a 1 ms step has 10 µs for all hooks).
         @functools.wraps(original)
         def forward(module: Any, *args: Any, **kwargs: Any) -> Any:
-            watches = patch.watches
-            if not watches or compiling():
-                return original(module, *args, **kwargs)
-            mine = [w for w in watches if w.target() is module]
-            if not mine:  # another instance of the class (a nested block, an EMA copy)
+            mine = None
+            for watch in patch.watches:
+                if watch.target() is module:
+                    mine = [watch] if mine is None else [*mine, watch]
+            if mine is None or is_compiling():  # another instance (a nested block, an EMA copy), or traced
                 return original(module, *args, **kwargs)
             for watch in mine:
                 watch.before()

@@ -14,7 +14,7 @@ import threading
 import weakref
 from typing import Any, Protocol
 
-from stepscope.capture.guard import PID, compiling
+from stepscope.capture.guard import PID
 from stepscope.capture.meter.device import TIMED_PHASES, DeviceTimer
 from stepscope.capture.meter.phases import BACKWARD, DATA, FORWARD, OPTIMIZER, SYNC, PhaseClock
 from stepscope.capture.model_forward import watch_forward
@@ -109,7 +109,9 @@ class MeterHooks:
         def __next__(iterator: Any) -> Any:
             if PID[0] != pid or get_ident() != thread:
                 return original(iterator)
-            main = hooks._is_main(iterator)
+            dataset = getattr(iterator, "_dataset", None)  # the main loader's, pinned on its first batch: inline
+            pinned = hooks._dataset() if hooks._dataset is not None else None
+            main = dataset is pinned if pinned is not None else hooks._pin(iterator, dataset)
             if main and hooks._batch_pending:  # a fetch after a yielded batch ends that batch's step
                 hooks._batch_pending = False
                 if "dataloader" not in meter.muted:
@@ -125,11 +127,8 @@ class MeterHooks:
 
         return __next__
 
-    def _is_main(self, iterator: Any) -> bool:
-        dataset = getattr(iterator, "_dataset", None)
-        pinned = self._dataset() if self._dataset is not None else None
-        if pinned is not None:
-            return dataset is pinned
+    def _pin(self, iterator: Any, dataset: Any) -> bool:
+        """The first dataset to yield is the main one (not a validation set): its batches are steps."""
         try:
             self._dataset = weakref.ref(dataset)
         except TypeError:
@@ -161,12 +160,12 @@ class MeterHooks:
             hooks._optimizer_depth = depth = max(hooks._optimizer_depth - 1, 0)
             if depth:
                 return
-            leave(OPTIMIZER)
+            t = leave(OPTIMIZER)
             pinned = hooks._optimizer() if hooks._optimizer is not None else None
             if pinned is None:
                 hooks._optimizer, pinned = weakref.ref(optimizer), optimizer
             if optimizer is pinned and "optimizer" not in meter.muted:
-                meter.boundary("optimizer")
+                meter.boundary("optimizer", t)
 
         return before, after
 
@@ -176,13 +175,15 @@ class MeterHooks:
     def _timed(self, original: Any, phase: int, ends: str | None = None) -> Any:
         """`original` charged to `phase` on the training thread (not while torch.compile traces it); a step of
         source `ends` ends when it returns."""
+        import torch
+
         meter, thread, pid, get_ident = self.meter, self.meter.thread, self.meter.pid, threading.get_ident
         enter, leave = self.meter.clock.enter, self.meter.clock.leave
-        on_device = phase in TIMED_PHASES
+        on_device, is_compiling = phase in TIMED_PHASES, torch.compiler.is_compiling  # guard.compiling less a frame
 
         @functools.wraps(original)
         def timed(*args: Any, **kwargs: Any) -> Any:
-            if PID[0] != pid or get_ident() != thread or compiling():
+            if PID[0] != pid or get_ident() != thread or is_compiling():
                 return original(*args, **kwargs)
             enter(phase)
             if on_device and meter.device is not None:
@@ -190,9 +191,9 @@ class MeterHooks:
             try:
                 return original(*args, **kwargs)
             finally:
-                leave(phase)
+                t = leave(phase)
                 if ends is not None and ends not in meter.muted:
-                    meter.boundary(ends)
+                    meter.boundary(ends, t)
 
         return timed
 

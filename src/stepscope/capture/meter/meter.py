@@ -94,12 +94,15 @@ class StepMeter:
 
     # -- what the hooks report ---------------------------------------------------------------------------
 
-    def boundary(self, source: str) -> None:
-        """A step of `source` has just ended."""
+    def boundary(self, source: str, t: int | None = None) -> None:
+        """A step of `source` has just ended (at `t`, when a hook has just charged the totals up to it)."""
         if source in self.muted:
             return  # a weaker source once a stronger one has led a few steps: its steps will never be reported
         log = self.logs.get(source)
-        t, totals = self.clock.read()
+        if t is None:
+            t, totals = self.clock.read()
+        else:
+            totals = self.clock.totals
         if log is None:
             log = self.logs[source] = StepLog()
             if source in STARTS_A_STEP:  # the first forward begins the first step; it ends none

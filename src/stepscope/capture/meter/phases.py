@@ -40,7 +40,8 @@ class PhaseClock:
         if self.started is None:
             self.started = t
 
-    def leave(self, phase: int) -> None:
+    def leave(self, phase: int) -> int:
+        """Leave `phase`; returns the time it was left (the totals are charged up to it)."""
         t = self.clock()
         stack = self._stack
         self.totals[stack[-1]] += t - self._since
@@ -50,6 +51,7 @@ class PhaseClock:
         elif phase in stack:  # an exception skipped an inner phase's leave: close it too (never the base, OTHER)
             while stack.pop() != phase:
                 pass
+        return t
 
     def read(self) -> tuple[int, list[int]]:
         """Now, and the totals charged up to now."""
