@@ -128,3 +128,23 @@ def test_a_forward_set_on_the_instance_is_watched_by_its_hooks() -> None:
     stop()
     model(torch.randn(1, 4))
     assert calls == ["in", "out"] and not model._forward_pre_hooks
+
+
+@pytest.mark.filterwarnings("ignore::DeprecationWarning")  # torch.jit's own
+@pytest.mark.filterwarnings("ignore::UserWarning")
+def test_scripting_tracing_exporting_and_compiling_the_watched_model_work() -> None:
+    """The class's forward is our wrapper while the meter runs: torch.jit and torch.export read the original."""
+    model = Net()
+    meter = StepMeter(None, live=False, syncs=False).install()
+    try:
+        train(model, 3)
+        x = torch.randn(2, 4)
+        expected = model.lin(x)
+        assert torch.allclose(torch.jit.script(model)(x), expected)
+        assert torch.allclose(torch.jit.trace(model, x)(x), expected)
+        assert torch.allclose(torch.export.export(model, (x,)).module()(x), expected)
+        compiled = torch.compile(model)
+        train(compiled, 2)
+        assert meter.clock._stack == [5]  # every phase entered was left (5: OTHER)
+    finally:
+        meter.remove()
