@@ -59,6 +59,8 @@ WORKLOADS_ALL = (
     Workload("mlp", ("--batch", "8"), ("--batch", "32"), "4x the batch", "python_overhead", "flat"),
     Workload("conv", ("--batch", "16"), ("--batch", "32"), "2x the batch", "cpu_compute_bound", "double"),
     Workload("optim", ("--batch", "8"), ("--batch", "8", "--cheap-opt"), "foreach Adam", "optimizer phase", "faster"),
+    Workload("handoff", ("--batch", "16", "--workers", "2"), ("--batch", "16"), "no workers", "input_bound",
+             "faster"),
 )
 
 
@@ -252,6 +254,11 @@ def summarize(work: Workload, costs: list[float], costs_all: list[float], headli
     if work.name == "optim":
         shares = [next((ph["share"] for ph in m["phases"] if ph["name"] == "optimizer"), 0.0) for m in meters if m]
         verdicts = [f"optimizer {statistics.median(shares):.0%} of the step (saved plain: {1 - perturbed / base:.0%})"]
+    if work.name == "handoff":
+        rec = [next((r for r in rep["recommendations"] if r["id"] == "dataloader_workers"), None) for rep in reports]
+        said = [(r["evidence"].get("suggested_workers"), r["estimated_speedup"]) if r else None for r in rec]
+        verdicts.append(f"dataloader_workers (suggested workers, estimate) {said} vs measured "
+                        f"{base / perturbed:.2f}x with none")
     if work.name == "storage":
         data = [next(ph["share"] for ph in m["phases"] if ph["name"] == "data") for m in meters if m]
         est = [next((r["estimated_speedup"] for r in rep["recommendations"] if r["id"] == "dataloader_workers"), None)

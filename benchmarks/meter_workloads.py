@@ -9,6 +9,9 @@ the plain run's truth that stepscope's meter is set against. The shapes (what pe
   mlp        a deep narrow MLP, batch 8: 4x the batch barely moves the step -> python_overhead (per-op dispatch)
   conv       a conv net on 64x64 images: 2x the batch doubles the step -> cpu_compute_bound
   optim      a model of many small tensors under Adam (for-loop): a foreach Adam shortens it -> the optimizer phase
+  handoff    tiny in-memory samples behind 2 workers (run with --workers 2): the workers idle while the loop waits for
+             their batches to cross between processes; num_workers=0 shortens it -> input_bound, load in the main
+             process
 """
 
 from __future__ import annotations
@@ -85,6 +88,9 @@ def build(name: str, batch: int, workers: int, cheap_opt: bool) -> tuple[torch.n
     elif name == "optim":
         model = torch.nn.Sequential(*(torch.nn.Linear(16, 16) for _ in range(120)), torch.nn.Flatten(),
                                     torch.nn.Linear(16, 10))
+        data = InMemory((16,))
+    elif name == "handoff":
+        model = torch.nn.Sequential(torch.nn.Linear(16, 32), torch.nn.ReLU(), torch.nn.Linear(32, 10))
         data = InMemory((16,))
     else:
         raise SystemExit(f"unknown workload {name!r}")

@@ -31,3 +31,35 @@ def test_every_tune_has_the_same_ladder_columns_at_one_width(width: int) -> None
     assert header(real, width) == header(sample, width)
     # What a reader decides by stays at every width: the fix, the throughput, the speed-up, kept or not, and why.
     assert {"fix", "vs baseline", "kept", "why"} <= set(header(real, width))
+
+
+@pytest.mark.parametrize("width", [80, 100])
+def test_a_narrow_ladder_keeps_the_rate_each_gain_is_taken_against(width: int) -> None:
+    """A rung's rate and its 'vs baseline' come from different runs: the rate it built on, at the same times, stays
+    beside them so the gain can be checked (rate / builds on) at any width."""
+    assert {"builds on", "vs baseline"} <= set(header(tune_from_json(H100_TUNE.read_bytes()), width))
+
+
+def test_stepscope_report_renders_a_tune_folder_again(tmp_path: Path) -> None:
+    import shutil
+    import subprocess
+    import sys
+
+    folder = tmp_path / "tune"
+    folder.mkdir()
+    shutil.copy(H100_TUNE, folder / "tune.json")
+    tune = tune_from_json(H100_TUNE.read_bytes())
+    done = subprocess.run([sys.executable, "-m", "stepscope", "report", "--width", "120", "--html",
+                           str(tmp_path / "t.html"), str(folder)], capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr
+    page = (tmp_path / "t.html").read_text()
+    assert all(t.tried[0] in page for t in tune.trials)
+    shown = subprocess.run([sys.executable, "-m", "stepscope", "report", "--width", "120", str(folder / "tune.json")],
+                           capture_output=True, text=True)
+    assert shown.returncode == 0 and "Ladder" in shown.stdout and tune.trials[0].tried[0] in shown.stdout
+    (tmp_path / "broken").mkdir()
+    (tmp_path / "broken" / "tune.json").write_text('{"schema": "stepscope.tune/1", "trials": [')
+    bad = subprocess.run([sys.executable, "-m", "stepscope", "report", str(tmp_path / "broken")],
+                         capture_output=True, text=True)
+    assert bad.returncode != 0 and "not a readable stepscope tune result" in bad.stderr
+    assert "Traceback" not in bad.stderr

@@ -201,6 +201,18 @@ def test_worker_counts_from_load_and_compute_time() -> None:
     assert worker_counts(report(dataloader_us=1_460, step_us=1_500), settings(), 2) == [2, 8]
 
 
+def test_idle_workers_are_tried_as_none() -> None:
+    """The diagnosis found the workers idle while the loop waits for them (suggested_workers 0): the one count tried
+    is 0; without that finding, workers already there are only ever doubled."""
+    two = settings(loaders=[LoaderSite(file="t.py", line=3, num_workers=2, pin_memory=False,
+                                       persistent_workers=True, batch_size=16, batches=100, prefetch_factor=4)])
+    idle = report(("dataloader_workers", 1.58), dataloader_us=697, step_us=1263)
+    idle.recommendations[0].evidence["suggested_workers"] = 0
+    assert worker_counts(idle, two, 2) == [0]
+    assert worker_counts(report(("dataloader_workers", 1.2), dataloader_us=697, step_us=1263), two, 2) == [4]
+    assert 0 not in worker_counts(idle, settings(), 2)  # no workers now: 0 is what there is
+
+
 def test_workers_tf32_and_graphs_only_where_the_diagnosis_calls_for_them() -> None:
     plan = make_plan(report(), settings(), GPU, PlanOptions())
     assert not {("dataloader_workers",), ("tf32",), ("cuda_graphs",)} & set(ids(plan))

@@ -56,6 +56,14 @@ def test_dataloader_overrides_are_recorded_at_the_users_line_and_undone(patches)
     assert DataLoader.__init__ is original and DataLoader(data, batch_size=5).num_workers == 0
 
 
+def test_no_workers_drops_what_a_dataloader_refuses_without_them(patches) -> None:
+    p = patches({"dataloader_workers": {"num_workers": 0}})
+    loader = DataLoader(TensorDataset(torch.zeros(10, 2)), batch_size=5, num_workers=2, persistent_workers=True,
+                        prefetch_factor=4, multiprocessing_context="fork")  # each raises with num_workers=0
+    assert (loader.num_workers, loader.persistent_workers, len(list(loader))) == (0, False, 2)
+    assert p.applied == {"dataloader_workers": 1}
+
+
 def test_a_bigger_batch_multiplies_the_batch_the_program_asked_for(patches) -> None:
     patches({"larger_batch": {"factor": 2}})
     assert DataLoader(TensorDataset(torch.zeros(10, 2)), 4).batch_size == 8  # positional, as some scripts write it

@@ -16,11 +16,14 @@ import msgspec
 from stepscope.advice.found import MIN_SHARE
 from stepscope.advice.rules import ranked
 from stepscope.model import report as s
-from stepscope.model.meter import Meter
+from stepscope.model.meter import Meter, MeterWorkers
 from stepscope.units import ns_text, rounded_ratio
 
 # Workers suggested where there are no DataLoader workers yet and the free cores are not known.
 FIRST_WORKERS = 2
+# Workers busy less than this share of the time while the training loop waits for them: the wait is not the loading
+# (more workers would idle too) but the handing over of batches between processes.
+IDLE_WORKERS = 0.5
 
 
 def on_meter(patterns: list[s.Pattern], meter: Meter) -> tuple[list[s.Pattern], list[str]]:
@@ -51,14 +54,17 @@ def _rescaled(p: s.Pattern, scale: float) -> s.Pattern:
 def _input_bound(meter: Meter, share: float, traced: s.Pattern | None) -> s.Pattern:
     wait = meter.phase_us("data")
     workers = meter.num_workers
+    w = meter.workers
+    plural = "s" if workers != 1 else ""
     how = ("single-process loading: num_workers=0" if workers == 0 else
-           f"{workers} worker{'s' if workers != 1 else ''} cannot keep up" if workers else "")
+           f"{workers} worker{plural} idle {1 - w.busy_share:.0%} of the time: the wait is handing batches between "
+           "processes" if workers and w is not None and w.busy_share < IDLE_WORKERS else
+           f"{workers} worker{plural} cannot keep up" if workers else "")
     title = (f"The training loop waits for the DataLoader {share:.0%} of each step, measured unprofiled"
              + (f" ({how})." if how else "."))
     evidence: dict = {**(traced.evidence if traced is not None else {}),
                       "dataloader_wait_share": rounded_ratio(share), "dataloader_wait_us_per_step": round(wait, 1),
                       "measured_by": "step meter", "num_workers": workers}
-    w = meter.workers
     if w is not None:
         evidence.update(worker_batch_us=w.batch_us, worker_batch_cpu_us=w.batch_cpu_us, workers_busy=w.busy_share)
     return s.Pattern(id="input_bound", share=rounded_ratio(share), title=title, evidence=evidence)
@@ -86,6 +92,8 @@ def workers_recommendation(meter: Meter, settings: s.Settings | None,
     cores = meter.cpu_cores or (settings.cpu_cores if settings is not None else None)
     threads = settings.intra_op_threads if settings is not None and settings.intra_op_threads else 1
     w = meter.workers
+    if workers and w is not None and w.busy_share < IDLE_WORKERS:
+        return _in_main_process(meter, w, workers, main, wait, traced, settings)
     if workers:  # loading in workers: a batch costs each worker batch_us, its CPU part batch_cpu_us
         batch = w.batch_us if w is not None else step * workers  # unseen workers: they deliver one batch a step
         cpu = w.batch_cpu_us if w is not None and w.batch_cpu_us is not None else batch
@@ -119,7 +127,39 @@ def workers_recommendation(meter: Meter, settings: s.Settings | None,
                 "free_cores": cores - threads - (workers or 0) if cores else None, "measured_by": "step meter"}
     if w is not None:
         evidence.update(worker_batch_us=w.batch_us, worker_batch_cpu_us=w.batch_cpu_us)
-    location = traced.location if traced is not None else (
-        settings.dataloader.location if settings is not None and settings.dataloader is not None else None)
-    return s.Recommendation(id="dataloader_workers", title=title, evidence=evidence, location=location,
+    return s.Recommendation(id="dataloader_workers", title=title, evidence=evidence,
+                            location=_loader_location(traced, settings),
                             estimated_speedup=round(speedup, 2), estimate=text)
+
+
+def _in_main_process(meter: Meter, w: MeterWorkers, workers: int, main: float, wait: float,
+                     traced: s.Recommendation | None, settings: s.Settings | None) -> s.Recommendation | None:
+    """Workers that idle while the loop waits for them: the wait is the batches' trip between processes (pickling,
+    the queue, the processes sharing the cores), not their loading. Loading in the main process costs a step the
+    batch's own time instead (what a worker spends on it)."""
+    step = meter.step_us
+    new = main + w.batch_us
+    speedup = step / new if new > 0 else 1.0
+    if speedup < 1.05:
+        return None
+    text = (f"From the step meter (unprofiled): the training loop waits {ns_text(wait * 1e3)} per step for its "
+            f"batches while the {workers} worker{'s' if workers != 1 else ''} are busy {w.busy_share:.0%} of the "
+            f"time and build a batch in {ns_text(w.batch_us * 1e3)}: the wait is handing batches between processes, "
+            f"not loading them. Built in the main process: {ns_text(main * 1e3)} of the loop's own work + "
+            f"{ns_text(w.batch_us * 1e3)} a batch: step {ns_text(step * 1e3)} -> ~{ns_text(new * 1e3)} "
+            f"({speedup:.2f}x). An estimate, not a measurement: `stepscope tune` measures it.")
+    evidence = {**(traced.evidence if traced is not None else {}), "dataloader_wait_share": rounded_ratio(wait / step),
+                "dataloader_wait_us_per_step": round(wait, 1), "main_thread_us_per_step": round(main, 1),
+                "num_workers": workers, "suggested_workers": 0, "workers_busy": w.busy_share,
+                "worker_batch_us": w.batch_us, "worker_batch_cpu_us": w.batch_cpu_us, "measured_by": "step meter"}
+    return s.Recommendation(
+        id="dataloader_workers", location=_loader_location(traced, settings), evidence=evidence,
+        estimated_speedup=round(speedup, 2),
+        title=f"Load batches in the main process: DataLoader(..., num_workers=0) (now {workers}, idle "
+              f"{1 - w.busy_share:.0%} of the time)", estimate=text)
+
+
+def _loader_location(traced: s.Recommendation | None, settings: s.Settings | None) -> s.Location | None:
+    if traced is not None:
+        return traced.location
+    return settings.dataloader.location if settings is not None and settings.dataloader is not None else None

@@ -1,16 +1,20 @@
 """`stepscope report RUN_FOLDER_OR_REPORT_JSON`: render a saved report again (terminal, HTML, JSON)
-without reading its trace."""
+without reading its trace; a tune's folder (or its tune.json) renders its ladder again."""
 
 from __future__ import annotations
 
 import argparse
 import sys
+from pathlib import Path
 
 from stepscope.commands.argtypes import positive_int
 from stepscope.commands.inputs import load_report, load_telemetry
 from stepscope.commands.output import write_output
+from stepscope.errors import StepscopeError
 from stepscope.report import render
 from stepscope.report.terminal import make_console
+
+TUNE_JSON = "tune.json"  # as commands/tune.py writes it (importing that module would load the tuner)
 
 
 def add_parser(sub: argparse._SubParsersAction) -> None:
@@ -19,7 +23,8 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
         description="Render a stepscope.report/1 file again, e.g. as one self-contained HTML page.",
     )
     p.add_argument("source", metavar="RUN_FOLDER_OR_REPORT_JSON",
-                   help="a report.json written by `stepscope analyze --json` or `stepscope run`, or its run folder")
+                   help="a report.json written by `stepscope analyze --json` or `stepscope run`, or its run folder; "
+                        "or a tune's folder or tune.json")
     p.add_argument("--html", metavar="FILE", help="write the report as one self-contained HTML page")
     p.add_argument("--json", metavar="FILE", help="write the report as stepscope.report/1 JSON ('-' for stdout)")
     p.add_argument("--width", type=positive_int, default=None, help="terminal width for the report")
@@ -28,6 +33,9 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
+    tune_json = _tune_json(Path(args.source))
+    if tune_json is not None:
+        return _tune(tune_json, args)
     report = load_report(args.source, traces_allowed=False)
     telemetry = load_telemetry(args.source)
     to_stdout = args.json == "-"
@@ -38,6 +46,39 @@ def run(args: argparse.Namespace) -> int:
         written.append(write_output(args.html, render("html", report, telemetry=telemetry), "HTML report"))
     if args.json:
         written.append(write_output(args.json, render("json", report), "JSON report"))
+    paths = [p for p in written if p]
+    if paths and not args.quiet:
+        print(f"wrote {', '.join(paths)}", file=sys.stderr if to_stdout else sys.stdout)
+    return 0
+
+
+def _tune_json(path: Path) -> Path | None:
+    """tune.json given, or a folder holding it and no report.json: a tune's result."""
+    if path.is_dir() and (path / TUNE_JSON).is_file() and not (path / "report.json").is_file():
+        return path / TUNE_JSON
+    return path if path.name == TUNE_JSON and path.is_file() else None
+
+
+def _tune(path: Path, args: argparse.Namespace) -> int:
+    import msgspec
+
+    from stepscope.model.tune import tune_from_json, tune_to_json
+    from stepscope.report.tune import TuneTerminalRenderer
+
+    try:
+        tune = tune_from_json(path.read_bytes())
+    except (OSError, msgspec.DecodeError, msgspec.ValidationError, ValueError, RecursionError) as exc:
+        raise StepscopeError(f"{path}: not a readable stepscope tune result ({exc})") from None
+    to_stdout = args.json == "-"
+    if not args.quiet and not args.html:
+        make_console(width=args.width, stderr=to_stdout).print(TuneTerminalRenderer().render(tune))
+    written = []
+    if args.html:
+        patch = path.parent / tune.patch if tune.patch else None
+        patch_text = patch.read_text(encoding="utf-8") if patch is not None and patch.is_file() else None
+        written.append(write_output(args.html, render("tune-html", tune, patch_text=patch_text), "tune page"))
+    if args.json:
+        written.append(write_output(args.json, tune_to_json(tune), "tune result"))
     paths = [p for p in written if p]
     if paths and not args.quiet:
         print(f"wrote {', '.join(paths)}", file=sys.stderr if to_stdout else sys.stdout)

@@ -4,7 +4,8 @@ Tried only where the diagnosis sees the step wait for its data (else workers cos
 whenever the step meter saw the main thread wait for data when it ran unprofiled, whatever the profiled run showed.
 N from the diagnosis: the load time per batch over the compute time per step (both of the timeline's step), plus
 one; then twice that; then the core count; at most 4 a core; fewest first, each tried only while the one before
-was kept (or none was yet).
+was kept (or none was yet). Where the diagnosis found the workers idle while the loop waits for them (the wait is
+handing batches between processes), N = 0: the batches built in the main process.
 """
 
 from __future__ import annotations
@@ -24,6 +25,8 @@ def worker_counts(report: Report | None, settings: Settings, cores: int) -> list
     """Worker counts to try, fewest first: enough to load a batch while a step computes (load time per batch
     over compute time per step, plus one), twice that, and the core count when it is more."""
     current = settings.loaders[0].num_workers if settings.loaders else 0
+    if current > 0 and _suggested(report) == 0:  # idle workers the loop waits for: load in the main process
+        return [0]
     cap = max(2 * cores, 2)
     if current > 0:
         values = {2 * current, 4 * current}
@@ -33,6 +36,12 @@ def worker_counts(report: Report | None, settings: Settings, cores: int) -> list
         cap = max(cap, min(need, 4 * cores))  # a loader waiting on storage takes more workers than cores, not 50
         values = {min(need, cap), min(2 * need, cap), min(cores, 4 * need)}
     return sorted(v for v in values if current < v <= cap)[:MAX_OPTIONS]
+
+
+def _suggested(report: Report | None) -> int | None:
+    rec = next((r for r in report.recommendations if r.id == "dataloader_workers"), None) if report else None
+    value = rec.evidence.get("suggested_workers") if rec is not None else None
+    return value if isinstance(value, int) else None
 
 
 def _load_and_compute_us(report: Report | None) -> tuple[float, float]:
@@ -62,7 +71,14 @@ def _install(points: Points, params: Params) -> None:
 
 
 def _write(work: Patchwork, params: Params, settings: Settings, device_kind: str) -> bool:
-    return keyword_at(work, settings.loaders, "num_workers", str(params.get("num_workers", 4)), named("DataLoader"))
+    workers = int(params.get("num_workers", 4))
+    placed = keyword_at(work, settings.loaders, "num_workers", str(workers), named("DataLoader"))
+    if workers == 0 and placed:  # DataLoader refuses these without workers
+        persistent = [site for site in settings.loaders if site.persistent_workers]
+        prefetch = [site for site in settings.loaders if site.prefetch_factor is not None]
+        keyword_at(work, persistent, "persistent_workers", "False", named("DataLoader"))
+        keyword_at(work, prefetch, "prefetch_factor", "None", named("DataLoader"))
+    return placed
 
 
 FIX = Fix(id="dataloader_workers", code="DataLoader(..., num_workers=N)", order=10, needs="loader",

@@ -92,6 +92,9 @@ class LoaderPatch:
                 if arguments.get("num_workers", 0) != self.num_workers:
                     arguments["num_workers"] = self.num_workers
                     self.applied["dataloader_workers"] += 1
+                    if self.num_workers == 0:  # DataLoader refuses these without workers
+                        for name in ("persistent_workers", "prefetch_factor", "multiprocessing_context"):
+                            arguments.pop(name, None)
         if self.pin_memory:  # the DataLoader's pin thread, in this process, pins each batch: never a worker
             with owned_by("pin_memory"):
                 if not arguments.get("pin_memory", False) and _cuda_available():
