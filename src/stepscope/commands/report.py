@@ -7,12 +7,16 @@ import argparse
 import sys
 from pathlib import Path
 
+import msgspec
+
 from stepscope.commands.argtypes import positive_int
 from stepscope.commands.inputs import load_report, load_telemetry
 from stepscope.commands.output import write_output
 from stepscope.errors import StepscopeError
+from stepscope.model.tune import tune_from_json, tune_to_json
 from stepscope.report import render
 from stepscope.report.terminal import make_console
+from stepscope.report.tune import TuneTerminalRenderer
 
 TUNE_JSON = "tune.json"  # as commands/tune.py writes it (importing that module would load the tuner)
 
@@ -60,11 +64,6 @@ def _tune_json(path: Path) -> Path | None:
 
 
 def _tune(path: Path, args: argparse.Namespace) -> int:
-    import msgspec
-
-    from stepscope.model.tune import tune_from_json, tune_to_json
-    from stepscope.report.tune import TuneTerminalRenderer
-
     try:
         tune = tune_from_json(path.read_bytes())
     except (OSError, msgspec.DecodeError, msgspec.ValidationError, ValueError, RecursionError) as exc:

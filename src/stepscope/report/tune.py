@@ -68,7 +68,7 @@ def ladder_table(tune: Tune) -> Table:
                      Cell("kept" if t.accepted else "no", None, "text"), Cell(t.reason, None, "text")])
     columns = [("rung", ""), ("fix", "text wrap"), (u, ""), ("builds on", ""), ("gain", ""),
                ("vs baseline", ""), ("estimated", ""), ("kept", "text"), ("why", "text wrap")]
-    return Table(columns, rows, id="ladder", title="Ladder", keep=(u, "builds on", "vs baseline", "kept", "why"),
+    return Table(columns, rows, id="ladder", title="Ladder", keep=(u, "vs baseline", "kept", "why"),
                  note=f"Each rung adds its fix to the last kept rung, in runs alternating with it: {u} is its "
                       "throughput there and 'builds on' that rung's at the same times (geometric means over its "
                       f"runs), so gain = {u} / builds on; kept when the gain's 95% interval is above 1 + the "

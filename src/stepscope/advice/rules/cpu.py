@@ -86,7 +86,8 @@ def cpu_threads(ctx: Context, patterns: list[s.Pattern]) -> list[s.Recommendatio
                        "parallel efficiency for the added ones)")
     if est.speedup < MIN_GAIN:
         return _below_bar("cpu_threads", est)
-    title = f"Use the free cores: torch.set_num_threads({target}) (torch runs {threads} threads on {cores} cores)"
+    title = (f"Use the free cores: torch.set_num_threads({target}) (torch runs {threads} thread"
+             f"{'s' if threads != 1 else ''} on {cores} cores)")
     return [recommendation(ctx, "cpu_threads", title, {
         "intra_op_threads": threads, "cpu_cores": cores, "dataloader_workers": workers,
         "cpu_compute_share": rounded_ratio(compute / ctx.step_ns)}, est)]
