@@ -146,7 +146,7 @@ def test_scripting_tracing_exporting_and_compiling_the_watched_model_work() -> N
         assert torch.allclose(torch.fx.symbolic_trace(model)(x), expected)
         import inspect
 
-        assert str(inspect.signature(model.forward)) == "(x: torch.Tensor) -> torch.Tensor"  # HF reads it
+        assert list(inspect.signature(model.forward).parameters) == ["x"]  # Hugging Face reads it
         compiled = torch.compile(model)
         train(compiled, 2)
         assert meter.clock._stack == [5]  # every phase entered was left (5: OTHER)
