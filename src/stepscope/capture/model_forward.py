@@ -47,11 +47,13 @@ class _ClassPatch:
         # Every call of the class runs this: no call beyond the watches' own (a 1 ms step has 10 µs for all hooks).
         @functools.wraps(original)
         def forward(module: Any, *args: Any, **kwargs: Any) -> Any:
+            if is_compiling():  # first: torch.compile folds it and traces nothing of ours
+                return original(module, *args, **kwargs)
             mine = None
             for watch in patch.watches:
                 if watch.target() is module:
                     mine = [watch] if mine is None else [*mine, watch]
-            if mine is None or is_compiling():  # another instance (a nested block, an EMA copy), or traced
+            if mine is None:  # another instance of the class (a nested block, an EMA copy)
                 return original(module, *args, **kwargs)
             for watch in mine:
                 watch.before()
