@@ -21,7 +21,7 @@ from stepscope.capture.guard import PID
 from stepscope.capture.meter.device import TIMED_PHASES, DeviceTimer, cuda_timer, nvml_busy
 from stepscope.capture.meter.hooks import MeterHooks
 from stepscope.capture.meter.live import LiveLine
-from stepscope.capture.meter.phases import FIELDS, PhaseClock, StepLog
+from stepscope.capture.meter.phases import FIELDS, NAMED, PhaseClock, StepLog
 from stepscope.capture.meter.workers import WorkerLog
 from stepscope.errors import StepscopeError
 from stepscope.model.meter import DEVICE_PHASES, PHASES, MeterRecord, MeterSteps, meter_to_json
@@ -108,7 +108,12 @@ class StepMeter:
             if source in STARTS_A_STEP:  # the first forward begins the first step; it ends none
                 log.start(t, totals)
                 return
-            log.start(self.clock.started if self.clock.started is not None else t, totals)
+            # The first step runs from the first phase entered, when every named phase's total was still 0 (not from
+            # now: its phases would all be 0 and the whole step 'other').
+            if self.clock.started is not None:
+                log.start(self.clock.started, [0] * NAMED)
+            else:
+                log.start(t, totals)
         log.boundary(t, totals)
         leading = self.leading
         if source != leading:
