@@ -29,4 +29,9 @@ def test_analyze_of_the_run_folder_is_the_runs_report(tmp_path: Path, capfd: pyt
     assert again.summary == live.summary  # the unprofiled headline, the replayed steps' breakdown
     assert [s.id for s in again.steps] == [s.id for s in live.steps]
     assert [(p.id, p.share) for p in again.patterns] == [(p.id, p.share) for p in live.patterns]
+    # The advice knows what the program had set, as the run's did (it said "a trace alone does not say torch's
+    # thread count" for cpu_threads, and lost the settings-based fixes)
+    assert [(r.id, r.estimated_speedup) for r in again.recommendations] == [
+        (r.id, r.estimated_speedup) for r in live.recommendations]
+    assert [(c.id, c.reason) for c in again.considered] == [(c.id, c.reason) for c in live.considered]
     assert again.run is None  # the run section is the live capture's alone

@@ -32,6 +32,9 @@ class AnalyzeOptions:
     # run section, whose settings and reference the advice reads) and what the capture said (first notes).
     run: Run | None = None
     capture_notes: tuple[str, ...] = ()
+    # A run folder's own run section (analyze RUN_FOLDER): the advice reads its settings and reference as the run's
+    # did; the report has no run section of its own (that is the live capture's alone).
+    folder_run: Run | None = None
     # What the replay takes (stepscope.replay): the unprofiled step timings of the run, the profiler's cost per
     # event on the capturing machine (the run folder's calibration.json) and the timing pass's trace (timing.json.gz,
     # recorded with minimal settings before the recorded pass: the steps' timeline comes from it).

@@ -58,6 +58,7 @@ def with_run_folder(paths: list[str | Path], options: AnalyzeOptions) -> Analyze
         calibration=options.calibration or calibration_in(folder),
         timing=options.timing or timing_in(folder),
         meter=options.meter or meter_in(folder),
+        folder_run=options.folder_run or run,
     )
 
 
