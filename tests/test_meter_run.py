@@ -89,6 +89,37 @@ def test_a_loader_that_waits_is_the_verdict_and_more_workers_the_fix(tmp_path: P
     assert sum(p["mean_us"] for p in meter["phases"]) == pytest.approx(meter["step_us"], rel=1e-4)
 
 
+IDLE_WORKERS = """
+import torch
+from torch.utils.data import DataLoader, TensorDataset
+model = torch.nn.Sequential(torch.nn.Linear(16, 32), torch.nn.ReLU(), torch.nn.Linear(32, 10))
+opt = torch.optim.SGD(model.parameters(), lr=0.01)
+data = TensorDataset(torch.randn(8192, 16), torch.randint(0, 10, (8192,)))  # tiny samples, in memory
+loader = DataLoader(data, batch_size=16, num_workers=2, persistent_workers=True, multiprocessing_context="fork")
+for i, (x, y) in enumerate(loader):
+    loss = torch.nn.functional.cross_entropy(model(x), y)
+    opt.zero_grad(); loss.backward(); opt.step()
+    if i == 150: break
+"""
+
+
+def test_idle_workers_the_loop_waits_for_get_loading_in_the_main_process(tmp_path: Path) -> None:
+    """Two workers that build a batch of tiny samples in a fraction of the step, then idle while the loop waits for it
+    to cross between processes (2 workers -> none: 7.5x faster plain on the 2-core machine, bench_meter's handoff)."""
+    done = stepscope_run(tmp_path, IDLE_WORKERS, "--warmup", "1", "--steps", "3", "--no-timing-pass",
+                         "--telemetry-interval", "0")
+    assert done.returncode == 0, done.stderr[-2000:]
+    report = json.loads((tmp_path / "run" / "report.json").read_text())
+    meter = report["meter"]
+    assert report["patterns"][0]["id"] == "input_bound"
+    assert meter["workers"]["busy_share"] < 0.5
+    rec = next(r for r in report["recommendations"] if r["id"] == "dataloader_workers")
+    assert rec["evidence"]["suggested_workers"] == 0 and "num_workers=0" in rec["title"]
+    data_us = next(p["mean_us"] for p in meter["phases"] if p["name"] == "data")
+    expected = meter["step_us"] / (meter["step_us"] - data_us + meter["workers"]["batch_us"])  # the loop + a batch
+    assert rec["estimated_speedup"] == pytest.approx(expected, rel=0.02) and expected > 1.05
+
+
 def test_a_program_that_ends_before_the_window_keeps_what_the_meter_measured(tmp_path: Path) -> None:
     done = stepscope_run(tmp_path, SHORT, "--telemetry-interval", "0")
     assert done.returncode == 2
