@@ -171,6 +171,10 @@ def test_the_record_round_trips_through_meter_json(tmp_path: Path) -> None:
     record = meter.finish("optimizer")
     read = meter_from_json((tmp_path / METER).read_bytes())
     assert read == record and read.done and read.steps.wall_ns == record.steps.wall_ns
+    if Path("/proc/stat").is_file():  # the machine's and the process's CPU time: at the start and at the end at least
+        assert len(read.host_cpu) >= 2
+        first, last = read.host_cpu[0], read.host_cpu[-1]
+        assert last[0] > first[0] and last[1] >= first[1] and last[2] >= first[2]
 
 
 def test_a_subclass_calling_super_step_is_one_optimizer_step(tmp_path: Path) -> None:

@@ -145,3 +145,36 @@ def test_idle_workers_the_loop_waits_for_are_replaced_by_loading_in_the_main_pro
     assert busy is None or busy.evidence["suggested_workers"] > 2
     # Idle workers, but a batch as dear as the wait: loading it in the main process saves nothing
     assert workers_recommendation(meter_of(1.263, 0.697, 2, 0.697, 0.6, busy=0.3), None, None) is None
+
+
+def test_other_processes_load_before_and_after_the_profiler_is_read_from_the_cpu_counters() -> None:
+    """Readings [ns, this process's CPU s, the machine's busy CPU s]: over the first second the machine was busy 1.5 s
+    of which 0.5 s ours (others: 1.0 core); over the next two, 1.0 s busy, all ours (others: 0)."""
+    from stepscope.pipeline.meter import _others_cores
+
+    readings = [[0.0, 0.0, 0.0], [1e9, 0.5, 1.5], [3e9, 1.5, 2.5]]
+    assert _others_cores(readings, 0.0, 1e9) == pytest.approx(1.0)
+    assert _others_cores(readings, 1e9, 3e9) == pytest.approx(0.0)
+    assert _others_cores(readings, 0.2e9, 0.8e9) == pytest.approx(1.0)  # bracketed by the readings around it
+    assert _others_cores([[0.0, 0.0, 0.0], [0.3e9, 0.1, 0.2]], 0.0, 0.3e9) is None  # 0.3 s: 30 ticks, too few
+    assert _others_cores(readings, 0.0, 4e9) is None  # no reading after the end
+
+
+def test_a_process_that_sped_up_when_the_machine_quietened_is_not_blamed_on_the_profiler() -> None:
+    """The demo beside a busy process: 2.5 s per step before the profiler, 34 ms after, other processes on 1 core and
+    then none. The note names the machine's load; with the load unchanged, the profiler; unknown, both."""
+    import msgspec
+
+    from stepscope.pipeline.assemble import meter_notes
+
+    base = meter_of(2530, 1, None, None, None)
+
+    def note(before: float | None, after: float | None) -> str:
+        m = msgspec.structs.replace(base, after_step_us=34_000.0, after_steps=4, changed_after=-0.99,
+                                    others_cores_before=before, others_cores_after=after)
+        return next(n for n in meter_notes(m) if n.startswith("the process ran"))
+
+    assert "the machine's load changed" in note(1.0, 0.0) and "not the profiler" in note(1.0, 0.0)
+    assert "the profiler changed it" in note(0.1, 0.0)  # the load barely moved
+    assert "the profiler changed it" in note(0.0, 1.0)  # more load after, yet faster: not the load
+    assert "may have changed it" in note(None, 0.0) and "other processes' load" in note(None, 0.0)

@@ -64,6 +64,9 @@ class MeterRecord(Struct, kw_only=True):
     workers: WorkerBatches | None = None
     device_timer: str | None = None  # "cuda events" when the device's step time was measured
     device_busy: list[list[float]] = msgspec.field(default_factory=list)  # [host ns, NVML busy %], once a second
+    # [host ns, this process's CPU seconds, the machine's busy CPU seconds]: once a second and around the profiler's
+    # window (the other processes' load before and after it); empty where /proc/stat is not there
+    host_cpu: list[list[float]] = msgspec.field(default_factory=list)
     num_workers: int | None = None  # the main DataLoader's workers, when known
     cpu_cores: int | None = None  # CPUs (hyperthreads counted) the process may use: what workers share
     notes: list[str] = msgspec.field(default_factory=list)
@@ -121,6 +124,10 @@ class Meter(Frozen, kw_only=True):
     after_step_us: float | None = None  # mean step after the profiler stopped
     after_steps: int = 0
     changed_after: float | None = None  # after / before - 1 when beyond the steps' noise: the process changed
+    # The cores other processes kept busy while the headline's steps ran, and from the profiler's start to the end:
+    # a change in the machine's load, not the profiler, can be why the process ran differently after it.
+    others_cores_before: float | None = None
+    others_cores_after: float | None = None
     # The headline's first half of steps over its second half - 1, when beyond the steps' noise: still warming up
     # (allocator, caches), so the headline runs high; more steps before the window (--skip) give a steadier one.
     warming: float | None = None

@@ -132,9 +132,28 @@ def meter_notes(meter: s.Meter | None) -> list[str]:
         way = "faster" if meter.changed_after < 0 else "slower"
         notes.append(f"the process ran {abs(meter.changed_after):.0%} {way} after the profiler "
                      f"({ns_text(meter.after_step_us * 1e3)} per step over {meter.after_steps} steps) than "
-                     "before it: the profiler changed it (its large allocations can raise glibc's mmap "
-                     "threshold, for one); the figures are the steps before it")
+                     f"before it: {_why_changed(meter)}; the figures are the steps before it")
     return notes
+
+
+# Other processes' load moved by at least this many cores between the steps before the profiler and after it: the
+# machine, not (only) the profiler, may have changed the process's speed.
+LOAD_MOVED_CORES = 0.5
+
+
+def _why_changed(meter: s.Meter) -> str:
+    """What changed the process: the machine's other load, when it moved the same way, else the profiler."""
+    before, after = meter.others_cores_before, meter.others_cores_after
+    profiler = "its large allocations can raise glibc's mmap threshold, for one"
+    if before is None or after is None:
+        return f"the profiler may have changed it ({profiler}), or other processes' load on the machine"
+    moved = after - before
+    faster = (meter.changed_after or 0.0) < 0
+    if abs(moved) >= LOAD_MOVED_CORES and (moved < 0) == faster:  # less load, faster; more load, slower
+        return (f"other processes kept {before:.1f} cores busy while the headline's steps ran and {after:.1f} "
+                "after the profiler started: the machine's load changed, which may be why, not the profiler")
+    return (f"the profiler changed it ({profiler}; other processes' load stayed at {before:.1f}-{after:.1f} "
+            "cores)")
 
 
 def unsettled(recommendations: list[s.Recommendation],

@@ -106,6 +106,7 @@ def _section(record: MeterRecord, chosen: Selection) -> Meter:
     after_mean = float(wall[chosen.after].mean()) if chosen.after.sum() >= MIN_STEPS else None
     first_step = float(wall[0]) if st.first_step == 0 and len(wall) else None
     h = chosen.headline
+    others = _others(record, float((end[h] - wall[h]).min()), float(end[h].max())) if h.any() else (None, None)
     return Meter(
         source=record.source, steps_measured=st.first_step + len(wall) + record.overflow_steps, basis=chosen.basis,
         steps=int(h.sum()), step_us=report_us(step), median_us=report_us(float(np.median(chosen.values))),
@@ -117,10 +118,37 @@ def _section(record: MeterRecord, chosen: Selection) -> Meter:
         after_step_us=report_us(after_mean) if after_mean is not None else None,
         after_steps=int(chosen.after.sum()),
         changed_after=_changed(wall[h], after_mean), warming=_warming(chosen.values),
+        others_cores_before=others[0], others_cores_after=others[1],
         warming_left_out=chosen.warming_left_out,
         workers=_workers(record, end[h] - wall[h], end[h]),
         num_workers=record.num_workers, cpu_cores=record.cpu_cores,
         samples_per_s=round(record.batch_size * 1e9 / step, 2) if record.batch_size and step > 0 else None)
+
+
+def _others_cores(readings: list[list[float]], start_ns: float, end_ns: float) -> float | None:
+    """The cores the other processes kept busy on average between `start_ns` and `end_ns` (host clock), from the
+    meter's [ns, this process's CPU s, the machine's busy CPU s] readings: the last one at or before the start to the
+    first at or after the end; None without two such readings or over less than half a second (the counters tick
+    every 10 ms)."""
+    before = [r for r in readings if r[0] <= start_ns]
+    after = [r for r in readings if r[0] >= end_ns]
+    if not before or not after:
+        return None
+    a, b = before[-1], after[0]
+    seconds = (b[0] - a[0]) / 1e9
+    if seconds < 0.5:
+        return None
+    return max((b[2] - a[2]) - (b[1] - a[1]), 0.0) / seconds
+
+
+def _others(record: MeterRecord, start_ns: float, end_ns: float) -> tuple[float | None, float | None]:
+    """Other processes' busy cores over the headline's steps (`start_ns` to `end_ns`) and from the profiler's start
+    to the program's end; both None when no profiler ran (nothing to compare)."""
+    if not record.profiled_spans or not record.host_cpu:
+        return None, None
+    before = _others_cores(record.host_cpu, start_ns, end_ns)
+    after = _others_cores(record.host_cpu, record.profiled_spans[0][0], record.host_cpu[-1][0])
+    return (round(before, 2) if before is not None else None, round(after, 2) if after is not None else None)
 
 
 def _phases(record: MeterRecord, chosen: np.ndarray, step: float) -> list[MeterPhase]:

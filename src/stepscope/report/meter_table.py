@@ -46,7 +46,7 @@ def meter_lead(report: Report) -> list[str]:
                     + (f"; NVML: a kernel ran {share_cell(m.device_busy)} of the time" if m.device_busy is not None
                        else ""))
     if m.after_step_us is not None:
-        change = f", {m.changed_after:+.0%}: the profiler changed the process" if m.changed_after is not None else ""
+        change = f", {m.changed_after:+.0%}: the process changed (see the notes)" if m.changed_after is not None else ""
         lead.append(f"after the profiler: {us_cell(m.after_step_us)} per step over {m.after_steps} steps{change}")
     w = m.workers
     if w is not None:

@@ -18,6 +18,7 @@ from pathlib import Path
 from stepscope.atomic import write_atomic
 from stepscope.capture.arbiter import PRIORITY  # lower is stronger, as the capture's arbiter ranks sources
 from stepscope.capture.guard import PID
+from stepscope.capture.meter import host
 from stepscope.capture.meter.device import TIMED_PHASES, DeviceTimer, cuda_timer, nvml_busy
 from stepscope.capture.meter.hooks import MeterHooks
 from stepscope.capture.meter.live import LiveLine
@@ -57,6 +58,9 @@ class StepMeter:
         # NVML's busy % of the device, read once a second ([host ns, %]): the share of time a kernel ran
         self._busy = busy
         self.busy: list[list[float]] = []
+        # [host ns, this process's CPU s, the machine's busy CPU s] about once a second and around the window: did
+        # other processes' load change between the steps before the profiler and after it (capture/meter/host.py)
+        self.host_cpu: list[list[float]] = []
         self._batch_size = batch_size or (lambda: None)
         self.thread = threading.get_ident()
         self.pid = os.getpid()
@@ -74,6 +78,7 @@ class StepMeter:
         syncs = self._syncs if self._syncs is not None else bool(torch.cuda.is_available())
         self._hooks = MeterHooks(self, syncs=syncs)
         self._hooks.install()
+        self._read_host()
         if self._workers is not None:
             self._workers.install()
         return self
@@ -141,6 +146,7 @@ class StepMeter:
             busy = self._busy() if self._busy is not None else None
             if busy is not None:
                 self.busy.append([t, round(busy, 1)])
+            self._read_host()
             if self._live is not None:
                 self._live.show(log, self._batch_size())
             self.write(done=False)
@@ -156,11 +162,18 @@ class StepMeter:
         before, latest = sorted(walls[:SETTLE_STEPS]), sorted(walls[SETTLE_STEPS:])
         return latest[SETTLE_STEPS // 2] < (1 - SETTLE_TOL) * before[SETTLE_STEPS // 2]
 
+    def _read_host(self) -> None:
+        reading = host.read()
+        if reading is not None:
+            self.host_cpu.append(reading)
+
     def profiler_started(self) -> None:
+        self._read_host()  # before the span begins: the last reading before the profiler
         if not self.spans or self.spans[-1][1] >= 0:  # a window started again (without stacks) is one span
             self.spans.append([self.clock.clock(), -1])
 
     def profiler_stopped(self) -> None:
+        self._read_host()
         if self.spans and self.spans[-1][1] < 0:
             self.spans[-1][1] = self.clock.clock()
 
@@ -194,11 +207,13 @@ class StepMeter:
             if log is not None and log.overflow[0] else {},
             workers=self._workers.read() if done and self._workers is not None else None,
             device_timer="cuda events" if steps.device_ns else None, device_busy=[list(b) for b in self.busy],
+            host_cpu=[list(r) for r in self.host_cpu],
             num_workers=self.num_workers, cpu_cores=_cores())
 
     def finish(self, source: str | None) -> MeterRecord:
         """The program has ended: the hooks come off and meter.json is written whole."""
         self.remove()
+        self._read_host()
         record = self.record(source, done=True)
         self._save(record, done=True)
         return record
