@@ -7,7 +7,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from stepscope.analysis.steps import Steps
-from stepscope.trace.model import CopyKind, HostMemory, Kind, Trace
+from stepscope.trace.model import CopyKind, HostMemory, Kind, Trace, distinct
 
 
 @dataclass(frozen=True)
@@ -46,7 +46,7 @@ def copy_summary(trace: Trace, steps: Steps) -> CopySummary:
     nbytes = np.maximum(ev.bytes[rows], 0)
     kinds, memory = ev.copy_kind[rows], ev.host_memory[rows]
     stats = []
-    for kind in np.unique(kinds):
+    for kind in distinct(kinds):
         sel = kinds == kind
         pageable, pinned = sel & (memory == HostMemory.PAGEABLE), sel & (memory == HostMemory.PINNED)
         stats.append(

@@ -4,9 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-import numpy as np
-
-from stepscope.trace.model import Trace
+from stepscope.trace.model import Trace, distinct
 
 
 @dataclass(frozen=True)
@@ -20,7 +18,7 @@ class DeviceMemory:
 def memory_summary(trace: Trace) -> tuple[DeviceMemory, ...]:
     mem = trace.memory
     result = []
-    for device in np.unique(mem.device):
+    for device in distinct(mem.device):
         sel = mem.device == device
         allocated = mem.total_allocated[sel]
         reserved = mem.total_reserved[sel]

@@ -9,7 +9,7 @@ import numpy as np
 
 from stepscope.analysis.hostops import enclosing_ops
 from stepscope.analysis.steps import Steps
-from stepscope.trace.model import Kind, Trace
+from stepscope.trace.model import Kind, Trace, distinct
 
 # Calls that block the host until the device catches up. Synchronous memcpys (no "Async") block too.
 SYNC_API = re.compile(
@@ -61,7 +61,7 @@ def sync_summary(trace: Trace, steps: Steps) -> SyncSummary:
     step_of = steps.index_of(ev.start[rows], host=True)
     rows, step_of = rows[step_of >= 0], step_of[step_of >= 0]
     apis = []
-    for name_id in np.unique(ev.name[rows]):
+    for name_id in distinct(ev.name[rows]):
         sel = ev.name[rows] == name_id
         apis.append(
             SyncApiStat(

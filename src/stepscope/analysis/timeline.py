@@ -17,7 +17,7 @@ from stepscope.analysis.nesting import thread_numbers
 from stepscope.analysis.steps import Steps
 from stepscope.analysis.syncs import SyncSummary
 from stepscope.trace import intervals as iv
-from stepscope.trace.model import Kind, Trace
+from stepscope.trace.model import Kind, Trace, distinct
 from stepscope.units import report_us as _us
 
 MAX_SPANS = 4000  # the longest spans are kept; shorter ones are sub-pixel at the step's scale anyway
@@ -139,7 +139,7 @@ def _lanes(trace: Trace, events: np.ndarray) -> np.ndarray:
     depth = np.where(runtime, _RUNTIME_LANE, 0).astype(np.int64)
     ops = np.flatnonzero(~gpu & ~runtime)
     thread = thread_numbers(ev.pid[events[ops]], ev.tid[events[ops]])
-    for t in np.unique(thread):
+    for t in distinct(thread):
         mine = ops[thread == t]  # sorted by start, longer first at equal starts, as the table is
         ends = np.sort(ev.end[events[mine]])
         depth[mine] = np.maximum(np.arange(len(mine)) - np.searchsorted(ends, ev.start[events[mine]], "right"), 0)

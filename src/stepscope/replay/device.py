@@ -14,7 +14,7 @@ from functools import cached_property
 import numpy as np
 
 from stepscope.analysis.launches import launching_call
-from stepscope.trace.model import Trace
+from stepscope.trace.model import Trace, distinct
 
 QUEUE_GAP_NS = 2_000  # a gap up to this long between queued work on a stream is the stream's own overhead
 IDLE_STREAM_NS = 5_000  # a stream idle this long before an activity was waiting for its launch
@@ -138,7 +138,7 @@ def device_ops(trace: Trace, rows: np.ndarray) -> DeviceOps:
     dep = _dependencies(start, end, stream, start - explained > QUEUE_GAP_NS)
     explained = np.where(dep >= 0, np.maximum(explained, end[np.maximum(dep, 0)]), explained)
     key = launch.copy()
-    for s in np.unique(stream):  # per stream, launch order is execution order
+    for s in distinct(stream):  # per stream, launch order is execution order
         members = np.flatnonzero(stream == s)
         key[members] = np.maximum.accumulate(key[members])
     order = np.argsort(key, kind="stable")  # launch order; ties as given

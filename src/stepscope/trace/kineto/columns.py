@@ -34,7 +34,7 @@ from stepscope.trace.kineto.schema import (
 )
 from stepscope.trace.kineto.values import as_int, float_column, int_column
 from stepscope.trace.links import link_notes
-from stepscope.trace.model import NONE, Events, Kind, MemoryEvents, Trace
+from stepscope.trace.model import NONE, Events, Kind, MemoryEvents, Trace, distinct
 from stepscope.trace.names import MAX_NAME_CHARS, bounded_name
 from stepscope.trace.repairs import repaired
 from stepscope.trace.source_annotations import OWN_ANNOTATION_PREFIX
@@ -351,7 +351,7 @@ def _copy_columns(kind: np.ndarray, name: np.ndarray, strings: tuple[str, ...]) 
     if len(rows):
         lut_kind = np.zeros(len(strings), dtype=np.int8)
         lut_memory = np.zeros(len(strings), dtype=np.int8)
-        for i in np.unique(name[rows]):
+        for i in distinct(name[rows]):
             lut_kind[i], lut_memory[i] = parse_memcpy_name(strings[i])
         copy_kind[rows] = lut_kind[name[rows]]
         host_memory[rows] = lut_memory[name[rows]]
