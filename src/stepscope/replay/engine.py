@@ -208,13 +208,15 @@ def replay_with_clock(trace: Trace, *, rows: np.ndarray | None = None, new_dur: 
     if rows is None or (len(rows) == len(every) and np.array_equal(rows, every)):
         rows = every
         ops = trace.derived("replay.device_ops", lambda: device_ops(trace, every))  # the what-ifs share it
+        queue = trace.derived("replay.queue_waits", lambda: _queue_waits(trace, ops))
     else:
         ops = device_ops(trace, rows)
+        queue = _queue_waits(trace, ops)
     dur = (ev.dur[rows] if new_dur is None else new_dur).astype(np.float64)
     calls = blocking_calls(trace)
     if unblock is not None and len(unblock):
         calls = calls[~np.isin(calls, unblock)]
-    waits = _Waits.of(trace, calls, batch_waits(trace), _queue_waits(trace, ops))
+    waits = _Waits.of(trace, calls, batch_waits(trace), queue)
     clock = host_clock(trace, host_cost or HostCost(), waits.intervals(), cut)
     # An activity is submitted `latency` after its launch call starts: the profiler's cost paid inside the call before
     # that comes out of the latency too, else the device would idle for the profiler in the replay.
@@ -229,7 +231,7 @@ def replay_with_clock(trace: Trace, *, rows: np.ndarray | None = None, new_dur: 
     end[host] = _host_map(state, clock, host_speed, end[host])
     start[rows] = new_start
     end[rows] = new_start + dur
-    keep = np.flatnonzero(~ev.of_kind(*_DROPPED_KINDS))
+    keep = trace.derived("replay.kept_rows", lambda: np.flatnonzero(~ev.of_kind(*_DROPPED_KINDS)))
     new_starts = np.rint(start[keep]).astype(np.int64)
     new_durs = np.maximum(np.rint(end[keep]).astype(np.int64) - new_starts, 0)
     # The table's order (start, longer first; Events.from_columns), taken here so each column is copied once.
