@@ -12,6 +12,8 @@ from stepscope.trace.model import CopyKind, HostMemory, Kind, Trace, distinct
 
 @dataclass(frozen=True)
 class CopyStat:
+    """The steps' copies in one direction, pageable and pinned."""
+
     direction: str  # "HtoD", "DtoH", "DtoD", "HtoH", "PtoP", "other"
     count: int
     bytes: int
@@ -28,6 +30,8 @@ class CopyStat:
 
 @dataclass(frozen=True)
 class CopySummary:
+    """The steps' copies by direction, and the bytes sent to the device per step."""
+
     directions: tuple[CopyStat, ...]
     htod_bytes_per_step: np.ndarray
     pageable_htod_bytes_per_step: np.ndarray

@@ -43,6 +43,8 @@ class DeviceUsage:
 
 @dataclass(frozen=True)
 class GpuUsage:
+    """Each device's busy and idle time, and which device is the busiest."""
+
     devices: tuple[DeviceUsage, ...]
     primary: int | None  # index into devices of the busiest device, None without kernels
 

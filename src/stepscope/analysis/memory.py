@@ -9,6 +9,8 @@ from stepscope.trace.model import Trace, distinct
 
 @dataclass(frozen=True)
 class DeviceMemory:
+    """One device's allocator peaks, from the trace's memory samples."""
+
     device: int  # -1 for host memory
     peak_allocated_bytes: int
     peak_reserved_bytes: int | None

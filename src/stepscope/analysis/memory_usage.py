@@ -27,6 +27,8 @@ TIMELINE_POINTS = 1000
 
 @dataclass(frozen=True)
 class Category:
+    """One part of the peak memory: its name and bytes."""
+
     name: str  # parameters | gradients | optimizer state | activations | temporaries | persistent | unexplained
     bytes: int
     note: str = ""
@@ -43,6 +45,8 @@ class Lifetimes:
 
 @dataclass(frozen=True)
 class DevicePeak:
+    """One device's memory peak: when it came, in which step, and what it held."""
+
     device: int
     peak_allocated: int
     peak_reserved: int | None

@@ -63,6 +63,8 @@ class SourceLine:
 
 @dataclass(frozen=True, eq=False)
 class SourceMap:
+    """The user's lines and modules the trace's ranges name, and each range's exclusive time."""
+
     source: str  # "stepscope annotations" | "python stacks"
     granularity: str  # "line" | "function"
     lines: tuple[SourceLine, ...]

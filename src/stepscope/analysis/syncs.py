@@ -26,6 +26,8 @@ def is_sync_api(name: str) -> bool:
 
 @dataclass(frozen=True)
 class SyncApiStat:
+    """One synchronising API's calls and time, per step."""
+
     api: str
     count_per_step: np.ndarray
     time_per_step: np.ndarray  # ns
@@ -44,6 +46,8 @@ class SyncCause:
 
 @dataclass(frozen=True)
 class SyncSummary:
+    """The host's synchronisations in the steps: per API, and the ops that caused them."""
+
     apis: tuple[SyncApiStat, ...]
     causes: tuple[SyncCause, ...]
     rows: np.ndarray  # the sync calls inside the steps, for later analyses (e.g. copy then sync)

@@ -31,6 +31,8 @@ _CAT = {name: i for i, name in enumerate(CATEGORIES)}
 
 @dataclass(frozen=True)
 class TimelineRow:
+    """One row of the median step's timeline."""
+
     label: str
     kind: str  # "host" (ops at one nesting level), "runtime", "gpu" (one stream), "idle" (one device)
 
@@ -48,6 +50,8 @@ class TimelineSpans:
 
 @dataclass(frozen=True)
 class TimelineSync:
+    """A synchronisation drawn on the median step's timeline."""
+
     row: int
     start_us: float
     dur_us: float
@@ -58,6 +62,8 @@ class TimelineSync:
 
 @dataclass(frozen=True)
 class StepTimeline:
+    """The median step's timeline: its rows, their spans and syncs, drawn in the HTML report."""
+
     step_id: str
     start_us: float  # the step's start, µs from the trace's start
     duration_us: float

@@ -40,12 +40,16 @@ class PeakUsed:
 
 @dataclass(frozen=True)
 class CpuPeak:
+    """The host's peak FLOP rate, and how it was reckoned."""
+
     flops_per_s: float
     how: str  # "8 threads x 3.50 GHz x 64 FP32 FLOPs/cycle (AVX-512: 2 FMA units assumed)"
 
 
 @dataclass(frozen=True)
 class Utilization:
+    """How much of the device's peak the steps use (MFU), and what that rests on."""
+
     device: str  # the device name as the trace gives it ("CPU" on a CPU-only trace)
     spec: GpuMatch | None  # the hardware table's row for it
     devices: int

@@ -56,6 +56,8 @@ class _Waits:
 
 @dataclass
 class _State:
+    """The replay's host as it goes: how much later than its own clock it runs, after each wait."""
+
     host_at: np.ndarray  # deflated, speed-scaled host time of each wait's start and end, per wait
     shift: float = 0.0  # how much later (ns) the host runs from here on than its own clock says
     ends: list[int] = field(default_factory=list)  # waits' recorded ends, in processing order
@@ -181,6 +183,8 @@ def _taken(ev: Events, rows: np.ndarray) -> dict[str, np.ndarray]:
 
 @dataclass(frozen=True)
 class Replayed:
+    """A replayed trace and the host clock it was replayed on."""
+
     trace: Trace
     clock: HostClock  # the host's clock without the profiler's cost
 
