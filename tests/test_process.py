@@ -27,3 +27,17 @@ def test_a_reading_verb_gets_one_blas_thread_unless_the_user_chose() -> None:
 def test_verbs_that_run_the_users_code_keep_their_environment() -> None:
     assert _blas_threads("run", "train.py") == "None"
     assert _blas_threads("tune", "train.py") == "None"
+
+
+FROZEN = ("import gc, sys; from stepscope import cli, process\n"
+          "if sys.argv[1] == 'reading': process.for_reading()\n"
+          "cli._verb_module('report'); print(gc.get_freeze_count())")
+
+
+def test_a_reading_verbs_modules_are_frozen_once_loaded_and_only_there() -> None:
+    def frozen(how: str) -> int:
+        out = subprocess.run([sys.executable, "-c", FROZEN, how], capture_output=True, text=True, check=True)
+        return int(out.stdout)
+
+    assert frozen("reading") > 10_000  # what the verb's modules made, never walked by a collection
+    assert frozen("in a test's process") == 0

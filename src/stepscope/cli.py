@@ -36,6 +36,7 @@ def _verb_module(name: str):
     try:
         return importlib.import_module(f"stepscope.commands.{name}")  # the lazy verb table
     finally:
+        process.loaded()
         if was_enabled:
             gc.enable()
 

@@ -14,6 +14,8 @@ from stepscope.model import report as s
 
 @dataclass(frozen=True)
 class Advice:
+    """The verdict's patterns, the recommended fixes, the fixes left out and the notes on how."""
+
     patterns: list[s.Pattern]  # primary first
     recommendations: list[s.Recommendation]  # best estimated gain first
     notes: list[str] = field(default_factory=list)  # how the verdict was taken (no steps found, one-off steps, meter)

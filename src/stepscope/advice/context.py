@@ -25,6 +25,8 @@ from stepscope.trace.model import DeviceInfo
 
 @dataclass(frozen=True)
 class Context:
+    """The Facts under the names the rules use, with the run section and how the timeline was made."""
+
     facts: Facts
     run: s.Run | None = None  # a live capture's run section
     # The timeline is a replay with the profiler's cost taken out (a live capture's, pipeline/timeline.py): the

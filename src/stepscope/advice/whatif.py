@@ -39,6 +39,8 @@ HOST_VIEW_HIDDEN = 0.5
 
 @dataclass(frozen=True)
 class Estimate:
+    """A fix's estimated gain and the sentence that says it."""
+
     speedup: float  # measured step time / estimated step time (or samples/s ratio for a bigger batch), unrounded
     text: str
 

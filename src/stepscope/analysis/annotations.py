@@ -29,6 +29,8 @@ class SyncPoints:
 
 @dataclass(frozen=True)
 class Annotations:
+    """What the timelines and the annotated trace mark: steps, idle gaps, sync points, DataLoader waits."""
+
     steps: Steps
     idle: tuple[IdleIntervals, ...]
     syncs: SyncPoints

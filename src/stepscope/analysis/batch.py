@@ -19,6 +19,8 @@ FIRST_LAYERS = frozenset({"aten::conv1d", "aten::conv2d", "aten::conv3d", "aten:
 
 @dataclass(frozen=True)
 class InferredBatch:
+    """The batch size the recorded shapes show, and how it was found."""
+
     size: int | None  # samples per step; None when the trace does not show it unambiguously
     evidence: str  # how it was found, or why it was not
 

@@ -7,11 +7,13 @@ from dataclasses import dataclass
 import numpy as np
 
 from stepscope.analysis.steps import Steps
-from stepscope.trace.model import CopyKind, HostMemory, Kind, Trace
+from stepscope.trace.model import CopyKind, HostMemory, Kind, Trace, distinct
 
 
 @dataclass(frozen=True)
 class CopyStat:
+    """The steps' copies in one direction, pageable and pinned."""
+
     direction: str  # "HtoD", "DtoH", "DtoD", "HtoH", "PtoP", "other"
     count: int
     bytes: int
@@ -28,6 +30,8 @@ class CopyStat:
 
 @dataclass(frozen=True)
 class CopySummary:
+    """The steps' copies by direction, and the bytes sent to the device per step."""
+
     directions: tuple[CopyStat, ...]
     htod_bytes_per_step: np.ndarray
     pageable_htod_bytes_per_step: np.ndarray
@@ -46,7 +50,7 @@ def copy_summary(trace: Trace, steps: Steps) -> CopySummary:
     nbytes = np.maximum(ev.bytes[rows], 0)
     kinds, memory = ev.copy_kind[rows], ev.host_memory[rows]
     stats = []
-    for kind in np.unique(kinds):
+    for kind in distinct(kinds):
         sel = kinds == kind
         pageable, pinned = sel & (memory == HostMemory.PAGEABLE), sel & (memory == HostMemory.PINNED)
         stats.append(

@@ -30,6 +30,8 @@ from stepscope.trace.model import Trace
 
 @dataclass(frozen=True)
 class Facts:
+    """Every analysis of one trace, computed once: what advice, prediction and the report read."""
+
     trace: Trace
     steps: Steps
     breakdown: Breakdown

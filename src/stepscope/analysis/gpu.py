@@ -9,7 +9,7 @@ import numpy as np
 from stepscope.analysis.launches import launched_in_gap
 from stepscope.analysis.steps import Steps
 from stepscope.trace import intervals as iv
-from stepscope.trace.model import Kind, Trace
+from stepscope.trace.model import Kind, Trace, distinct
 
 # HTA's threshold: a gap shorter than this between kernels already enqueued is launch overhead.
 KERNEL_WAIT_NS = 30
@@ -43,6 +43,8 @@ class DeviceUsage:
 
 @dataclass(frozen=True)
 class GpuUsage:
+    """Each device's busy and idle time, and which device is the busiest."""
+
     devices: tuple[DeviceUsage, ...]
     primary: int | None  # index into devices of the busiest device, None without kernels
 
@@ -74,7 +76,7 @@ def gpu_usage(trace: Trace, steps: Steps) -> GpuUsage:
     window = (int(steps.start[0]), int(steps.end[-1]))
     inside = iv.union(steps.start, steps.end)
     usages = []
-    for device in np.unique(ev.device[kernels]):
+    for device in distinct(ev.device[kernels]):
         rows = np.flatnonzero(kernels & (ev.device == device))
         busy = iv.union(ev.start[rows], ev.end[rows])
         gaps = iv.complement(busy, *window)

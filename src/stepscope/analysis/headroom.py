@@ -20,6 +20,8 @@ PER_SAMPLE = ("activations", "temporaries")
 
 @dataclass(frozen=True)
 class Headroom:
+    """How much larger a batch the device's memory holds."""
+
     batch_size: int
     max_batch: int | None
     fixed_bytes: int

@@ -12,7 +12,7 @@ import numpy as np
 
 from stepscope.analysis.nesting import CHUNK_ROWS, number_threads
 from stepscope.trace import intervals as iv
-from stepscope.trace.model import Kind, Trace, start_order
+from stepscope.trace.model import Kind, Trace, distinct, start_order
 
 
 @dataclass(frozen=True, eq=False)
@@ -77,7 +77,7 @@ def outermost(trace: Trace, rows: np.ndarray) -> np.ndarray:
     if len(rows) == 0:
         return rows
     if not (rows[1:] > rows[:-1]).all():
-        rows = np.unique(rows)
+        rows = distinct(rows)
     ev = trace.events
     thread = host_threads(trace).thread
     latest: dict[int, int] = {}  # thread -> the latest end of its rows so far
@@ -86,7 +86,7 @@ def outermost(trace: Trace, rows: np.ndarray) -> np.ndarray:
         part = rows[lo:lo + CHUNK_ROWS]
         threads = thread[part]
         top = np.empty(len(part), dtype=bool)
-        for t in np.unique(threads).tolist():
+        for t in distinct(threads).tolist():
             at = np.flatnonzero(threads == t)
             mine = part[at]
             before = latest.get(t, np.iinfo(np.int64).min)

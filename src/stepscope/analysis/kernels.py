@@ -18,6 +18,8 @@ TOP_KERNELS = 15
 
 @dataclass(frozen=True)
 class KernelStat:
+    """One kernel name's time in the steps."""
+
     name: str
     count: int
     total_ns: int
@@ -29,6 +31,8 @@ class KernelStat:
 
 @dataclass(frozen=True)
 class KernelSummary:
+    """The steps' kernels: counts, time, tensor-core time, launch delays and the names that take most."""
+
     count: int  # kernels in the steps
     count_per_step: np.ndarray
     total_ns: int

@@ -4,13 +4,13 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-import numpy as np
-
-from stepscope.trace.model import Trace
+from stepscope.trace.model import Trace, distinct
 
 
 @dataclass(frozen=True)
 class DeviceMemory:
+    """One device's allocator peaks, from the trace's memory samples."""
+
     device: int  # -1 for host memory
     peak_allocated_bytes: int
     peak_reserved_bytes: int | None
@@ -20,7 +20,7 @@ class DeviceMemory:
 def memory_summary(trace: Trace) -> tuple[DeviceMemory, ...]:
     mem = trace.memory
     result = []
-    for device in np.unique(mem.device):
+    for device in distinct(mem.device):
         sel = mem.device == device
         allocated = mem.total_allocated[sel]
         reserved = mem.total_reserved[sel]

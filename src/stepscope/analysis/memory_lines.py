@@ -17,6 +17,8 @@ TOP_LINES = 10
 
 @dataclass(frozen=True)
 class LineMemory:
+    """Memory at the peak a user line allocated, and the op that did."""
+
     line: SourceLine | None  # None: the op that made it has no user line
     op: str  # the op that allocated the most of it
     bytes: int

@@ -20,13 +20,15 @@ import numpy as np
 from stepscope.analysis.flops import BACKWARD_RANGE_PREFIX, host_step
 from stepscope.analysis.steps import Steps
 from stepscope.trace.census import DeviceCensus, RunCensus
-from stepscope.trace.model import NONE, Kind, Trace
+from stepscope.trace.model import NONE, Kind, Trace, distinct
 
 TIMELINE_POINTS = 1000
 
 
 @dataclass(frozen=True)
 class Category:
+    """One part of the peak memory: its name and bytes."""
+
     name: str  # parameters | gradients | optimizer state | activations | temporaries | persistent | unexplained
     bytes: int
     note: str = ""
@@ -43,6 +45,8 @@ class Lifetimes:
 
 @dataclass(frozen=True)
 class DevicePeak:
+    """One device's memory peak: when it came, in which step, and what it held."""
+
     device: int
     peak_allocated: int
     peak_reserved: int | None
@@ -178,7 +182,7 @@ def _split_persistent(persistent: int, fresh_gradients: int,
 
 def device_peaks(trace: Trace, steps: Steps, census: RunCensus | None) -> tuple[DevicePeak, ...]:
     """The peak of every GPU the allocator reports on; host memory only on a trace without GPU memory."""
-    devices = np.unique(trace.memory.device[trace.memory.total_allocated >= 0])
+    devices = distinct(trace.memory.device[trace.memory.total_allocated >= 0])
     gpus = [int(d) for d in devices if d >= 0]
     chosen = gpus or [int(d) for d in devices if d < 0]
     return tuple(p for p in (device_peak(trace, steps, d, census) for d in chosen) if p is not None)

@@ -8,6 +8,8 @@ from __future__ import annotations
 
 import numpy as np
 
+from stepscope.trace.model import distinct
+
 NONE = -1
 
 
@@ -55,13 +57,13 @@ def thread_numbers(pid: np.ndarray, tid: np.ndarray) -> np.ndarray:
     pids and tids are numbered apart, then their pairs: 1-D uniques are ~20x faster than unique(axis=0)."""
     if len(pid) == 0:
         return np.zeros(0, dtype=np.int64)
-    # A trace has a few dozen threads: number the distinct values (a hash, no sort of the rows) and look each
-    # row up in them, instead of unique(..., return_inverse=True), which sorts every row three times.
-    pids, tids = np.unique(pid), np.unique(tid)
+    # A trace has a few dozen threads: number the distinct values and look each row up in them, instead of
+    # unique(..., return_inverse=True), which sorts every row three times.
+    pids, tids = distinct(pid), distinct(tid)
     pair = np.searchsorted(pids, pid).astype(np.int64)
     pair *= len(tids)
     pair += np.searchsorted(tids, tid)
-    return np.searchsorted(np.unique(pair), pair)
+    return np.searchsorted(distinct(pair), pair)
 
 
 CHUNK_ROWS = 1 << 18  # table rows at a time in number_threads and hostops.outermost
@@ -72,8 +74,8 @@ def number_threads(pid: np.ndarray, tid: np.ndarray, rows: np.ndarray, out: np.n
     the table at a time: the selected pids and tids of a large trace would be 16 bytes a row, while the distinct
     values are a few dozen. Three passes: the distinct pids and tids, the distinct pairs, then each row's number."""
     chunks = [slice(lo, min(lo + CHUNK_ROWS, len(rows))) for lo in range(0, len(rows), CHUNK_ROWS)] or [slice(0, 0)]
-    pids = np.unique(np.concatenate([np.unique(pid[c][rows[c]]) for c in chunks]))
-    tids = np.unique(np.concatenate([np.unique(tid[c][rows[c]]) for c in chunks]))
+    pids = distinct(np.concatenate([distinct(pid[c][rows[c]]) for c in chunks]))
+    tids = distinct(np.concatenate([distinct(tid[c][rows[c]]) for c in chunks]))
 
     def pairs_of(c: slice) -> np.ndarray:
         pair = np.searchsorted(pids, pid[c][rows[c]]).astype(np.int64)
@@ -81,7 +83,7 @@ def number_threads(pid: np.ndarray, tid: np.ndarray, rows: np.ndarray, out: np.n
         pair += np.searchsorted(tids, tid[c][rows[c]])
         return pair
 
-    pairs = np.unique(np.concatenate([np.unique(pairs_of(c)) for c in chunks]))
+    pairs = distinct(np.concatenate([distinct(pairs_of(c)) for c in chunks]))
     for c in chunks:
         out[c][rows[c]] = np.searchsorted(pairs, pairs_of(c))
 

@@ -36,6 +36,8 @@ MODEL_KINDS = ("matmul", "conv", "attention")
 
 @dataclass(frozen=True)
 class OpCost:
+    """The work of one op: FLOPs, bytes moved, the math's dtype and its kind."""
+
     flops: float
     bytes: float
     dtype: str  # the math's dtype as the hardware table names it ('fp32', 'bf16' ...), or 'other'

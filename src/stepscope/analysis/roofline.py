@@ -72,6 +72,8 @@ class RoofShare:
 
 @dataclass(frozen=True)
 class Roofline:
+    """The steps' kernels on the device's roofline, and the kernel time no formula covers."""
+
     points: tuple[KernelPoint, ...]  # most time first
     kernel_ns: int  # all kernel time in the steps
     covered_ns: int  # kernel time of ops with a formula

@@ -57,6 +57,8 @@ class MatmulTime:
 
 @dataclass(frozen=True)
 class Elementwise:
+    """Short elementwise kernels per step, what torch.compile would fuse."""
+
     short_count: float  # short elementwise kernels per step
     short_ns: float
     kernel_count: float  # all kernels per step
@@ -65,6 +67,8 @@ class Elementwise:
 
 @dataclass(frozen=True)
 class DataLoaderUse:
+    """How the steps take their batches from the DataLoader, and the host time it costs."""
+
     iterator: str | None  # "single-process" (num_workers=0), "multi-process", or None without a DataLoader
     host_ns: float  # time inside DataLoader __next__ per step
     calls_ns: np.ndarray  # each __next__ call inside the steps
@@ -72,6 +76,8 @@ class DataLoaderUse:
 
 @dataclass(frozen=True)
 class HostToDevice:
+    """The steps' host-to-device copies: the largest, and the bandwidth pinned and pageable copies reach."""
+
     largest_copy_bytes: int  # the largest single HtoD copy (median over steps)
     largest_copy_ns: int
     image_shape: tuple[int, int, int, int] | None  # a float32 NCHW image batch that size would be
@@ -81,6 +87,8 @@ class HostToDevice:
 
 @dataclass(frozen=True)
 class Collectives:
+    """Collective kernels per step and their time."""
+
     count: float  # collective kernels per step
     ns: float  # their kernel time per step
 

@@ -27,7 +27,7 @@ from stepscope.analysis import nesting
 from stepscope.analysis.categories import DATALOADER
 from stepscope.analysis.launches import launching_call
 from stepscope.analysis.steps import PROFILER_STEP
-from stepscope.trace.model import Kind, Trace
+from stepscope.trace.model import Kind, Trace, distinct
 from stepscope.trace.source_annotations import (
     LINE_PREFIX,
     MODULE_PREFIX,
@@ -63,6 +63,8 @@ class SourceLine:
 
 @dataclass(frozen=True, eq=False)
 class SourceMap:
+    """The user's lines and modules the trace's ranges name, and each range's exclusive time."""
+
     source: str  # "stepscope annotations" | "python stacks"
     granularity: str  # "line" | "function"
     lines: tuple[SourceLine, ...]
@@ -105,7 +107,7 @@ def _sources(trace: Trace) -> _Sources | None:
             if parsed is not None:
                 line_of_name[i] = lines.setdefault(SourceLine(*parsed), len(lines))
     else:
-        python_names = set(np.unique(trace.events.name[trace.events.kind == Kind.PYTHON]).tolist())
+        python_names = set(distinct(trace.events.name[trace.events.kind == Kind.PYTHON]).tolist())
         source, granularity = "python stacks", "function"
         for i in python_names:
             match = FRAME.match(strings[i])

@@ -9,7 +9,7 @@ import numpy as np
 
 from stepscope.analysis.hostops import enclosing_ops
 from stepscope.analysis.steps import Steps
-from stepscope.trace.model import Kind, Trace
+from stepscope.trace.model import Kind, Trace, distinct
 
 # Calls that block the host until the device catches up. Synchronous memcpys (no "Async") block too.
 SYNC_API = re.compile(
@@ -26,6 +26,8 @@ def is_sync_api(name: str) -> bool:
 
 @dataclass(frozen=True)
 class SyncApiStat:
+    """One synchronising API's calls and time, per step."""
+
     api: str
     count_per_step: np.ndarray
     time_per_step: np.ndarray  # ns
@@ -44,6 +46,8 @@ class SyncCause:
 
 @dataclass(frozen=True)
 class SyncSummary:
+    """The host's synchronisations in the steps: per API, and the ops that caused them."""
+
     apis: tuple[SyncApiStat, ...]
     causes: tuple[SyncCause, ...]
     rows: np.ndarray  # the sync calls inside the steps, for later analyses (e.g. copy then sync)
@@ -61,7 +65,7 @@ def sync_summary(trace: Trace, steps: Steps) -> SyncSummary:
     step_of = steps.index_of(ev.start[rows], host=True)
     rows, step_of = rows[step_of >= 0], step_of[step_of >= 0]
     apis = []
-    for name_id in np.unique(ev.name[rows]):
+    for name_id in distinct(ev.name[rows]):
         sel = ev.name[rows] == name_id
         apis.append(
             SyncApiStat(

@@ -56,6 +56,8 @@ class Cost:
 
 @dataclass(frozen=True)
 class LineCost:
+    """One user line and what it costs."""
+
     line: SourceLine
     cost: Cost
 
@@ -82,6 +84,8 @@ class SyncLine:
 
 @dataclass(frozen=True)
 class LineSummary:
+    """The steps' time by user line, the time no line can take, and the lines that synchronise."""
+
     source: str
     granularity: str
     steps: int

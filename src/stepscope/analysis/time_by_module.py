@@ -14,6 +14,8 @@ from stepscope.trace.model import Trace
 
 @dataclass(frozen=True)
 class ModuleCost:
+    """One module's time: with the modules it calls, and alone."""
+
     path: str
     total: Cost  # the module and every module it calls
     own: Cost  # the module alone: ops not inside a child module
@@ -22,6 +24,8 @@ class ModuleCost:
 
 @dataclass(frozen=True)
 class ModuleSummary:
+    """The steps' time by module path."""
+
     source: str
     steps: int
     step_ns: int

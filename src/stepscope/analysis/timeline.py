@@ -17,7 +17,7 @@ from stepscope.analysis.nesting import thread_numbers
 from stepscope.analysis.steps import Steps
 from stepscope.analysis.syncs import SyncSummary
 from stepscope.trace import intervals as iv
-from stepscope.trace.model import Kind, Trace
+from stepscope.trace.model import Kind, Trace, distinct
 from stepscope.units import report_us as _us
 
 MAX_SPANS = 4000  # the longest spans are kept; shorter ones are sub-pixel at the step's scale anyway
@@ -31,6 +31,8 @@ _CAT = {name: i for i, name in enumerate(CATEGORIES)}
 
 @dataclass(frozen=True)
 class TimelineRow:
+    """One row of the median step's timeline."""
+
     label: str
     kind: str  # "host" (ops at one nesting level), "runtime", "gpu" (one stream), "idle" (one device)
 
@@ -48,6 +50,8 @@ class TimelineSpans:
 
 @dataclass(frozen=True)
 class TimelineSync:
+    """A synchronisation drawn on the median step's timeline."""
+
     row: int
     start_us: float
     dur_us: float
@@ -58,6 +62,8 @@ class TimelineSync:
 
 @dataclass(frozen=True)
 class StepTimeline:
+    """The median step's timeline: its rows, their spans and syncs, drawn in the HTML report."""
+
     step_id: str
     start_us: float  # the step's start, µs from the trace's start
     duration_us: float
@@ -139,7 +145,7 @@ def _lanes(trace: Trace, events: np.ndarray) -> np.ndarray:
     depth = np.where(runtime, _RUNTIME_LANE, 0).astype(np.int64)
     ops = np.flatnonzero(~gpu & ~runtime)
     thread = thread_numbers(ev.pid[events[ops]], ev.tid[events[ops]])
-    for t in np.unique(thread):
+    for t in distinct(thread):
         mine = ops[thread == t]  # sorted by start, longer first at equal starts, as the table is
         ends = np.sort(ev.end[events[mine]])
         depth[mine] = np.maximum(np.arange(len(mine)) - np.searchsorted(ends, ev.start[events[mine]], "right"), 0)

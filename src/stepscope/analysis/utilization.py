@@ -19,7 +19,7 @@ from stepscope.analysis.roofline import TOP_UNCOVERED, Roofline, Roofs, roofline
 from stepscope.analysis.steps import Steps
 from stepscope.hardware import GpuMatch, HardwareTable, achievable_for, load_table
 from stepscope.trace.census import CpuInfo, RunCensus
-from stepscope.trace.model import Kind, Trace
+from stepscope.trace.model import Kind, Trace, distinct
 
 # FP32 FLOPs per cycle per core: 2 FMA units x SIMD lanes x 2 (an assumption said with the estimate).
 CPU_FP32_PER_CYCLE = {"avx512": 64, "avx2": 32, "neon": 16}
@@ -40,12 +40,16 @@ class PeakUsed:
 
 @dataclass(frozen=True)
 class CpuPeak:
+    """The host's peak FLOP rate, and how it was reckoned."""
+
     flops_per_s: float
     how: str  # "8 threads x 3.50 GHz x 64 FP32 FLOPs/cycle (AVX-512: 2 FMA units assumed)"
 
 
 @dataclass(frozen=True)
 class Utilization:
+    """How much of the device's peak the steps use (MFU), and what that rests on."""
+
     device: str  # the device name as the trace gives it ("CPU" on a CPU-only trace)
     spec: GpuMatch | None  # the hardware table's row for it
     devices: int
@@ -80,7 +84,7 @@ class Utilization:
 def _device(trace: Trace) -> tuple[str, int | None, int]:
     """(name, SM count, devices with kernels) of the trace's GPU, or ('CPU', None, 1)."""
     ev = trace.events
-    used = np.unique(ev.device[trace.is_gpu_activity]) if trace.has_device_events else np.zeros(0, int)
+    used = distinct(ev.device[trace.is_gpu_activity]) if trace.has_device_events else np.zeros(0, int)
     if len(used) == 0:
         return "CPU", None, 1
     info = next((d for d in trace.meta.devices if d.id == int(used[0])), None) or (

@@ -33,6 +33,8 @@ def normalize_name(name: str) -> str:
 
 @dataclass(frozen=True)
 class HardwareTable:
+    """The GPU table: specs, interconnects and prices, each cell with its source."""
+
     gpus: tuple[GpuSpec, ...]
     sources: dict[str, Source]
     interconnects: tuple[Interconnect, ...]

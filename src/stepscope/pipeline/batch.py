@@ -13,6 +13,8 @@ INFERRED = "inferred from the trace"
 
 @dataclass(frozen=True)
 class Batch:
+    """The batch size the report uses, where it comes from, and what the report says of it."""
+
     size: int | None
     source: str | None  # GIVEN | INFERRED | None
     note: str | None  # what the report says of it; None when it was given

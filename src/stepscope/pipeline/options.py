@@ -22,6 +22,8 @@ if TYPE_CHECKING:
 
 @dataclass(frozen=True)
 class AnalyzeOptions:
+    """Everything an analysis is asked for."""
+
     step_range: str | None = None  # the range (NVTX or record_function) that marks one step
     batch_size: int | None = None  # samples per step, for samples/s (else a run folder's own, when there is one)
     predict: PredictRequest | None = None  # also the job on other GPUs: the report's `prediction` section

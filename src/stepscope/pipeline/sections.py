@@ -10,7 +10,7 @@ from stepscope.analysis.facts import Facts
 from stepscope.analysis.kernels import SHORT_KERNEL_NS
 from stepscope.analysis.time_by_line import Cost, location_for_sync
 from stepscope.model import report as s
-from stepscope.trace.model import Trace
+from stepscope.trace.model import Trace, distinct
 from stepscope.units import report_us
 
 
@@ -62,7 +62,7 @@ def devices(trace: Trace) -> list[s.Device]:
     meta = trace.meta
     if trace.platform == "cpu":
         return [s.Device(name="CPU", kind="cpu")]
-    used = set(np.unique(trace.events.device[trace.is_gpu_activity]).tolist())
+    used = set(distinct(trace.events.device[trace.is_gpu_activity]).tolist())
     described = [d for d in meta.devices if d.id in used] or list(meta.devices)
     if not described:
         return [s.Device(name="unknown GPU (the trace has no device properties)", kind=meta.accelerator,

@@ -21,6 +21,8 @@ from stepscope.trace.model import Trace
 
 @dataclass(frozen=True)
 class Timeline:
+    """The facts the report reads and the trace they come from."""
+
     facts: Facts  # what the report is made of
     deperturbed: Deperturbed | None  # a live capture's replay (None for a trace read from a file)
     timeline_path: str  # the trace the steps' timeline comes from

@@ -15,6 +15,8 @@ PRICING_ORDER = ("on_demand", "reserved", "spot")  # what a price with no furthe
 
 @dataclass(frozen=True)
 class GpuPrice:
+    """A GPU-hour's price and where it comes from."""
+
     usd_per_gpu_hour: float
     what: str  # in words: "aws p5.48xlarge on_demand us-east-1, 2024-12 (8 GPUs)" or "your --price"
     source: str | None  # the table's source id

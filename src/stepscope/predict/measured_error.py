@@ -17,6 +17,8 @@ DATA = Path(__file__).resolve().parent / "data"
 
 @dataclass(frozen=True)
 class MeasuredError:
+    """The prediction model's error as measured on real GPU pairs."""
+
     gpu_time_error: float  # the largest |predicted / measured - 1| of GPU time per step over the pairs
     pairs: frozenset[frozenset[str]]  # the GPU pairs (table ids) it was measured on
     workloads: int

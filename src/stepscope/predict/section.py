@@ -64,6 +64,8 @@ def checked_request(gpus_text: str, *, prices: list[str], origin: str | None = N
 
 @dataclass(frozen=True)
 class _Origin:
+    """The device the trace was recorded on, matched to the GPU table."""
+
     device: int
     name: str
     spec: GpuSpec

@@ -31,6 +31,8 @@ class StepView:
 
 @dataclass(frozen=True)
 class TargetRun:
+    """The step replayed on a target GPU: its roofs, its view and what was assumed."""
+
     roofs: Roofs
     view: StepView
     assumptions: tuple[str, ...]

@@ -23,7 +23,17 @@ OWN_MAX_NS = 100_000
 
 def blocking_calls(trace: Trace) -> np.ndarray:
     """Host calls that return only when the device has caught up: sync APIs and copies from or to pageable
-    memory (the copy is staged through a host buffer), sorted by start."""
+    memory (the copy is staged through a host buffer), sorted by start. Found once per trace (the replay and each
+    what-if ask again); read-only."""
+    return trace.derived("replay.blocking_calls", lambda: _read_only(_blocking_calls(trace)))
+
+
+def _read_only(array: np.ndarray) -> np.ndarray:
+    array.flags.writeable = False
+    return array
+
+
+def _blocking_calls(trace: Trace) -> np.ndarray:
     ev = trace.events
     runtime = np.flatnonzero(ev.kind == Kind.RUNTIME)
     sync = trace.names_where(is_sync_api)[runtime]
@@ -47,16 +57,21 @@ class BatchWaits:
 
 
 def batch_waits(trace: Trace) -> BatchWaits:
+    """The main process's waits for worker batches; found once per trace, read-only."""
+    return trace.derived("replay.batch_waits", lambda: _batch_waits(trace))
+
+
+def _batch_waits(trace: Trace) -> BatchWaits:
     ev = trace.events
     rows = np.flatnonzero(ev.of_kind(Kind.CPU_OP, Kind.USER_ANNOTATION)
                           & trace.names_where(lambda s: WORKER_BATCH.match(s) is not None))
     if len(rows) == 0:
-        empty = np.zeros(0)
-        return BatchWaits(rows.astype(np.int64), empty, empty)
+        empty = _read_only(np.zeros(0))
+        return BatchWaits(_read_only(rows.astype(np.int64)), empty, empty)
     own = np.full(len(rows), float(min(ev.dur[rows].min(), OWN_MAX_NS)))
     waited = ev.dur[rows] > own + WAITED_NS
     ready = np.where(waited, ev.end[rows] - own, -np.inf)
-    return BatchWaits(rows.astype(np.int64), own, ready)
+    return BatchWaits(_read_only(rows.astype(np.int64)), _read_only(own), _read_only(ready))
 
 
 # A launch call this much longer than the median launch, with this many launches still queued when it returned, waited

@@ -9,11 +9,12 @@ measured device timeline exactly.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from functools import cached_property
 
 import numpy as np
 
 from stepscope.analysis.launches import launching_call
-from stepscope.trace.model import Trace
+from stepscope.trace.model import Trace, distinct
 
 QUEUE_GAP_NS = 2_000  # a gap up to this long between queued work on a stream is the stream's own overhead
 IDLE_STREAM_NS = 5_000  # a stream idle this long before an activity was waiting for its launch
@@ -42,6 +43,46 @@ class DeviceOps:
 
     def __len__(self) -> int:
         return len(self.rows)
+
+    @cached_property
+    def walk(self) -> Walk:
+        """The activities in processing order, for the replay's loop; made once (the what-ifs share the ops)."""
+        order = self.order
+        place = np.empty(len(order), dtype=np.int64)
+        place[order] = np.arange(len(order))
+        dep = self.dep[order]
+        in_order = self.stream[order]
+        return Walk(index=order.tolist(), place=place.tolist(), latency=self.latency[order].tolist(),
+                    prev=self.prev[order].tolist(), gap=self.gap[order].tolist(), dep=dep.tolist(),
+                    dep_done=(place[np.maximum(dep, 0)] < np.arange(len(order))).tolist(),
+                    dep_end=self.end[np.maximum(dep, 0)].tolist(), delay=self.delay[order].tolist(),
+                    streams=tuple(np.flatnonzero(in_order == s) for s in dict.fromkeys(in_order.tolist())))
+
+
+@dataclass(frozen=True)
+class Walk:
+    """Device activities in processing order as Python lists, read one at a time by the replay's loop (numpy scalars
+    one at a time cost several times more), and what a wait asks of the walk so far."""
+
+    index: list[int]  # the activity at each place of the order
+    place: list[int]  # each activity's place in it
+    latency: list[int]  # from here on, each at its place: DeviceOps' fields of that name
+    prev: list[int]
+    gap: list[int]
+    dep: list[int]
+    dep_done: list[bool]  # the dependency comes earlier in the order (else its measured end stands in)
+    dep_end: list[int]  # the dependency's measured end
+    delay: list[int]
+    streams: tuple[np.ndarray, ...]  # each stream's places, rising; streams in the order they first come
+
+    def last_done(self, done: int) -> list[int]:
+        """Each stream's last activity among the first `done` of the order."""
+        lasts = []
+        for places in self.streams:
+            k = int(np.searchsorted(places, done, side="left")) - 1
+            if k >= 0:
+                lasts.append(self.index[int(places[k])])
+        return lasts
 
 
 def _streams(start: np.ndarray, end: np.ndarray, stream: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -97,7 +138,7 @@ def device_ops(trace: Trace, rows: np.ndarray) -> DeviceOps:
     dep = _dependencies(start, end, stream, start - explained > QUEUE_GAP_NS)
     explained = np.where(dep >= 0, np.maximum(explained, end[np.maximum(dep, 0)]), explained)
     key = launch.copy()
-    for s in np.unique(stream):  # per stream, launch order is execution order
+    for s in distinct(stream):  # per stream, launch order is execution order
         members = np.flatnonzero(stream == s)
         key[members] = np.maximum.accumulate(key[members])
     order = np.argsort(key, kind="stable")  # launch order; ties as given

@@ -56,6 +56,8 @@ class _Waits:
 
 @dataclass
 class _State:
+    """The replay's host as it goes: how much later than its own clock it runs, after each wait."""
+
     host_at: np.ndarray  # deflated, speed-scaled host time of each wait's start and end, per wait
     shift: float = 0.0  # how much later (ns) the host runs from here on than its own clock says
     ends: list[int] = field(default_factory=list)  # waits' recorded ends, in processing order
@@ -64,55 +66,56 @@ class _State:
 
 def _simulate(ops: DeviceOps, dur: np.ndarray, launch_at: np.ndarray, waits: _Waits, wait_start: np.ndarray,
               wait_end: np.ndarray, host_speed: float) -> tuple[np.ndarray, _State]:
-    """New starts of the activities; the host's shift after each wait. One pass in launch order, on Python lists:
-    the loop is sequential by nature, and indexing numpy arrays one scalar at a time costs several times more."""
+    """New starts of the activities; the host's shift after each wait. One pass in launch order, on Python lists
+    read in that order: the loop is sequential by nature, and indexing numpy arrays one scalar at a time costs
+    several times more. What a wait asks of the pass so far (each stream's last activity, whether one is done) is
+    known from the order alone, so the loop records nothing but the new times."""
     state = _State(host_at=wait_start)
+    walk = ops.walk
     n = len(ops)
-    new_start, new_end, done = [0.0] * n, [0.0] * n, [False] * n
-    latency, prev, gap, dep = (a.tolist() for a in (ops.latency, ops.prev, ops.gap, ops.dep))
-    delay, measured_end, stream = ops.delay.tolist(), ops.end.tolist(), ops.stream.tolist()
-    at_launch, length = launch_at.tolist(), dur.tolist()
+    new_start, new_end = [0.0] * n, [0.0] * n
+    at_launch, length = launch_at[ops.order].tolist(), dur[ops.order].tolist()
     w_start, w_end = wait_start.tolist(), wait_end.tolist()
     # The waits each activity comes after (those that began before its launch), counted at once: keys rise in order.
-    due = np.searchsorted(waits.start, ops.key[ops.order], side="left").tolist()
-    last: dict[int, int] = {}  # stream -> its last processed activity
+    due = np.searchsorted(waits.start, ops.key[ops.order], side="left")
+    # How many activities are done when each wait comes.
+    done_at = np.searchsorted(due, np.arange(len(w_start)), side="right").tolist()
     c, shift = 0, state.shift
-    for i, upto in zip(ops.order.tolist(), due, strict=True):
+    for i, upto, at, latency, p, gap, d, d_done, d_end, delay, took in zip(
+            walk.index, due.tolist(), at_launch, walk.latency, walk.prev, walk.gap, walk.dep, walk.dep_done,
+            walk.dep_end, walk.delay, length, strict=True):
         if c < upto:
             while c < upto:
-                _wait(state, waits, c, w_start[c], w_end[c], last, ops, new_start, new_end, done, host_speed)
+                _wait(state, waits, c, w_start[c], w_end[c], done_at[c], ops, new_start, new_end, host_speed)
                 c += 1
             shift = state.shift
-        at = at_launch[i] + shift + latency[i]
-        p = prev[i]
-        if p >= 0 and (after := new_end[p] + gap[i]) > at:
+        at = at + shift + latency
+        if p >= 0 and (after := new_end[p] + gap) > at:
             at = after
-        d = dep[i]
         if d >= 0:  # not replayed yet (launched later than this one): its measured end stands in
-            after = new_end[d] if done[d] else measured_end[d]
+            after = new_end[d] if d_done else d_end
             at = after if after > at else at
-        new_start[i] = begin = at + delay[i]
-        new_end[i] = begin + length[i]
-        done[i] = True
-        last[stream[i]] = i
+        new_start[i] = begin = at + delay
+        new_end[i] = begin + took
     while c < len(w_start):
-        _wait(state, waits, c, w_start[c], w_end[c], last, ops, new_start, new_end, done, host_speed)
+        _wait(state, waits, c, w_start[c], w_end[c], done_at[c], ops, new_start, new_end, host_speed)
         c += 1
     return np.array(new_start, dtype=np.float64), state
 
 
-def _wait(state: _State, waits: _Waits, c: int, h_start: float, h_end: float, last: dict[int, int],
-          ops: DeviceOps, new_start: list[float], new_end: list[float], done: list[bool], host_speed: float) -> None:
-    """One wait of the host. A sync ends when the work it waited for ends in the new timeline (plus the time it
-    took after that work, as measured), or after its own time when it did not wait. A batch wait ends when the
-    batch is ready (the workers keep their own clock) or after its own time. A launch into a full queue returns
-    when the activity ahead of it starts (as long after as recorded), or after a launch's own time."""
+def _wait(state: _State, waits: _Waits, c: int, h_start: float, h_end: float, done: int, ops: DeviceOps,
+          new_start: list[float], new_end: list[float], host_speed: float) -> None:
+    """One wait of the host, when the first `done` activities of the launch order are replayed. A sync ends when
+    the work it waited for ends in the new timeline (plus the time it took after that work, as measured), or after
+    its own time when it did not wait. A batch wait ends when the batch is ready (the workers keep their own clock)
+    or after its own time. A launch into a full queue returns when the activity ahead of it starts (as long after as
+    recorded), or after a launch's own time."""
     s, e = int(waits.start[c]), int(waits.end[c])
     measured_end = ops.end
     began = h_start + state.shift
     if waits.kind[c] == _QUEUE:
         a = int(waits.awaited[c])
-        room = (new_start[a] if done[a] else ops.start[a]) + waits.tail[c]
+        room = (new_start[a] if ops.walk.place[a] < done else ops.start[a]) + waits.tail[c]
         end = max(began + waits.own[c] / host_speed, room)
     elif waits.kind[c] == _BATCH:
         if np.isfinite(waits.ready[c]):  # it waited: the call ends its own time after the batch arrives
@@ -120,7 +123,7 @@ def _wait(state: _State, waits: _Waits, c: int, h_start: float, h_end: float, la
         else:
             end = began + (h_end - h_start)
     else:
-        awaited = [i for i in last.values() if measured_end[i] <= e + SYNC_TOLERANCE_NS]
+        awaited = [i for i in ops.walk.last_done(done) if measured_end[i] <= e + SYNC_TOLERANCE_NS]
         if not awaited:
             end = began + (h_end - h_start)
         else:
@@ -180,6 +183,8 @@ def _taken(ev: Events, rows: np.ndarray) -> dict[str, np.ndarray]:
 
 @dataclass(frozen=True)
 class Replayed:
+    """A replayed trace and the host clock it was replayed on."""
+
     trace: Trace
     clock: HostClock  # the host's clock without the profiler's cost
 
@@ -207,13 +212,15 @@ def replay_with_clock(trace: Trace, *, rows: np.ndarray | None = None, new_dur: 
     if rows is None or (len(rows) == len(every) and np.array_equal(rows, every)):
         rows = every
         ops = trace.derived("replay.device_ops", lambda: device_ops(trace, every))  # the what-ifs share it
+        queue = trace.derived("replay.queue_waits", lambda: _queue_waits(trace, ops))
     else:
         ops = device_ops(trace, rows)
+        queue = _queue_waits(trace, ops)
     dur = (ev.dur[rows] if new_dur is None else new_dur).astype(np.float64)
     calls = blocking_calls(trace)
     if unblock is not None and len(unblock):
         calls = calls[~np.isin(calls, unblock)]
-    waits = _Waits.of(trace, calls, batch_waits(trace), _queue_waits(trace, ops))
+    waits = _Waits.of(trace, calls, batch_waits(trace), queue)
     clock = host_clock(trace, host_cost or HostCost(), waits.intervals(), cut)
     # An activity is submitted `latency` after its launch call starts: the profiler's cost paid inside the call before
     # that comes out of the latency too, else the device would idle for the profiler in the replay.
@@ -228,7 +235,7 @@ def replay_with_clock(trace: Trace, *, rows: np.ndarray | None = None, new_dur: 
     end[host] = _host_map(state, clock, host_speed, end[host])
     start[rows] = new_start
     end[rows] = new_start + dur
-    keep = np.flatnonzero(~ev.of_kind(*_DROPPED_KINDS))
+    keep = trace.derived("replay.kept_rows", lambda: np.flatnonzero(~ev.of_kind(*_DROPPED_KINDS)))
     new_starts = np.rint(start[keep]).astype(np.int64)
     new_durs = np.maximum(np.rint(end[keep]).astype(np.int64) - new_starts, 0)
     # The table's order (start, longer first; Events.from_columns), taken here so each column is copied once.

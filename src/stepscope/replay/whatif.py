@@ -43,6 +43,8 @@ FLOAT_CONVERSION_OP = re.compile(r"^aten::(?:to|_to_copy|copy_|div_?|sub_?|mul_?
 
 @dataclass(frozen=True)
 class WhatIf:
+    """A fix's replayed step against the unchanged one, and what was assumed."""
+
     fix: str
     base_ns: float  # the replayed step as it is (median)
     step_ns: float  # the replayed step with the fix (median)

@@ -27,6 +27,8 @@ from stepscope.units import count_cell, share_cell, us_cell
 
 @dataclass(frozen=True)
 class Section:
+    """One section of the report, as both renderers walk it."""
+
     id: str  # the HTML anchor
     title: str
     intro: str = ""  # how to read it, one or two sentences

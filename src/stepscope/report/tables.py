@@ -17,6 +17,8 @@ from stepscope.units import bytes_cell, count_cell, share_cell, us_cell
 
 @dataclass(frozen=True)
 class Cell:
+    """One table cell: its text, the number behind it, its class and hover text."""
+
     text: str
     value: float | None = None  # the raw number, for sorting
     cls: str = ""
@@ -25,6 +27,8 @@ class Cell:
 
 @dataclass(frozen=True)
 class Table:
+    """A table both the terminal and the HTML page draw."""
+
     columns: list[tuple[str, str]]  # (label, class): "text" left-aligned; "name" long names; "wrap" long prose
     rows: list[list[Cell]]
     title: str = ""

@@ -19,6 +19,8 @@ CENSUS_SCHEMA = "stepscope.census/1"
 
 @dataclass(frozen=True)
 class DeviceCensus:
+    """What the model holds on one device: parameters, gradients and optimizer state."""
+
     device: int  # CUDA/ROCm device index, -1 for host memory
     parameters_bytes: int
     trainable_bytes: int  # parameters that require grad: what their gradients take
@@ -28,6 +30,8 @@ class DeviceCensus:
 
 @dataclass(frozen=True)
 class CpuInfo:
+    """The host's CPU as the capture saw it: threads, clock and vector units."""
+
     threads: int  # torch's intra-op threads: the cores a CPU run computes on
     max_mhz: float | None
     simd: str | None  # "avx512" | "avx2" | "neon" | None
@@ -36,6 +40,8 @@ class CpuInfo:
 
 @dataclass(frozen=True)
 class RunCensus:
+    """The capture's census of the model's memory and the machine, and when it was taken."""
+
     devices: tuple[DeviceCensus, ...] = ()
     cpu: CpuInfo | None = None
     taken: str = ""  # when: "after optimizer step 1", "at the model's first forward"

@@ -57,6 +57,8 @@ class HostMemory(IntEnum):
 
 @dataclass(frozen=True)
 class DeviceInfo:
+    """A device the trace names: its id, name and what the trace says of its hardware."""
+
     id: int
     name: str
     kind: str  # "cuda" | "rocm" | "cpu" | "other"
@@ -68,6 +70,8 @@ class DeviceInfo:
 
 @dataclass(frozen=True)
 class TraceMeta:
+    """What a trace says of itself: its file, format, devices, rank and time origin, and the reader's notes."""
+
     path: str
     format: str  # "kineto" | "nsys" | "live"
     devices: tuple[DeviceInfo, ...] = ()

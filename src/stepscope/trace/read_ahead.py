@@ -16,6 +16,8 @@ _POLL_S = 0.1  # how often a producer waiting for room checks whether the consum
 
 @dataclass(frozen=True)
 class _End:
+    """The end of the items, handed from the reading thread."""
+
     error: BaseException | None  # what ended the items early, raised in the consumer
 
 

@@ -34,7 +34,7 @@ from stepscope.trace.kineto.schema import (
 )
 from stepscope.trace.kineto.values import as_int, float_column, int_column
 from stepscope.trace.links import link_notes
-from stepscope.trace.model import NONE, Events, Kind, MemoryEvents, Trace
+from stepscope.trace.model import NONE, Events, Kind, MemoryEvents, Trace, distinct
 from stepscope.trace.names import MAX_NAME_CHARS, bounded_name
 from stepscope.trace.repairs import repaired
 from stepscope.trace.source_annotations import OWN_ANNOTATION_PREFIX
@@ -130,15 +130,13 @@ class ColumnBuilder:
         no_args = Args()
         args = [ev.args or no_args for ev in spans]
         pid, tid = _ints(_PID, spans), _ints(_TID, spans)
-        # Device events carry device and stream in args; old traces only as pid and tid.
-        arg_device, arg_stream = _ints(_DEVICE, args), _ints(_STREAM, args)
+        device, stream = _device_and_stream(args, on_device, pid, tid)
         external = _ints(_EXTERNAL, args)
-        if (old := external == NONE).any():  # old Kineto spells it "external id"
-            external[old] = _ints(_EXTERNAL_OLD, args)[old]
+        if (old := external == NONE).any():  # old Kineto spells it "external id"; read where the new spelling is not
+            external[old] = _ints(_EXTERNAL_OLD, list(compress(args, old.tolist())))
         self._append(
             kind=kind, pid=pid, tid=tid, name=name_ids, external_id=external,
-            device=np.where(on_device, np.where(arg_device >= 0, arg_device, pid), NONE).astype(np.int32),
-            stream=np.where(on_device, np.where(arg_stream >= 0, arg_stream, tid), NONE),
+            device=device, stream=stream,
             ts=np.fromiter(map(_TS, spans), dtype=np.float64, count=len(spans)),
             dur=np.fromiter(map(_DUR, spans), dtype=np.float64, count=len(spans)),
             correlation=_ints(_CORRELATION, args), sequence=_ints(_SEQUENCE, args), fwd_tid=_ints(_FWD_TID, args),
@@ -278,6 +276,20 @@ def _ints(get: attrgetter, items: list) -> np.ndarray:
     return column
 
 
+def _device_and_stream(args: list[Args], on_device: np.ndarray, pid: np.ndarray, tid: np.ndarray,
+                       ) -> tuple[np.ndarray, np.ndarray]:
+    """Device and stream columns: a device event's from its args (old traces give them only as pid and tid), absent
+    for a host event. Read from the device events' args alone: most spans are the host's."""
+    device = np.full(len(args), NONE, dtype=np.int32)
+    stream = np.full(len(args), NONE, dtype=np.int64)
+    if on_device.any():
+        on = list(compress(args, on_device.tolist()))
+        arg_device, arg_stream = _ints(_DEVICE, on), _ints(_STREAM, on)
+        device[on_device] = np.where(arg_device >= 0, arg_device, pid[on_device])
+        stream[on_device] = np.where(arg_stream >= 0, arg_stream, tid[on_device])
+    return device, stream
+
+
 def _floats(get: attrgetter, items: list) -> np.ndarray:
     try:
         return np.fromiter(map(get, items), dtype=np.float64, count=len(items))
@@ -339,7 +351,7 @@ def _copy_columns(kind: np.ndarray, name: np.ndarray, strings: tuple[str, ...]) 
     if len(rows):
         lut_kind = np.zeros(len(strings), dtype=np.int8)
         lut_memory = np.zeros(len(strings), dtype=np.int8)
-        for i in np.unique(name[rows]):
+        for i in distinct(name[rows]):
             lut_kind[i], lut_memory[i] = parse_memcpy_name(strings[i])
         copy_kind[rows] = lut_kind[name[rows]]
         host_memory[rows] = lut_memory[name[rows]]

@@ -4,19 +4,17 @@ from __future__ import annotations
 
 from pathlib import Path
 
-import numpy as np
-
 from stepscope.trace.kineto.dialect import accelerator_of
 from stepscope.trace.kineto.schema import DeviceProperties, Scalar, TraceFile
 from stepscope.trace.kineto.values import as_int
-from stepscope.trace.model import DeviceInfo, Events, Kind, TraceMeta
+from stepscope.trace.model import DeviceInfo, Events, Kind, TraceMeta, distinct
 from stepscope.trace.names import bounded_name
 
 
 def trace_meta(parsed: TraceFile, path: Path, table: Events, strings: tuple[str, ...], t0: float, *,
                categories: set[str], process_names: dict[int, str],
                thread_names: dict[tuple[int, int], str], notes: list[str]) -> TraceMeta:
-    runtime_names = {strings[i] for i in np.unique(table.name[table.kind == Kind.RUNTIME])}
+    runtime_names = {strings[i] for i in distinct(table.name[table.kind == Kind.RUNTIME])}
     device_names = [str(p.name) for p in parsed.deviceProperties or [] if p.name]
     accelerator = accelerator_of(device_names, runtime_names, categories)
     if accelerator == "none" and table.of_kind(Kind.KERNEL, Kind.MEMCPY, Kind.MEMSET).any():
