@@ -163,3 +163,22 @@ def test_each_printed_command_applies_the_patch(layout: str, tmp_path: Path, mon
         ran += 1
     if ran == 0:
         pytest.skip("neither git nor patch is installed")
+
+
+@pytest.mark.skipif(shutil.which("patch") is None, reason="GNU patch is not installed")
+def test_no_workers_in_the_patch_sets_what_dataloader_refuses_without_them(project: Path, tmp_path: Path) -> None:
+    """num_workers=0 with persistent_workers, prefetch_factor or multiprocessing_context in the call raises
+    ValueError: the patch sets each the call passes to its no-worker value, and adds none the call leaves out."""
+    script = project / "train.py"
+    script.write_text(SCRIPT.replace("num_workers=args.workers,", 'num_workers=args.workers, prefetch_factor=4, '
+                                     'multiprocessing_context="fork",'))
+    text, unplaced, _ = suggest({"dataloader_workers": {"num_workers": 0}}, ["dataloader_workers"], sites(script),
+                                "cpu", [])
+    assert unplaced == [] and text is not None
+    given = keywords(ast.parse(apply(text, project, tmp_path)), "DataLoader")
+    assert given == {"batch_size": "args.batch_size", "num_workers": "0", "prefetch_factor": "None",
+                     "multiprocessing_context": "None", "pin_memory": "False"}
+    torch = pytest.importorskip("torch")
+    data = torch.utils.data.TensorDataset(torch.zeros(4, 2))
+    torch.utils.data.DataLoader(data, batch_size=2, **{k: ast.literal_eval(v) for k, v in given.items()
+                                                         if k != "batch_size"})  # accepted as patched

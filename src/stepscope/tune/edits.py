@@ -89,9 +89,10 @@ def calls_at(edits: FileEdits, line: int, match: CallMatch) -> list[ast.Call]:
 
 
 def keyword_at(work: Patchwork, sites: list[Any], name: str, value: str | None, match: CallMatch, *,
-               scale: int = 1, every: bool = False, comment: str = "") -> bool:
+               scale: int = 1, every: bool = False, comment: str = "", present_only: bool = False) -> bool:
     """name=value in the call at each site (every matching call on the line with `every`); value None: the
-    existing value multiplied by `scale`. `comment` goes at the end of the line the keyword is on."""
+    existing value multiplied by `scale`; `present_only`: only where the call already passes `name`. `comment` goes
+    at the end of the line the keyword is on."""
     placed = False
     for site in sites:
         edits = work.file(site.file)
@@ -99,6 +100,8 @@ def keyword_at(work: Patchwork, sites: list[Any], name: str, value: str | None, 
             continue
         calls = calls_at(edits, site.line, match)
         for call in calls if every else calls[:1]:
+            if present_only and not any(k.arg == name for k in call.keywords):
+                continue
             if _set_keyword(edits, call, name, value, scale):
                 placed = True
                 if comment:

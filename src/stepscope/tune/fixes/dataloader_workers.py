@@ -16,6 +16,7 @@ from stepscope.model.report import Report
 from stepscope.tune.edits import Patchwork, keyword_at, named
 from stepscope.tune.fix import Fix, Params, PlanContext
 from stepscope.tune.points import Points
+from stepscope.tune.points.loader import REFUSED_WITHOUT_WORKERS
 from stepscope.tune.wire import Settings
 
 MAX_OPTIONS = 3
@@ -73,11 +74,9 @@ def _install(points: Points, params: Params) -> None:
 def _write(work: Patchwork, params: Params, settings: Settings, device_kind: str) -> bool:
     workers = int(params.get("num_workers", 4))
     placed = keyword_at(work, settings.loaders, "num_workers", str(workers), named("DataLoader"))
-    if workers == 0 and placed:  # DataLoader refuses these without workers
-        persistent = [site for site in settings.loaders if site.persistent_workers]
-        prefetch = [site for site in settings.loaders if site.prefetch_factor is not None]
-        keyword_at(work, persistent, "persistent_workers", "False", named("DataLoader"))
-        keyword_at(work, prefetch, "prefetch_factor", "None", named("DataLoader"))
+    if workers == 0 and placed:  # what DataLoader refuses without workers, where the call passes it
+        for name, value in REFUSED_WITHOUT_WORKERS.items():
+            keyword_at(work, settings.loaders, name, value, named("DataLoader"), present_only=True)
     return placed
 
 

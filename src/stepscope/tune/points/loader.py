@@ -18,6 +18,9 @@ from stepscope.tune.points.uint8_functional import Uint8Function
 from stepscope.tune.points.undo import Patcher, is_library, user_site
 from stepscope.tune.wire import LoaderSite, Settings, TransformSite
 
+# DataLoader's arguments that it refuses with num_workers=0 (ValueError), and the value each takes without workers:
+# dropped from the call when a trial loads in the main process, set so in the patch (tune/fixes/dataloader_workers).
+REFUSED_WITHOUT_WORKERS = {"persistent_workers": "False", "prefetch_factor": "None", "multiprocessing_context": "None"}
 MAX_SITES = 16  # a loop that builds a loader every epoch records its first sites, not all
 
 
@@ -92,8 +95,8 @@ class LoaderPatch:
                 if arguments.get("num_workers", 0) != self.num_workers:
                     arguments["num_workers"] = self.num_workers
                     self.applied["dataloader_workers"] += 1
-                    if self.num_workers == 0:  # DataLoader refuses these without workers
-                        for name in ("persistent_workers", "prefetch_factor", "multiprocessing_context"):
+                    if self.num_workers == 0:
+                        for name in REFUSED_WITHOUT_WORKERS:
                             arguments.pop(name, None)
         if self.pin_memory:  # the DataLoader's pin thread, in this process, pins each batch: never a worker
             with owned_by("pin_memory"):
