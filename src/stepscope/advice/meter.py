@@ -121,15 +121,9 @@ def workers_recommendation(meter: Meter, settings: s.Settings | None,
     title = f"Load batches in more DataLoader worker processes: num_workers={target}{now}"
     if workers == 0:
         title = f"Load batches in worker processes: DataLoader(..., num_workers={target})"
-    evidence = {**(traced.evidence if traced is not None else {}), "dataloader_wait_share": rounded_ratio(wait / step),
-                "dataloader_wait_us_per_step": round(wait, 1), "main_thread_us_per_step": round(main, 1),
-                "num_workers": workers, "suggested_workers": target, "cpu_cores": cores,
-                "free_cores": cores - threads - (workers or 0) if cores else None, "measured_by": "step meter"}
-    if w is not None:
-        evidence.update(worker_batch_us=w.batch_us, worker_batch_cpu_us=w.batch_cpu_us)
-    return s.Recommendation(id="dataloader_workers", title=title, evidence=evidence,
-                            location=_loader_location(traced, settings),
-                            estimated_speedup=round(speedup, 2), estimate=text)
+    evidence = _evidence(meter, main, workers, target, traced, cpu_cores=cores,
+                         free_cores=cores - threads - (workers or 0) if cores else None)
+    return _workers_fix(title, evidence, speedup, text, traced, settings)
 
 
 def _in_main_process(meter: Meter, w: MeterWorkers, workers: int, main: float, wait: float,
@@ -148,18 +142,30 @@ def _in_main_process(meter: Meter, w: MeterWorkers, workers: int, main: float, w
             f"not loading them. Built in the main process: {ns_text(main * 1e3)} of the loop's own work + "
             f"{ns_text(w.batch_us * 1e3)} a batch: step {ns_text(step * 1e3)} -> ~{ns_text(new * 1e3)} "
             f"({speedup:.2f}x). An estimate, not a measurement: `stepscope tune` measures it.")
-    evidence = {**(traced.evidence if traced is not None else {}), "dataloader_wait_share": rounded_ratio(wait / step),
+    title = (f"Load batches in the main process: DataLoader(..., num_workers=0) (now {workers}, idle "
+             f"{1 - w.busy_share:.0%} of the time)")
+    evidence = _evidence(meter, main, workers, 0, traced, workers_busy=w.busy_share)
+    return _workers_fix(title, evidence, speedup, text, traced, settings)
+
+
+def _evidence(meter: Meter, main: float, workers: int | None, suggested: int, traced: s.Recommendation | None,
+              **more: object) -> dict:
+    """What a dataloader_workers recommendation stands on: the meter's wait and main-thread work per step, the
+    workers now and suggested, `more`, and the workers' own figures when they were seen."""
+    wait, w = meter.phase_us("data"), meter.workers
+    evidence = {**(traced.evidence if traced is not None else {}),
+                "dataloader_wait_share": rounded_ratio(wait / meter.step_us),
                 "dataloader_wait_us_per_step": round(wait, 1), "main_thread_us_per_step": round(main, 1),
-                "num_workers": workers, "suggested_workers": 0, "workers_busy": w.busy_share,
-                "worker_batch_us": w.batch_us, "worker_batch_cpu_us": w.batch_cpu_us, "measured_by": "step meter"}
-    return s.Recommendation(
-        id="dataloader_workers", location=_loader_location(traced, settings), evidence=evidence,
-        estimated_speedup=round(speedup, 2),
-        title=f"Load batches in the main process: DataLoader(..., num_workers=0) (now {workers}, idle "
-              f"{1 - w.busy_share:.0%} of the time)", estimate=text)
+                "num_workers": workers, "suggested_workers": suggested, **more, "measured_by": "step meter"}
+    if w is not None:
+        evidence.update(worker_batch_us=w.batch_us, worker_batch_cpu_us=w.batch_cpu_us)
+    return evidence
 
 
-def _loader_location(traced: s.Recommendation | None, settings: s.Settings | None) -> s.Location | None:
-    if traced is not None:
-        return traced.location
-    return settings.dataloader.location if settings is not None and settings.dataloader is not None else None
+def _workers_fix(title: str, evidence: dict, speedup: float, text: str, traced: s.Recommendation | None,
+                 settings: s.Settings | None) -> s.Recommendation:
+    """The recommendation, at the loader's line (the trace's, else the one the run recorded)."""
+    location = traced.location if traced is not None else (
+        settings.dataloader.location if settings is not None and settings.dataloader is not None else None)
+    return s.Recommendation(id="dataloader_workers", title=title, evidence=evidence, location=location,
+                            estimated_speedup=round(speedup, 2), estimate=text)
