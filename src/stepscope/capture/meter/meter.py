@@ -34,9 +34,9 @@ LIVE_STEPS = 2_000  # the steps the live file keeps (the final file keeps all)
 # Steps of the strongest source after which weaker sources are no longer kept (they cost every step).
 SETTLED = 3
 WRITE_EVERY_NS = 1_000_000_000
-# Steps still warming up: the median of the latest SETTLE_STEPS is SETTLE_TOL below the median of the ones before.
-SETTLE_STEPS = 5
-SETTLE_TOL = 0.05
+# Steps still warming up: the median of the latest WARMING_STEPS is WARMING_TOL below the median of the ones before.
+WARMING_STEPS = 5
+WARMING_TOL = 0.05
 
 
 class StepMeter:
@@ -152,15 +152,15 @@ class StepMeter:
             self.write(done=False)
 
     def warming(self, source: str | None) -> bool:
-        """The latest steps of `source` still get faster: the median of the last SETTLE_STEPS is more than
-        SETTLE_TOL below the median of the SETTLE_STEPS before them (the session waits before it starts the profiler,
+        """The latest steps of `source` still get faster: the median of the last WARMING_STEPS is more than
+        WARMING_TOL below the median of the WARMING_STEPS before them (the session waits before it starts the profiler,
         so the steps before the window, the headline, are the job's steady step)."""
         log = self.logs.get(source) if source else None
-        if log is None or len(log.rows) // FIELDS < 2 * SETTLE_STEPS or log.count > len(log.rows) // FIELDS:
+        if log is None or len(log.rows) // FIELDS < 2 * WARMING_STEPS or log.count > len(log.rows) // FIELDS:
             return False
-        walls = log.column(1, len(log.rows) // FIELDS - 2 * SETTLE_STEPS)
-        before, latest = sorted(walls[:SETTLE_STEPS]), sorted(walls[SETTLE_STEPS:])
-        return latest[SETTLE_STEPS // 2] < (1 - SETTLE_TOL) * before[SETTLE_STEPS // 2]
+        walls = log.column(1, len(log.rows) // FIELDS - 2 * WARMING_STEPS)
+        before, latest = sorted(walls[:WARMING_STEPS]), sorted(walls[WARMING_STEPS:])
+        return latest[WARMING_STEPS // 2] < (1 - WARMING_TOL) * before[WARMING_STEPS // 2]
 
     def _read_host(self) -> None:
         reading = host.read()
