@@ -5,7 +5,9 @@ from __future__ import annotations
 
 import argparse
 import sys
+from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import msgspec
 
@@ -42,14 +44,21 @@ def run(args: argparse.Namespace) -> int:
         return _tune(tune_json, args)
     report = load_report(args.source, traces_allowed=False)
     telemetry = load_telemetry(args.source)
+    return _emit(args, lambda: render("terminal", report, telemetry=telemetry),
+                 ("HTML report", lambda: render("html", report, telemetry=telemetry)),
+                 ("JSON report", lambda: render("json", report)))
+
+
+def _emit(args: argparse.Namespace, terminal: Callable[[], Any], html: tuple[str, Callable[[], bytes]],
+          json: tuple[str, Callable[[], bytes]]) -> int:
+    """The terminal view (unless quiet or only HTML is asked for), then the files asked for, each made only then."""
     to_stdout = args.json == "-"
     if not args.quiet and not args.html:
-        make_console(width=args.width, stderr=to_stdout).print(render("terminal", report, telemetry=telemetry))
+        make_console(width=args.width, stderr=to_stdout).print(terminal())
     written = []
-    if args.html:
-        written.append(write_output(args.html, render("html", report, telemetry=telemetry), "HTML report"))
-    if args.json:
-        written.append(write_output(args.json, render("json", report), "JSON report"))
+    for target, (what, make) in ((args.html, html), (args.json, json)):
+        if target:
+            written.append(write_output(target, make(), what))
     paths = [p for p in written if p]
     if paths and not args.quiet:
         print(f"wrote {', '.join(paths)}", file=sys.stderr if to_stdout else sys.stdout)
@@ -68,17 +77,11 @@ def _tune(path: Path, args: argparse.Namespace) -> int:
         tune = tune_from_json(path.read_bytes())
     except (OSError, msgspec.DecodeError, msgspec.ValidationError, ValueError, RecursionError) as exc:
         raise StepscopeError(f"{path}: not a readable stepscope tune result ({exc})") from None
-    to_stdout = args.json == "-"
-    if not args.quiet and not args.html:
-        make_console(width=args.width, stderr=to_stdout).print(TuneTerminalRenderer().render(tune))
-    written = []
-    if args.html:
+
+    def page() -> bytes:
         patch = path.parent / tune.patch if tune.patch else None
         patch_text = patch.read_text(encoding="utf-8") if patch is not None and patch.is_file() else None
-        written.append(write_output(args.html, render("tune-html", tune, patch_text=patch_text), "tune page"))
-    if args.json:
-        written.append(write_output(args.json, tune_to_json(tune), "tune result"))
-    paths = [p for p in written if p]
-    if paths and not args.quiet:
-        print(f"wrote {', '.join(paths)}", file=sys.stderr if to_stdout else sys.stdout)
-    return 0
+        return render("tune-html", tune, patch_text=patch_text)
+
+    return _emit(args, lambda: TuneTerminalRenderer().render(tune), ("tune page", page),
+                 ("tune result", lambda: tune_to_json(tune)))
