@@ -63,11 +63,10 @@ def one_report(trace: str | Path | Trace, options: AnalyzeOptions) -> s.Report:
     if options.on_facts is not None:
         options.on_facts(facts)
     replayed = timeline.deperturbed is not None and timeline.deperturbed.replayed
-    run = assemble.with_reference(options.run, options.reference) if meter is not None else options.run
     # A run folder analysed again: its own run section tells the advice what the program had set (threads, cores,
     # workers, the model's settings), as it told the run's; the report's run section stays the live capture's alone.
-    told = run if run is not None else (
-        assemble.with_reference(options.folder_run, options.reference) if meter is not None else options.folder_run)
+    run, told = (assemble.with_reference(r, options.reference) if meter is not None else r
+                 for r in (options.run, options.run or options.folder_run))
     advice = advise(facts, told, replayed=replayed, meter=meter)
     batch = batch_of(facts, options.batch_size)
     prediction, notes = None, ()
