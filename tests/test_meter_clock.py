@@ -22,6 +22,27 @@ class FakeClock:
         self.t += ns
 
 
+def test_a_mark_replayed_later_sees_the_totals_of_its_own_moment() -> None:
+    # The hooks only append events; the replay runs later. A mark must see the phases charged up to its own time,
+    # not up to the replay's: here forward 40 and data 10 at the mark, though 1000 more ns of backward follow it.
+    from stepscope.capture.meter.phases import ENTER, LEAVE, MARK, SHIFT
+
+    clock = FakeClock()
+    seen: list[tuple[int, int, list[int]]] = []
+    pc = PhaseClock(clock, lambda source, t: seen.append((source, t, list(pc.totals))))
+    start = clock.t
+    for at, code in ((10, ENTER + DATA), (20, LEAVE + DATA), (20, ENTER + FORWARD), (60, LEAVE + FORWARD),
+                     (60, MARK + 3), (60, ENTER + BACKWARD), (1060, LEAVE + BACKWARD)):
+        pc.push((start + at) << SHIFT | code)
+    clock.advance(5000)
+    assert seen == []  # nothing is replayed before it is asked for
+    pc.catch_up()
+    assert [(source, t) for source, t, _ in seen] == [(3, start + 60)]
+    totals = seen[0][2]
+    assert totals[DATA] == 10 and totals[FORWARD] == 40 and totals[BACKWARD] == 0 and totals[OTHER] == 10
+    assert pc.totals[BACKWARD] == 1000 and pc.events == []
+
+
 def test_nested_phases_charge_the_innermost_and_add_up_to_the_wall() -> None:
     clock = FakeClock()
     pc = PhaseClock(clock)

@@ -55,10 +55,12 @@ def test_the_whole_model_saves_and_copies_under_the_meter() -> None:
         assert not loaded._forward_pre_hooks and not loaded._forward_hooks
         assert torch.equal(loaded.lin.weight, model.lin.weight)
         ema = copy.deepcopy(model)
+        meter.catch_up()  # the hooks' events replayed into the steps and totals
         forwards = meter.logs["forward"].count if "forward" in meter.logs else 0
         totals = list(meter.clock.totals)
         for _ in range(5):
             ema(torch.randn(3, 4))  # the copy's calls: no forward step, no forward time
+        meter.catch_up()
         assert (meter.logs["forward"].count if "forward" in meter.logs else 0) == forwards
         assert meter.clock.totals[1] == totals[1]
     finally:
@@ -148,6 +150,7 @@ def test_scripting_tracing_and_exporting_the_watched_model_work() -> None:
         import inspect
 
         assert list(inspect.signature(model.forward).parameters) == ["x"]  # Hugging Face reads it
+        meter.catch_up()
         assert meter.clock._stack == [5]  # every phase entered was left (5: OTHER)
     finally:
         meter.remove()
@@ -171,6 +174,7 @@ def train(m, steps):
 train(model, 3)  # the model found: its class's forward is the watch's wrapper
 explained = torch._dynamo.explain(model)(torch.randn(3, 4))
 train(torch.compile(model), 2)
+meter.catch_up()
 print("GRAPHS", explained.graph_count, "BREAKS", explained.graph_break_count, "STACK", meter.clock._stack)
 """
 

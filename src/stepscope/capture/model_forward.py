@@ -36,6 +36,7 @@ class _ClassPatch:
         self.owned = "forward" in cls.__dict__
         self.original = cls.forward
         self.watches: list[_Watch] = []
+        self.only: _Watch | None = None  # the one watch, when there is exactly one
         self.wrapper = self._wrap(self.original)
         cls.forward = self.wrapper  # type: ignore[attr-defined]
 
@@ -45,15 +46,22 @@ class _ClassPatch:
         patch, is_compiling = self, torch.compiler.is_compiling  # torch's own check: a frame less on every call
 
         # Every call of the class runs this: no call beyond the watches' own (a 1 ms step has 10 µs for all hooks).
+        # One watch (the usual case) is read without a loop or a list.
         @functools.wraps(original)
         def forward(module: Any, *args: Any, **kwargs: Any) -> Any:
             if is_compiling():  # first: torch.compile folds it and traces nothing of ours
                 return original(module, *args, **kwargs)
-            mine = None
-            for watch in patch.watches:
-                if watch.target() is module:
-                    mine = [watch] if mine is None else [*mine, watch]
-            if mine is None:  # another instance of the class (a nested block, an EMA copy)
+            only = patch.only
+            if only is not None:
+                if only.target() is not module:  # another instance of the class (a nested block, an EMA copy)
+                    return original(module, *args, **kwargs)
+                only.before()
+                try:
+                    return original(module, *args, **kwargs)
+                finally:
+                    only.after()
+            mine = [watch for watch in patch.watches if watch.target() is module]
+            if not mine:
                 return original(module, *args, **kwargs)
             for watch in mine:
                 watch.before()
@@ -91,11 +99,13 @@ def watch_forward(model: Any, before: Listener, after: Listener) -> Callable[[],
         patch = _PATCHES[cls] = _ClassPatch(cls)
     watch = _Watch(model, before, after)
     patch.watches = [*patch.watches, watch]  # a new list: a call in progress keeps iterating the old one
+    patch.only = watch if len(patch.watches) == 1 else None
 
     def stop() -> None:
         if watch not in patch.watches:
             return
         patch.watches = [w for w in patch.watches if w is not watch]
+        patch.only = patch.watches[0] if len(patch.watches) == 1 else None
         if not patch.watches and patch.restore() and _PATCHES.get(cls) is patch:
             del _PATCHES[cls]
 

@@ -15,11 +15,17 @@ import weakref
 from typing import Any, Protocol
 
 from stepscope.capture.guard import PID
+from stepscope.capture.meter import phases
 from stepscope.capture.meter.device import TIMED_PHASES, DeviceTimer
 from stepscope.capture.meter.phases import BACKWARD, DATA, FORWARD, OPTIMIZER, SYNC, PhaseClock
 from stepscope.capture.model_forward import watch_forward
 
+ENTER, LEAVE, MARK, SHIFT = phases.ENTER, phases.LEAVE, phases.MARK, phases.SHIFT
+
 SYNC_METHODS = ("item", "tolist", "cpu")
+# The step sources the hooks mark, in the order of their event codes (MARK + index).
+HOOKED = ("dataloader", "forward", "backward", "optimizer")
+MARK_DATALOADER, MARK_FORWARD, MARK_BACKWARD, MARK_OPTIMIZER = (MARK + i for i in range(len(HOOKED)))
 
 
 class Meter(Protocol):
@@ -30,15 +36,17 @@ class Meter(Protocol):
     thread: int  # the training thread's id
     pid: int  # the process that installed the meter (capture/guard.py)
     device: DeviceTimer | None  # marks the phases on the device, once the program has used CUDA
-    muted: set[str]  # sources whose boundaries are not kept (checked here: a call per hook saved)
+    muted: set[str]  # sources whose boundaries are not kept (checked here: an event per hook saved)
+    due: int  # an event at or after it replays the events (about once a second)
+    mark_due: int  # a mark at or after it does (every mark while the steps settle, or with a device)
 
     def here(self) -> bool: ...
-    def boundary(self, source: str) -> None: ...
+    def catch_up(self) -> None: ...
 
 
-# The hooks below run on every step, a dozen times: they read the meter's thread and clock from their closures and
-# test `muted` before calling `boundary`, because each Python call costs ~0.1-0.4 µs and a 1 ms step has 10 µs to
-# spend on all of them (1%).
+# The hooks below run on every step, a dozen times, with cold caches (a 1 ms step has 10 µs for all of them: 1%):
+# each reads the meter's thread and clock from its closure, appends an event (`time << SHIFT | code`: one C call) and
+# leaves the bookkeeping to the replay (capture/meter/phases.py), which runs once a second in a tight loop.
 
 
 class MeterHooks:
@@ -103,7 +111,7 @@ class MeterHooks:
 
     def _next_wrapper(self, original: Any) -> Any:
         hooks, meter, thread, pid, get_ident = self, self.meter, self.meter.thread, self.meter.pid, threading.get_ident
-        enter, leave = self.meter.clock.enter, self.meter.clock.leave
+        clock, push = self.meter.clock.clock, self.meter.clock.push
 
         @functools.wraps(original)
         def __next__(iterator: Any) -> Any:
@@ -112,15 +120,21 @@ class MeterHooks:
             dataset = getattr(iterator, "_dataset", None)  # the main loader's, pinned on its first batch: inline
             pinned = hooks._dataset() if hooks._dataset is not None else None
             main = dataset is pinned if pinned is not None else hooks._pin(iterator, dataset)
+            t = clock()
             if main and hooks._batch_pending:  # a fetch after a yielded batch ends that batch's step
                 hooks._batch_pending = False
                 if "dataloader" not in meter.muted:
-                    meter.boundary("dataloader")
-            enter(DATA)
+                    push(t << SHIFT | MARK_DATALOADER)
+                    if t >= meter.mark_due:
+                        meter.catch_up()
+            push(t << SHIFT | (ENTER + DATA))
             try:
                 batch = original(iterator)
             finally:
-                leave(DATA)
+                t = clock()
+                push(t << SHIFT | (LEAVE + DATA))
+                if t >= meter.due:
+                    meter.catch_up()
             if main:
                 hooks._batch_pending = True
             return batch
@@ -137,20 +151,20 @@ class MeterHooks:
         return True
 
     def _backward_wrapper(self, original: Any) -> Any:
-        return self._timed(original, BACKWARD, ends="backward")
+        return self._timed(original, BACKWARD, ends=MARK_BACKWARD)
 
     # torch hooks each optimizer class's own `step`: a subclass whose step calls super().step() fires the global hooks
     # twice, nested. Only the outermost call is the optimizer step.
     def _optimizer_hooks(self) -> tuple[Any, Any]:
         hooks, meter, thread, pid, get_ident = self, self.meter, self.meter.thread, self.meter.pid, threading.get_ident
-        enter, leave = self.meter.clock.enter, self.meter.clock.leave
+        clock, push = self.meter.clock.clock, self.meter.clock.push
 
         def before(optimizer: Any, args: Any, kwargs: Any) -> None:
             if PID[0] != pid or get_ident() != thread:
                 return
             hooks._optimizer_depth += 1
             if hooks._optimizer_depth == 1:
-                enter(OPTIMIZER)
+                push(clock() << SHIFT | (ENTER + OPTIMIZER))
                 if meter.device is not None:
                     meter.device.mark(OPTIMIZER)
 
@@ -160,40 +174,51 @@ class MeterHooks:
             hooks._optimizer_depth = depth = max(hooks._optimizer_depth - 1, 0)
             if depth:
                 return
-            t = leave(OPTIMIZER)
+            t = clock()
+            push(t << SHIFT | (LEAVE + OPTIMIZER))
             pinned = hooks._optimizer() if hooks._optimizer is not None else None
             if pinned is None:
                 hooks._optimizer, pinned = weakref.ref(optimizer), optimizer
             if optimizer is pinned and "optimizer" not in meter.muted:
-                meter.boundary("optimizer", t)
+                push(t << SHIFT | MARK_OPTIMIZER)
+                if t >= meter.mark_due:
+                    meter.catch_up()
+            elif t >= meter.due:
+                meter.catch_up()
 
         return before, after
 
     def _sync_wrapper(self, original: Any) -> Any:
         return self._timed(original, SYNC)
 
-    def _timed(self, original: Any, phase: int, ends: str | None = None) -> Any:
+    def _timed(self, original: Any, phase: int, ends: int | None = None) -> Any:
         """`original` charged to `phase` on the training thread (not while torch.compile traces it); a step of
-        source `ends` ends when it returns."""
+        the source marked `ends` (MARK + its index in HOOKED) ends when it returns."""
         import torch
 
         meter, thread, pid, get_ident = self.meter, self.meter.thread, self.meter.pid, threading.get_ident
-        enter, leave = self.meter.clock.enter, self.meter.clock.leave
+        clock, push = self.meter.clock.clock, self.meter.clock.push
         on_device, is_compiling = phase in TIMED_PHASES, torch.compiler.is_compiling  # guard.compiling less a frame
+        enters, leaves, source = ENTER + phase, LEAVE + phase, HOOKED[ends - MARK] if ends is not None else ""
 
         @functools.wraps(original)
         def timed(*args: Any, **kwargs: Any) -> Any:
             if PID[0] != pid or get_ident() != thread or is_compiling():
                 return original(*args, **kwargs)
-            enter(phase)
+            push(clock() << SHIFT | enters)
             if on_device and meter.device is not None:
                 meter.device.mark(phase)
             try:
                 return original(*args, **kwargs)
             finally:
-                t = leave(phase)
-                if ends is not None and ends not in meter.muted:
-                    meter.boundary(ends, t)
+                t = clock()
+                push(t << SHIFT | leaves)
+                if ends is not None and source not in meter.muted:
+                    push(t << SHIFT | ends)
+                    if t >= meter.mark_due:
+                        meter.catch_up()
+                elif t >= meter.due:
+                    meter.catch_up()
 
         return timed
 
@@ -225,19 +250,25 @@ class MeterHooks:
 
     def _model_hooks(self) -> tuple[Any, Any]:
         meter, thread, pid, get_ident = self.meter, self.meter.thread, self.meter.pid, threading.get_ident
-        enter, leave = self.meter.clock.enter, self.meter.clock.leave
+        clock, push = self.meter.clock.clock, self.meter.clock.push
 
         def before() -> None:
             if PID[0] != pid or get_ident() != thread:
                 return
+            t = clock()
             if "forward" not in meter.muted:
-                meter.boundary("forward")  # a call of the model ends the previous forward's step
-            enter(FORWARD)
+                push(t << SHIFT | MARK_FORWARD)  # a call of the model ends the previous forward's step
+                if t >= meter.mark_due:
+                    meter.catch_up()
+            push(t << SHIFT | (ENTER + FORWARD))
             if meter.device is not None:
                 meter.device.mark(FORWARD)
 
         def after() -> None:
             if PID[0] == pid and get_ident() == thread:
-                leave(FORWARD)
+                t = clock()
+                push(t << SHIFT | (LEAVE + FORWARD))
+                if t >= meter.due:
+                    meter.catch_up()
 
         return before, after

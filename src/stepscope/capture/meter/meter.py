@@ -20,7 +20,7 @@ from stepscope.capture.arbiter import PRIORITY  # lower is stronger, as the capt
 from stepscope.capture.guard import PID
 from stepscope.capture.meter import host
 from stepscope.capture.meter.device import TIMED_PHASES, DeviceTimer, cuda_timer, nvml_busy
-from stepscope.capture.meter.hooks import MeterHooks
+from stepscope.capture.meter.hooks import HOOKED, MeterHooks
 from stepscope.capture.meter.live import LiveLine
 from stepscope.capture.meter.phases import FIELDS, NAMED, PhaseClock, StepLog
 from stepscope.capture.meter.workers import WorkerLog
@@ -46,7 +46,11 @@ class StepMeter:
                  batch_size: Callable[[], int | None] | None = None, chosen: str | None = None) -> None:
         self.folder = folder
         self.chosen = chosen  # the source the user chose to count steps by (--step-on), kept whatever leads
-        self.clock = PhaseClock(clock)
+        self.clock = PhaseClock(clock, self._on_mark)
+        # The hooks replay their events (self.catch_up) at a mark at or after `mark_due`, at any event at or after
+        # `due`: every mark until the leading source has settled (the weaker ones are muted then) or while a device is
+        # timed (its events are recorded at the boundary), else about once a second, with the live line.
+        self.due = self.mark_due = 0
         self.logs: dict[str, StepLog] = {}
         self.leading: str | None = None  # the strongest source seen so far
         self.muted: set[str] = set()  # sources weaker than one that has led SETTLED steps: not kept
@@ -87,6 +91,7 @@ class StepMeter:
         if self._hooks is not None:
             self._hooks.remove()
             self._hooks = None
+            self.catch_up()  # what the hooks recorded, into the steps
         if self._workers is not None:
             self._workers.remove()
         if self._live is not None:
@@ -99,8 +104,23 @@ class StepMeter:
 
     # -- what the hooks report ---------------------------------------------------------------------------
 
+    def catch_up(self) -> None:
+        """Replay the hooks' events (steps ended, phases entered and left) into the steps."""
+        self.clock.catch_up()
+        self.due = self._last_write + WRITE_EVERY_NS
+        log = self.logs.get(self.leading) if self.leading is not None else None
+        self.mark_due = self.due if self.device is None and log is not None and log.count > SETTLED else 0
+
     def boundary(self, source: str, t: int | None = None) -> None:
-        """A step of `source` has just ended (at `t`, when a hook has just charged the totals up to it)."""
+        """A step of `source` has just ended (now, or at `t`): a mark the hooks do not see (stepscope.step(), a
+        trainer callback), or a test's."""
+        self.catch_up()
+        self._boundary(source, t)
+
+    def _on_mark(self, index: int, t: int) -> None:
+        self._boundary(HOOKED[index], t)
+
+    def _boundary(self, source: str, t: int | None) -> None:
         if source in self.muted:
             return  # a weaker source once a stronger one has led a few steps: its steps will never be reported
         log = self.logs.get(source)
@@ -155,6 +175,7 @@ class StepMeter:
         """The latest steps of `source` still get faster: the median of the last WARMING_STEPS is more than
         WARMING_TOL below the median of the WARMING_STEPS before them (the session waits before it starts the profiler,
         so the steps before the window, the headline, are the job's steady step)."""
+        self.catch_up()
         log = self.logs.get(source) if source else None
         if log is None or len(log.rows) // FIELDS < 2 * WARMING_STEPS or log.count > len(log.rows) // FIELDS:
             return False
@@ -181,6 +202,7 @@ class StepMeter:
 
     def record(self, source: str | None = None, *, done: bool = True, keep: int | None = None) -> MeterRecord:
         """What was measured, counted by `source` (default: the strongest source seen)."""
+        self.catch_up()
         source = source if source in self.logs else self.leading
         log = self.logs.get(source) if source else None
         steps = MeterSteps()

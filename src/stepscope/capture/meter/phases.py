@@ -3,7 +3,11 @@
 A phase is entered and left by the meter's hooks; phases nest (a sync inside the forward, a backward inside an
 LBFGS closure inside the optimizer step) and the innermost one is charged, so at any moment exactly one phase is
 running and the phases' totals add up to the wall time since the clock started. A step is the difference of the
-totals between two boundaries of one step source. Each hook costs two clock reads and a few list operations.
+totals between two boundaries of one step source.
+
+The hooks only append an event (a time and what happened, in one integer) to an array; the clock replays the events
+later, about once a second, in one tight loop. A hook that runs once a millisecond runs with cold caches: the fewer
+the objects and calls it touches, the less it costs the step (capture/meter/hooks.py).
 """
 
 from __future__ import annotations
@@ -17,44 +21,72 @@ NAMED = 5  # the phases a step records; OTHER is its wall time less theirs
 # Steps kept one by one per source; beyond it only their totals (a week-long --full run stays small in memory).
 MAX_STEPS = 200_000
 FIELDS = 2 + NAMED  # end_ns, wall_ns, then the named phases
+# An event is `time_ns << SHIFT | code`: code ENTER + phase, LEAVE + phase, or MARK + the index of a step source
+# (a step of it ended at that time). perf_counter_ns fits 58 bits for 9 years of uptime.
+SHIFT = 5
+CODE = (1 << SHIFT) - 1
+ENTER, LEAVE, MARK = 0, 8, 16
 
 
 class PhaseClock:
-    """The totals of each phase so far, charged to the innermost phase open."""
+    """The totals of each phase so far, charged to the innermost phase open, replayed from the hooks' events."""
 
-    __slots__ = ("_since", "_stack", "clock", "started", "totals")
+    __slots__ = ("_since", "_stack", "clock", "events", "on_mark", "push", "started", "totals")
 
-    def __init__(self, clock: Callable[[], int] = time.perf_counter_ns) -> None:
+    def __init__(self, clock: Callable[[], int] = time.perf_counter_ns,
+                 on_mark: Callable[[int, int], None] | None = None) -> None:
         self.clock = clock
+        self.on_mark = on_mark  # called at each mark replayed (source index, t), with the totals charged up to t
         self.totals = [0] * (NAMED + 1)
         self._stack = [OTHER]
         self._since = clock()
         self.started: int | None = None  # the first phase entered: the first step's start
+        self.events: list[int] = []  # a list: array('q').append parses its argument (~10x the instructions)
+        self.push = self.events.append  # what the hooks call: one C call per event
 
     def enter(self, phase: int) -> None:
-        t = self.clock()
-        stack = self._stack
-        self.totals[stack[-1]] += t - self._since
-        stack.append(phase)
-        self._since = t
-        if self.started is None:
-            self.started = t
+        self.push(self.clock() << SHIFT | (ENTER + phase))
 
     def leave(self, phase: int) -> int:
-        """Leave `phase`; returns the time it was left (the totals are charged up to it)."""
+        """Leave `phase`; returns the time it was left."""
         t = self.clock()
-        stack = self._stack
-        self.totals[stack[-1]] += t - self._since
-        self._since = t
-        if stack[-1] == phase:
-            stack.pop()
-        elif phase in stack:  # an exception skipped an inner phase's leave: close it too (never the base, OTHER)
-            while stack.pop() != phase:
-                pass
+        self.push(t << SHIFT | (LEAVE + phase))
         return t
 
+    def catch_up(self) -> None:
+        """Replay the events so far into the totals, calling `on_mark` at each mark. Events appended meanwhile
+        (by another thread) wait for the next call."""
+        events = self.events
+        n = len(events)
+        if not n:
+            return
+        pending = events[:n]
+        del events[:n]
+        totals, stack, since, on_mark = self.totals, self._stack, self._since, self.on_mark
+        for event in pending:
+            t, code = event >> SHIFT, event & CODE
+            totals[stack[-1]] += t - since
+            since = t
+            if code < LEAVE:
+                stack.append(code)
+                if self.started is None:
+                    self.started = t
+            elif code < MARK:
+                phase = code - LEAVE
+                if stack[-1] == phase:
+                    stack.pop()
+                elif phase in stack:  # an exception skipped an inner phase's leave: close it too (never OTHER)
+                    while stack.pop() != phase:
+                        pass
+            elif on_mark is not None:
+                self._since = since
+                on_mark(code - MARK, t)
+                since = self._since
+        self._since = since
+
     def read(self) -> tuple[int, list[int]]:
-        """Now, and the totals charged up to now."""
+        """Now, and the totals charged up to now (the events replayed first)."""
+        self.catch_up()
         t = self.clock()
         self.totals[self._stack[-1]] += t - self._since
         self._since = t
