@@ -145,7 +145,7 @@ class Profile:
         self._sigterm = SigtermHandler(exit_code=SIGTERM_EXIT_CODE).__enter__()
         atexit.register(self._stop_at_exit)
         if self._hooks is not None:
-            self._hooks.install()
+            self._hooks.install(self._meter)
         self._session.begin()
 
     def _objects_seen(self) -> tuple[Any, Any, Any]:

@@ -6,7 +6,8 @@ sources are removed as soon as a stronger one leads, and all of them once the ca
 program runs at full speed afterwards. The backward hook stays while the session may need it (it counts
 the backward passes of a gradient-accumulation cycle). The hooks also remember what the settings reader
 needs: the model, the main DataLoader and optimizer, and the line of the user's code that built each.
-Hooks do nothing in other processes (forked DataLoader workers inherit them).
+Hooks do nothing in other processes (forked DataLoader workers inherit them). Where the step meter runs, the
+optimizer steps and backward passes are relayed by its hooks (`install(meter)`), not hooked a second time.
 """
 
 from __future__ import annotations
@@ -20,6 +21,7 @@ from typing import Any
 from stepscope.capture.arbiter import PRIORITY
 from stepscope.capture.batch import batch_size_of
 from stepscope.capture.guard import PID, compiling
+from stepscope.capture.meter import StepMeter
 from stepscope.capture.model_forward import watch_forward
 from stepscope.capture.session import CaptureSession
 from stepscope.capture.sites import Sites
@@ -51,16 +53,23 @@ class StepHooks:
         self._loaders: dict[int, weakref.ref] = {}  # id(dataset) -> the DataLoader iterating it
         self.iterators_started = 0  # new iterators of the main DataLoader (epochs with worker start-ups)
         self._patches: list[tuple[Any, str, Any, Any]] = []  # (owner, name, original, replacement)
+        self._relay: StepMeter | None = None  # the meter whose hooks relay optimizer steps and backward passes
 
     # -- install / remove ------------------------------------------------------------------------------
 
-    def install(self) -> None:
+    def install(self, meter: StepMeter | None = None) -> None:
+        """`meter`: an installed step meter, whose hooks then relay the optimizer steps and backward passes."""
         import torch
         from torch.optim.optimizer import register_optimizer_step_post_hook, register_optimizer_step_pre_hook
         from torch.utils.data.dataloader import _BaseDataLoaderIter
 
-        self._optimizer_pre_handle = register_optimizer_step_pre_hook(self._before_optimizer_step)
-        self._optimizer_handle = register_optimizer_step_post_hook(self._on_optimizer_step)
+        session = self.session
+        if meter is not None and meter.relay_steps(session.mark, session.mark):
+            self._relay = meter
+        else:
+            self._optimizer_pre_handle = register_optimizer_step_pre_hook(self._before_optimizer_step)
+            self._optimizer_handle = register_optimizer_step_post_hook(self._on_optimizer_step)
+            self._patch(torch.autograd, "backward", self._backward_wrapper)
         self._optimizer_on = True
         original = _BaseDataLoaderIter.__next__
         self._dataloader_next = original
@@ -74,7 +83,6 @@ class StepHooks:
             return batch
 
         _BaseDataLoaderIter.__next__ = __next__  # type: ignore[method-assign]
-        self._patch(torch.autograd, "backward", self._backward_wrapper)
         self._patch(torch.utils.data.DataLoader, "_get_iterator", self._iterator_wrapper)
         self._patch(torch.utils.data.DataLoader, "__init__", self.sites.recorder)
         self._patch(torch.optim.Optimizer, "__init__", self.sites.recorder)
@@ -88,6 +96,8 @@ class StepHooks:
         rank = PRIORITY.get(leader, -1)
         if rank < PRIORITY["optimizer"]:
             self._optimizer_on = False  # removed in remove(): its registry may be mid-iteration right now
+            if self._relay is not None:
+                self._relay.relay_steps(None, self.session.mark if leader else None)
         if rank < PRIORITY["dataloader"]:
             self._remove_dataloader()
         if rank < PRIORITY["forward"]:
@@ -95,6 +105,9 @@ class StepHooks:
 
     def remove(self) -> None:
         self._optimizer_on = False
+        if self._relay is not None:
+            self._relay.relay_steps(None, None)
+            self._relay = None
         for handle in (self._optimizer_handle, self._optimizer_pre_handle):
             if handle is not None:
                 handle.remove()
@@ -125,6 +138,8 @@ class StepHooks:
         return ref() if ref is not None else None
 
     def pinned_optimizer(self) -> Any:
+        if self._relay is not None:
+            return self._relay.pinned_optimizer()
         return self._optimizer() if self._optimizer is not None else None
 
     def known_model(self) -> Any:

@@ -56,7 +56,7 @@ def capture_program(program: Program, spec: CaptureOptions, folder: Path, *, ful
     previous = activate(session)
     try:
         meter.install()
-        hooks.install()
+        hooks.install(meter)
         session.begin()
         outcome = run_program(program, stopping=lambda: session.stop_requested, sigterm=sigterm)
     finally:

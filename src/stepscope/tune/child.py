@@ -65,7 +65,7 @@ def measure(spec: TrialSpec, program: Program, patches: Points, clock: StepClock
     meter = StepMeter(None, live=False)  # times the clock's windows step by step, phases and all
     try:
         meter.install()
-        hooks.install()
+        hooks.install(meter)
         outcome = run_program(program, stopping=lambda: clock.stop_requested)
     finally:
         hooks.remove()

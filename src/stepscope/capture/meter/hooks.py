@@ -12,11 +12,12 @@ from __future__ import annotations
 import functools
 import threading
 import weakref
+from collections.abc import Callable
 from typing import Any, Protocol
 
 from stepscope.capture.guard import PID
 from stepscope.capture.meter import phases
-from stepscope.capture.meter.device import TIMED_PHASES, DeviceTimer
+from stepscope.capture.meter.device import DeviceTimer
 from stepscope.capture.meter.phases import BACKWARD, DATA, FORWARD, OPTIMIZER, SYNC, PhaseClock
 from stepscope.capture.model_forward import watch_forward
 
@@ -63,6 +64,12 @@ class MeterHooks:
         self._dataset: Any = None  # the first dataset to yield marks the steps (not a validation set's)
         self._batch_pending = False
         self.model_found = False
+        # The capture's step detection (capture/hooks.py) hears of optimizer steps and backward passes from these
+        # hooks instead of hooking the same points again (a second layer cost ~13 µs a step): the session's `mark`.
+        # A training loop on another thread is not measured, but its steps are still relayed.
+        self.relay_optimizer: Callable[[str], None] | None = None
+        self.relay_backward: Callable[[str], None] | None = None
+        self._other_depth = 0  # optimizer steps running on other threads, nested
 
     # -- install / remove ------------------------------------------------------------------------------
 
@@ -151,7 +158,44 @@ class MeterHooks:
         return True
 
     def _backward_wrapper(self, original: Any) -> Any:
-        return self._timed(original, BACKWARD, ends=MARK_BACKWARD)
+        """The backward pass charged to BACKWARD; a backward step ends when it returns (and is relayed)."""
+        import torch
+
+        hooks, meter, thread, pid, get_ident = self, self.meter, self.meter.thread, self.meter.pid, threading.get_ident
+        clock, push, is_compiling = self.meter.clock.clock, self.meter.clock.push, torch.compiler.is_compiling
+        enters, leaves = ENTER + BACKWARD, LEAVE + BACKWARD
+
+        @functools.wraps(original)
+        def backward(*args: Any, **kwargs: Any) -> Any:
+            if PID[0] != pid or is_compiling():
+                return original(*args, **kwargs)
+            if get_ident() != thread:
+                result = original(*args, **kwargs)
+                if hooks.relay_backward is not None:
+                    hooks.relay_backward("backward")
+                return result
+            push(clock() << SHIFT | enters)
+            if meter.device is not None:
+                meter.device.mark(BACKWARD)
+            try:
+                result = original(*args, **kwargs)
+            except BaseException:
+                push(clock() << SHIFT | leaves)  # a backward pass that raised ends no step
+                raise
+            t = clock()
+            push(t << SHIFT | leaves)
+            if "backward" not in meter.muted:
+                push(t << SHIFT | MARK_BACKWARD)
+                if t >= meter.mark_due:
+                    meter.catch_up()
+            elif t >= meter.due:
+                meter.catch_up()
+            relay = hooks.relay_backward
+            if relay is not None:
+                relay("backward")
+            return result
+
+        return backward
 
     # torch hooks each optimizer class's own `step`: a subclass whose step calls super().step() fires the global hooks
     # twice, nested. Only the outermost call is the optimizer step.
@@ -160,7 +204,10 @@ class MeterHooks:
         clock, push = self.meter.clock.clock, self.meter.clock.push
 
         def before(optimizer: Any, args: Any, kwargs: Any) -> None:
-            if PID[0] != pid or get_ident() != thread:
+            if PID[0] != pid:
+                return
+            if get_ident() != thread:
+                hooks._other_depth += 1
                 return
             hooks._optimizer_depth += 1
             if hooks._optimizer_depth == 1:
@@ -169,7 +216,10 @@ class MeterHooks:
                     meter.device.mark(OPTIMIZER)
 
         def after(optimizer: Any, args: Any, kwargs: Any) -> None:
-            if PID[0] != pid or get_ident() != thread:
+            if PID[0] != pid:
+                return
+            if get_ident() != thread:
+                hooks._other_thread_step(optimizer)
                 return
             hooks._optimizer_depth = depth = max(hooks._optimizer_depth - 1, 0)
             if depth:
@@ -179,45 +229,55 @@ class MeterHooks:
             pinned = hooks._optimizer() if hooks._optimizer is not None else None
             if pinned is None:
                 hooks._optimizer, pinned = weakref.ref(optimizer), optimizer
-            if optimizer is pinned and "optimizer" not in meter.muted:
+            if optimizer is not pinned:
+                return
+            if "optimizer" not in meter.muted:
                 push(t << SHIFT | MARK_OPTIMIZER)
                 if t >= meter.mark_due:
                     meter.catch_up()
             elif t >= meter.due:
                 meter.catch_up()
+            relay = hooks.relay_optimizer
+            if relay is not None:
+                relay("optimizer")
 
         return before, after
 
-    def _sync_wrapper(self, original: Any) -> Any:
-        return self._timed(original, SYNC)
+    def _other_thread_step(self, optimizer: Any) -> None:
+        """An optimizer step on another thread: not measured; relayed when it is the outermost call of the pinned
+        optimizer (the first to step, on any thread)."""
+        self._other_depth = max(self._other_depth - 1, 0)
+        if self._other_depth or self.relay_optimizer is None:
+            return
+        pinned = self._optimizer() if self._optimizer is not None else None
+        if pinned is None:
+            self._optimizer, pinned = weakref.ref(optimizer), optimizer
+        if optimizer is pinned:
+            self.relay_optimizer("optimizer")
 
-    def _timed(self, original: Any, phase: int, ends: int | None = None) -> Any:
-        """`original` charged to `phase` on the training thread (not while torch.compile traces it); a step of
-        the source marked `ends` (MARK + its index in HOOKED) ends when it returns."""
+    def pinned_optimizer(self) -> Any:
+        return self._optimizer() if self._optimizer is not None else None
+
+    def _sync_wrapper(self, original: Any) -> Any:
+        """`original` (a call that blocks on the device) charged to SYNC on the training thread (not while
+        torch.compile traces it)."""
         import torch
 
         meter, thread, pid, get_ident = self.meter, self.meter.thread, self.meter.pid, threading.get_ident
-        clock, push = self.meter.clock.clock, self.meter.clock.push
-        on_device, is_compiling = phase in TIMED_PHASES, torch.compiler.is_compiling  # guard.compiling less a frame
-        enters, leaves, source = ENTER + phase, LEAVE + phase, HOOKED[ends - MARK] if ends is not None else ""
+        clock, push, is_compiling = self.meter.clock.clock, self.meter.clock.push, torch.compiler.is_compiling
+        enters, leaves = ENTER + SYNC, LEAVE + SYNC
 
         @functools.wraps(original)
         def timed(*args: Any, **kwargs: Any) -> Any:
             if PID[0] != pid or get_ident() != thread or is_compiling():
                 return original(*args, **kwargs)
             push(clock() << SHIFT | enters)
-            if on_device and meter.device is not None:
-                meter.device.mark(phase)
             try:
                 return original(*args, **kwargs)
             finally:
                 t = clock()
                 push(t << SHIFT | leaves)
-                if ends is not None and source not in meter.muted:
-                    push(t << SHIFT | ends)
-                    if t >= meter.mark_due:
-                        meter.catch_up()
-                elif t >= meter.due:
+                if t >= meter.due:
                     meter.catch_up()
 
         return timed

@@ -97,6 +97,18 @@ class StepMeter:
         if self._live is not None:
             self._live.close()
 
+    def relay_steps(self, optimizer: Callable[[str], None] | None, backward: Callable[[str], None] | None) -> bool:
+        """Tell `optimizer` of each optimizer step and `backward` of each backward pass the hooks see (the capture's
+        step detection, instead of a second layer of hooks); False when the meter's hooks are not installed."""
+        if self._hooks is None:
+            return False
+        self._hooks.relay_optimizer, self._hooks.relay_backward = optimizer, backward
+        return True
+
+    def pinned_optimizer(self) -> object | None:
+        """The optimizer whose steps are counted (the first to step), if it is still alive."""
+        return self._hooks.pinned_optimizer() if self._hooks is not None else None
+
     def here(self) -> bool:
         """The training thread of the process that started the meter (not a forked worker, not another thread).
         The process is known without a system call (capture/guard.py)."""

@@ -1,0 +1,108 @@
+"""The step detection hears of optimizer steps and backward passes from the step meter's hooks (one layer of hooks,
+not two): the same marks as its own hooks gave, on the training thread and on any other, and none once dropped."""
+
+from __future__ import annotations
+
+import threading
+
+import pytest
+import torch
+from torch.optim.optimizer import _global_optimizer_post_hooks, _global_optimizer_pre_hooks
+
+from stepscope.capture.hooks import StepHooks
+from stepscope.capture.meter import StepMeter
+
+
+class Marks:
+    """Stands in for the capture session: the marks the step detection reports."""
+
+    def __init__(self) -> None:
+        self.marks: list[str] = []
+        self.batch_size_source: str | None = "user"
+
+    def mark(self, source: str) -> None:
+        self.marks.append(source)
+
+    def set_batch_size(self, size: int | None, source: str) -> None:
+        pass
+
+
+def train(model: torch.nn.Module, opt: torch.optim.Optimizer, steps: int) -> None:
+    for _ in range(steps):
+        opt.zero_grad()
+        model(torch.randn(4, 3)).sum().backward()
+        opt.step()
+
+
+@pytest.fixture
+def relayed():  # type: ignore[no-untyped-def]
+    pre, post = len(_global_optimizer_pre_hooks), len(_global_optimizer_post_hooks)
+    session, meter = Marks(), StepMeter(None, live=False, syncs=False).install()
+    hooks = StepHooks(session)  # type: ignore[arg-type]
+    hooks.install(meter)
+    try:
+        yield session, meter, hooks, (pre, post)
+    finally:
+        hooks.remove()
+        meter.remove()
+
+
+def test_the_meters_hooks_relay_every_optimizer_step_and_backward_pass(relayed) -> None:  # type: ignore[no-untyped-def]
+    session, meter, hooks, (pre, post) = relayed
+    # One layer: the meter's two optimizer hooks, none of the step detection's own.
+    assert len(_global_optimizer_pre_hooks) == pre + 1 and len(_global_optimizer_post_hooks) == post + 1
+    model = torch.nn.Linear(3, 2)
+    opt = torch.optim.SGD(model.parameters(), lr=0.1)
+    train(model, opt, 5)
+    assert session.marks.count("optimizer") == 5 and session.marks.count("backward") == 5
+    assert session.marks[-2:] == ["backward", "optimizer"]
+    assert hooks.pinned_optimizer() is opt
+    assert meter.record("optimizer").steps.wall_ns  # and the meter measured them
+
+
+def test_a_backward_pass_that_raises_is_no_step(relayed) -> None:  # type: ignore[no-untyped-def]
+    session, *_ = relayed
+    x = torch.randn(3, requires_grad=True)
+    with pytest.raises(RuntimeError):
+        (x * 2).backward()  # not a scalar: torch raises
+    assert session.marks == []
+
+
+def test_a_loop_on_another_thread_is_still_found(relayed) -> None:  # type: ignore[no-untyped-def]
+    session, meter, *_ = relayed
+    model = torch.nn.Linear(3, 2)
+    opt = torch.optim.SGD(model.parameters(), lr=0.1)
+    worker = threading.Thread(target=train, args=(model, opt, 3))
+    worker.start()
+    worker.join()
+    assert session.marks.count("optimizer") == 3 and session.marks.count("backward") == 3
+    assert meter.record().steps.wall_ns == []  # the meter measures its own thread only
+
+
+def test_no_optimizer_step_is_relayed_once_a_marker_leads_nor_anything_once_removed(  # type: ignore[no-untyped-def]
+        relayed) -> None:
+    session, meter, hooks, _ = relayed
+    model = torch.nn.Linear(3, 2)
+    opt = torch.optim.SGD(model.parameters(), lr=0.1)
+    hooks.drop_weaker_than("manual")  # stepscope.step() leads: optimizer steps are no longer steps
+    train(model, opt, 2)
+    assert session.marks == ["backward", "backward"]
+    hooks.remove()
+    train(model, opt, 2)
+    assert session.marks == ["backward", "backward"]
+    assert meter.record("optimizer").steps.wall_ns  # the meter still measures, for itself
+
+
+def test_without_a_meter_the_step_detection_hooks_for_itself() -> None:
+    pre = len(_global_optimizer_pre_hooks)
+    session = Marks()
+    hooks = StepHooks(session)  # type: ignore[arg-type]
+    hooks.install()
+    try:
+        assert len(_global_optimizer_pre_hooks) == pre + 1
+        model = torch.nn.Linear(3, 2)
+        train(model, torch.optim.SGD(model.parameters(), lr=0.1), 2)
+        assert session.marks.count("optimizer") == 2 and session.marks.count("backward") == 2
+    finally:
+        hooks.remove()
+    assert len(_global_optimizer_pre_hooks) == pre
