@@ -17,6 +17,8 @@ import weakref
 from collections.abc import Callable
 from typing import Any
 
+from stepscope.capture.guard import tracing_checks
+
 Listener = Callable[[], None]
 
 
@@ -41,15 +43,13 @@ class _ClassPatch:
         cls.forward = self.wrapper  # type: ignore[attr-defined]
 
     def _wrap(self, original: Any) -> Any:
-        import torch
-
-        patch, is_compiling = self, torch.compiler.is_compiling  # torch's own check: a frame less on every call
+        patch, (folded, flags) = self, tracing_checks()
 
         # Every call of the class runs this: no call beyond the watches' own (a 1 ms step has 10 µs for all hooks).
         # One watch (the usual case) is read without a loop or a list.
         @functools.wraps(original)
         def forward(module: Any, *args: Any, **kwargs: Any) -> Any:
-            if is_compiling():  # first: torch.compile folds it and traces nothing of ours
+            if folded() or flags._is_compiling_flag:  # first: torch.compile folds it and traces nothing of ours
                 return original(module, *args, **kwargs)
             only = patch.only
             if only is not None:

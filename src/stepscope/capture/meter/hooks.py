@@ -15,7 +15,7 @@ import weakref
 from collections.abc import Callable
 from typing import Any, Protocol
 
-from stepscope.capture.guard import PID
+from stepscope.capture.guard import PID, tracing_checks
 from stepscope.capture.meter import phases
 from stepscope.capture.meter.device import DeviceTimer
 from stepscope.capture.meter.phases import BACKWARD, DATA, FORWARD, OPTIMIZER, SYNC, PhaseClock
@@ -159,15 +159,14 @@ class MeterHooks:
 
     def _backward_wrapper(self, original: Any) -> Any:
         """The backward pass charged to BACKWARD; a backward step ends when it returns (and is relayed)."""
-        import torch
-
         hooks, meter, thread, pid, get_ident = self, self.meter, self.meter.thread, self.meter.pid, threading.get_ident
-        clock, push, is_compiling = self.meter.clock.clock, self.meter.clock.push, torch.compiler.is_compiling
+        clock, push = self.meter.clock.clock, self.meter.clock.push
+        folded, flags = tracing_checks()
         enters, leaves = ENTER + BACKWARD, LEAVE + BACKWARD
 
         @functools.wraps(original)
         def backward(*args: Any, **kwargs: Any) -> Any:
-            if PID[0] != pid or is_compiling():
+            if PID[0] != pid or folded() or flags._is_compiling_flag:
                 return original(*args, **kwargs)
             if get_ident() != thread:
                 result = original(*args, **kwargs)
@@ -261,15 +260,14 @@ class MeterHooks:
     def _sync_wrapper(self, original: Any) -> Any:
         """`original` (a call that blocks on the device) charged to SYNC on the training thread (not while
         torch.compile traces it)."""
-        import torch
-
         meter, thread, pid, get_ident = self.meter, self.meter.thread, self.meter.pid, threading.get_ident
-        clock, push, is_compiling = self.meter.clock.clock, self.meter.clock.push, torch.compiler.is_compiling
+        clock, push = self.meter.clock.clock, self.meter.clock.push
+        folded, flags = tracing_checks()
         enters, leaves = ENTER + SYNC, LEAVE + SYNC
 
         @functools.wraps(original)
         def timed(*args: Any, **kwargs: Any) -> Any:
-            if PID[0] != pid or get_ident() != thread or is_compiling():
+            if PID[0] != pid or get_ident() != thread or folded() or flags._is_compiling_flag:
                 return original(*args, **kwargs)
             push(clock() << SHIFT | enters)
             try:
