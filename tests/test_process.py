@@ -3,9 +3,16 @@ chose, glibc's heap kept), and `stepscope run`'s process left as Python sets it 
 
 from __future__ import annotations
 
+import builtins
+import dataclasses
 import os
 import subprocess
 import sys
+from pathlib import Path
+
+import pytest
+
+from stepscope import process
 
 SHOW = ("import os, sys; from stepscope import cli; cli.main = lambda: print(os.environ.get('OPENBLAS_NUM_THREADS')) "
         "or 0; cli.entry()")
@@ -41,3 +48,49 @@ def test_a_reading_verbs_modules_are_frozen_once_loaded_and_only_there() -> None
 
     assert frozen("reading") > 10_000  # what the verb's modules made, never walked by a collection
     assert frozen("in a test's process") == 0
+
+
+def _point_class() -> type:
+    with process.dataclass_code_cached():
+        @dataclasses.dataclass(frozen=True)
+        class Point:
+            x: int
+            y: int = 2
+    return Point
+
+
+def _check_point(point: type) -> None:
+    assert point(1) == point(1, 2) != point(2)
+    assert hash(point(1)) == hash(point(1, 2)) and repr(point(1)).endswith("Point(x=1, y=2)")
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        point(1).x = 3  # type: ignore[misc]
+
+
+@pytest.fixture
+def code_cache(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    monkeypatch.setattr(process, "_reading", True)
+    monkeypatch.setattr(process, "_CODE_CACHE", tmp_path / "dataclass-methods.marshal")
+    monkeypatch.setattr(sys, "dont_write_bytecode", False)
+    return tmp_path / "dataclass-methods.marshal"
+
+
+def test_a_dataclass_methods_are_compiled_once_for_all_runs(code_cache: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    _check_point(_point_class())
+    assert code_cache.exists() and not hasattr(dataclasses, "exec")
+    compiled = []
+    real = builtins.compile
+    monkeypatch.setattr(builtins, "compile", lambda *a, **k: compiled.append(a) or real(*a, **k))
+    _check_point(_point_class())  # the same class, another run: every method from the cache
+    assert not compiled
+
+
+def test_a_cache_that_cannot_be_read_is_written_again(code_cache: Path) -> None:
+    code_cache.write_bytes(b"not marshal")
+    _check_point(_point_class())
+    assert process._cached_code()
+
+
+def test_the_code_cache_is_used_only_by_a_reading_verb(code_cache: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(process, "_reading", False)
+    _check_point(_point_class())
+    assert not code_cache.exists()

@@ -34,7 +34,8 @@ def _verb_module(name: str):
     was_enabled = gc.isenabled()
     gc.disable()
     try:
-        return importlib.import_module(f"stepscope.commands.{name}")  # the lazy verb table
+        with process.dataclass_code_cached():
+            return importlib.import_module(f"stepscope.commands.{name}")  # the lazy verb table
     finally:
         process.loaded()
         if was_enabled:

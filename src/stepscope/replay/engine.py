@@ -177,7 +177,7 @@ def _taken(ev: Events, rows: np.ndarray) -> dict[str, np.ndarray]:
     for name in ev.__dataclass_fields__:
         column = getattr(ev, name)
         if not (len(column) and column.strides == (0,) and absent(name, column[0])):
-            columns[name] = column[rows]
+            columns[name] = column.take(rows, axis=0)  # what column[rows] gives, 1.5-2x as fast
     return columns
 
 

@@ -52,8 +52,13 @@ class HostCost:
 RECORDED_DEFAULT = HostCost(op_ns=1169.0, launch_ns=4792.0, range_ns=14232.0)
 
 
-def step_threads(trace: Trace) -> set[tuple[int, int]]:
-    """The host threads on the step's path: the one with the step ranges (else the busiest) and the launchers."""
+def step_threads(trace: Trace) -> frozenset[tuple[int, int]]:
+    """The host threads on the step's path: the one with the step ranges (else the busiest) and the launchers. Found
+    once per trace (the profiler's clock and the what-ifs that cut the host's work ask again)."""
+    return trace.derived("replay.step_threads", lambda: frozenset(_step_threads(trace)))
+
+
+def _step_threads(trace: Trace) -> set[tuple[int, int]]:
     ev = trace.events
     host = np.flatnonzero(ev.of_kind(Kind.CPU_OP, Kind.USER_ANNOTATION, Kind.RUNTIME, Kind.PYTHON))
     if len(host) == 0:
