@@ -132,6 +132,9 @@ class Meter(Frozen, kw_only=True):
     # (allocator, caches), so the headline runs high; more steps before the window (--skip) give a steadier one.
     warming: float | None = None
     warming_left_out: int = 0  # steps before the headline's, still getting faster (warm-up), left out of it
+    # One-off stalls among the headline's steps (over 3x their median, at most one in eight: the first full garbage
+    # collection after the imports, a lazy initialisation), left out of it: each one's time.
+    stalls_us: list[float] | None = None
     workers: MeterWorkers | None = None
     num_workers: int | None = None  # the main DataLoader's num_workers
     cpu_cores: int | None = None

@@ -124,6 +124,12 @@ def meter_notes(meter: s.Meter | None) -> list[str]:
     if meter.warming_left_out:
         notes.append(f"the first {meter.warming_left_out} of the steps before the profiler were still getting faster "
                      "(warm-up): the headline is the steady ones after them")
+    if meter.stalls_us:
+        stalls = ", ".join(ns_text(us * 1e3) for us in meter.stalls_us)
+        notes.append(f"{len(meter.stalls_us)} one-off stall{'s' if len(meter.stalls_us) > 1 else ''} among the steps "
+                     f"before the profiler ({stalls}, over 3x their median: a start-up cost such as the first full "
+                     "garbage collection) left out of the headline: in so few steps one would weigh as if it came "
+                     f"every {meter.steps + len(meter.stalls_us)}th step")
     if meter.warming is not None:
         notes.append("the steps the headline stands on were still getting faster (their first half "
                      f"{meter.warming:.0%} slower than their second: warm-up), so the headline may run high; more "

@@ -26,6 +26,11 @@ WARMUP_FRACTION = 5
 CHANGED_AFTER = 0.08
 # The headline's steps are 'still warming up' when its first half is slower than its second by more than this.
 WARMING = 0.05
+# A step over STALL times the headline's median is a one-off stall (the first full garbage collection after the
+# imports, a lazy initialisation: start-up) when there is at most one in STALL_RARITY of them: left out and said. A
+# 1 ms step's headline stands on ~10 steps, where one 5 ms collection would weigh as if it came every tenth step.
+STALL = 3.0
+STALL_RARITY = 8
 BEFORE, NONE_RAN, AFTER = "before the profiler", "no profiler ran", "after the profiler (too few steps before it)"
 
 
@@ -39,6 +44,7 @@ class Selection:
     values: np.ndarray  # the headline steps' times (ns): the device's on a GPU that timed them, else wall
     on_device: bool
     warming_left_out: int = 0  # steps before them still getting faster, left out
+    stalls_ns: tuple[float, ...] = ()  # one-off stalls among them, left out
 
 
 def select(record: MeterRecord) -> Selection | None:
@@ -64,19 +70,27 @@ def select(record: MeterRecord) -> Selection | None:
     if headline.sum() < MIN_STEPS:
         return None
     times = device if on_device and device is not None else wall
-    headline, left_out = _steady(headline, times)
-    return Selection(headline, after, basis, times[headline], on_device, left_out)
+    headline, left_out, stalls = _steady(headline, times)
+    return Selection(headline, after, basis, times[headline], on_device, left_out, stalls)
 
 
-def _steady(headline: np.ndarray, times: np.ndarray) -> tuple[np.ndarray, int]:
+def _steady(headline: np.ndarray, times: np.ndarray) -> tuple[np.ndarray, int, tuple[float, ...]]:
     """The headline's steps less a first half still warming up (slower than the second beyond WARMING and the
-    steps' spread), as often as it is: the job's step is its steady one. The steps left out are counted."""
+    steps' spread), as often as it is, and less one-off stalls: the job's step is its steady one. Returns the steps
+    kept, how many warming steps were left out, and the stalls' times."""
     index = np.flatnonzero(headline)
     while len(index) >= 4 * MIN_STEPS and _warming(times[index]) is not None:
         index = index[len(index) // 2:]
+    warming = int(headline.sum()) - len(index)
+    stalled = times[index] > STALL * float(np.median(times[index]))
+    stalls = tuple(float(t) for t in times[index][stalled])
+    if stalls and len(stalls) * STALL_RARITY <= len(index):
+        index = index[~stalled]
+    else:
+        stalls = ()
     steady = np.zeros(len(headline), dtype=bool)
     steady[index] = True
-    return steady, int(headline.sum()) - len(index)
+    return steady, warming, stalls
 
 
 def meter_section(record: MeterRecord | None) -> Meter | None:
@@ -120,6 +134,7 @@ def _section(record: MeterRecord, chosen: Selection) -> Meter:
         changed_after=_changed(wall[h], after_mean), warming=_warming(chosen.values),
         others_cores_before=others[0], others_cores_after=others[1],
         warming_left_out=chosen.warming_left_out,
+        stalls_us=[report_us(t) for t in chosen.stalls_ns] or None,
         workers=_workers(record, end[h] - wall[h], end[h]),
         num_workers=record.num_workers, cpu_cores=record.cpu_cores,
         samples_per_s=round(record.batch_size * 1e9 / step, 2) if record.batch_size and step > 0 else None)
@@ -197,14 +212,17 @@ def _changed(before: np.ndarray, after_mean: float | None) -> float | None:
 
 
 def _warming(values: np.ndarray) -> float | None:
-    """first half's mean / second half's - 1 when the steps still got faster beyond WARMING and their own spread."""
+    """first half's mean / second half's - 1 when the steps still got faster beyond WARMING and their own spread (the
+    half-range of the second half's middle 80%: ~2.2 standard errors of the halves' difference for six steps each).
+    A first half left out wrongly costs only steps; one kept wrongly biases the headline (1 ms steps still settling
+    over their first dozen put it 8% above the plain step)."""
     n = len(values) // 2
     if n < 2:
         return None
     first, second = float(values[:n].mean()), float(values[-n:].mean())
     spread = float(np.percentile(values[-n:], 90) - np.percentile(values[-n:], 10)) / 2 / second if second > 0 else 0
     change = first / second - 1 if second > 0 else 0.0
-    return round(change, 4) if change > max(WARMING, 2 * spread) else None
+    return round(change, 4) if change > max(WARMING, spread) else None
 
 
 def _workers(record: MeterRecord, starts: np.ndarray, ends: np.ndarray) -> MeterWorkers | None:
