@@ -97,7 +97,12 @@ def test_one_set_of_defaults_for_the_api_the_cli_and_the_callbacks() -> None:
     fields = {f.name: f.default for f in dataclasses.fields(CaptureOptions)}
     shared = set(params) & set(fields)
     assert shared >= {"skip", "warmup", "steps", "batch_size", "telemetry", "attribution", "profile_memory"}
-    assert {name: params[name].default for name in shared} == {name: fields[name] for name in shared}
+    # skip=None: the default number, then more while the steps settle (a number given is exact, as in the CLI)
+    assert params["skip"].default is None
+    typed = shared - {"skip"}
+    assert {name: params[name].default for name in typed} == {name: fields[name] for name in typed}
+    assert profile().spec == DEFAULTS.replace(step_on="marker")
+    assert profile(skip=10).spec == DEFAULTS.replace(step_on="marker", settle=False)
     assert all(p.kind is inspect.Parameter.KEYWORD_ONLY and p.annotation != inspect.Parameter.empty
                for p in params.values())
     cli = options_from_args(build_parser("run").parse_args(["run", "train.py"]))

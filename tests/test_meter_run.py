@@ -198,6 +198,35 @@ def test_the_profiler_waits_for_steps_that_still_get_faster(tmp_path: Path) -> N
     assert meter["warming"] is None
 
 
+FAST_STEPS = """
+import time, torch
+model = torch.nn.Linear(8, 8)
+opt = torch.optim.SGD(model.parameters(), lr=0.1)
+for i in range(60):
+    time.sleep(0.001)  # steady ~1 ms steps: ten of them are 10 ms, too short to stand for the job's step
+    loss = model(torch.randn(4, 8)).sum(); opt.zero_grad(); loss.backward(); opt.step()
+"""
+
+
+@pytest.mark.parametrize("given", [False, True])
+def test_the_profiler_waits_until_the_steps_before_it_have_run_long_enough(tmp_path: Path, given: bool) -> None:
+    # 1 ms steps: after the default --skip 10 they have run ~10 ms (< 0.1 s), so the profiler waits, up to 2 x --skip
+    # (20 steps: ~20 ms); a --skip 10 given is exact.
+    extra = ["--skip", "10"] if given else []
+    done = stepscope_run(tmp_path, FAST_STEPS, "--warmup", "1", "--steps", "2", "--telemetry-interval", "0",
+                         "--no-timing-pass", *extra)
+    assert done.returncode == 0, done.stderr[-2000:]
+    report = json.loads((tmp_path / "run" / "report.json").read_text())
+    first_profiled = json.loads((tmp_path / "run" / "meter.json").read_text())["profiled"][0]
+    text = " ".join(report["notes"])
+    if given:
+        assert first_profiled == 10 and "not --skip" not in text
+    else:
+        assert first_profiled == 20
+        assert "the profiler started after 20 steps, not --skip 10: " in text
+        assert "the steps before it had run under 0.1 s" in text
+
+
 def test_a_program_that_ends_while_the_profiler_waits_says_so(tmp_path: Path) -> None:
     # 16 steps still getting faster at the end (30 ms x 0.8^i): the profiler waits past --skip's 10 and the program
     # ends first; the message says why and how to start the profiler at exactly 10.

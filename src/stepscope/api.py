@@ -223,7 +223,7 @@ class Profile:
 
 def profile(
     *,
-    skip: int = _D.skip,
+    skip: int | None = None,
     warmup: int = _D.warmup,
     steps: int = _D.steps,
     batch_size: int | None = _D.batch_size,
@@ -241,7 +241,9 @@ def profile(
 ) -> Profile:
     """`with stepscope.profile() as p:` ... `p.step()` once per step; `p.report` afterwards.
 
-    skip: steps run unprofiled first; warmup: profiled steps thrown away; steps: steps recorded;
+    skip: steps run unprofiled first (default 10, then more, up to 20, while the step meter sees them still getting
+    faster or they have run under 0.1 s; a number given is exact, as `stepscope run --skip N`); warmup: profiled
+    steps thrown away; steps: steps recorded;
     batch_size: samples per step (for samples/s); out: the folder for the trace and reports (default: a new
     `stepscope-runs/NAME-TIME/`); force: let `out`'s files be replaced; record_shapes, profile_memory (None:
     on with a GPU), with_stack: the profiler's options; attribution: time by source line and module;
@@ -252,7 +254,8 @@ def profile(
     also the optimizer steps, backward passes, DataLoader batches or model forwards, whichever is strongest, as
     `stepscope run` finds them (an explicit `p.step()` still wins).
     """
-    options = CaptureOptions(skip=skip, warmup=warmup, steps=steps, step_on=None if hooks else "marker",
+    options = CaptureOptions(skip=_D.skip if skip is None else skip, settle=skip is None, warmup=warmup, steps=steps,
+                             step_on=None if hooks else "marker",
                              batch_size=batch_size,
                              record_shapes=record_shapes, profile_memory=profile_memory, with_stack=with_stack,
                              attribution=attribution, telemetry=telemetry, telemetry_interval=telemetry_interval,

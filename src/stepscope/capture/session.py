@@ -27,6 +27,7 @@ from stepscope.capture.cycle import DONE, REFERENCE, SKIP, WINDOW, Cycle, replac
 from stepscope.capture.options import CaptureOptions
 from stepscope.capture.result import CaptureResult
 from stepscope.capture.settle import calibrate_window, settle_timing, settle_traces
+from stepscope.capture.waiting import waited_note, why_wait
 from stepscope.capture.window import ProfilerWindow
 from stepscope.model.runfolder import TRACE
 
@@ -35,9 +36,6 @@ SETTLE_STEPS = 1
 # After a provisional window of backward passes, how many more to wait for an optimizer step (gradient
 # accumulation) before taking backward passes as the steps (a loop that updates weights by hand).
 WAIT_FOR_OPTIMIZER = 256
-# While the meter sees the steps still getting faster the profiler waits, up to this many times --skip steps (a
-# short program must still reach its window).
-SETTLE_LIMIT = 2
 # Sources only a session hears of (stepscope.step(), the trainer callbacks): the meter's hooks see the others.
 MARKED = tuple(source for source, rank in PRIORITY.items() if rank == 0)  # the arbiter's explicit marks
 
@@ -80,6 +78,7 @@ class CaptureSession:
         self._recording = False
         self._window_started = False  # listeners hear between_steps from then on
         self._waited = 0  # leader steps since a provisional window
+        self._waited_for: set[str] = set()  # why the profiler waited past --skip: "warming", "short"
         self._lock = threading.RLock()
         self._closed = False
         # The step meter (capture/meter): told when a profiler runs, and of the marks only a session hears
@@ -185,21 +184,16 @@ class CaptureSession:
         return self._cycle_done() if c.phase == DONE else False
 
     def _settling(self, completed: int) -> bool:
-        """The steps are still getting faster (the meter's word): the profiler waits, at most until SETTLE_LIMIT times
-        --skip steps have run, so the steps before the window are steady ones."""
-        skip = self.spec.skip
-        if (self.meter is not None and self.spec.settle and skip and completed < SETTLE_LIMIT * skip
-                and self.meter.warming(self.cycle.leader)):
+        """Whether the profiler waits one more step (capture/waiting.py); the note says why it waited."""
+        reason = why_wait(self.meter, self.cycle.leader, completed, self.spec.skip) if (
+            self.meter is not None and self.spec.settle) else None
+        if reason is not None:
+            self._waited_for.add(reason)
             return True
-        self._note_settled(completed)
+        note = waited_note(completed, self.spec.skip, self._waited_for)
+        if note is not None:
+            self.notes.append(note)
         return False
-
-    def _note_settled(self, completed: int) -> None:
-        if completed > self.spec.skip:
-            self.notes.append(f"the profiler started after {completed} steps, not --skip {self.spec.skip}: the steps "
-                              "were still getting faster (warming up)" + (
-                                  f"; still at {completed} (--skip {self.spec.skip} x {SETTLE_LIMIT}, the most it "
-                                  "waits)" if completed >= SETTLE_LIMIT * self.spec.skip else ""))
 
     def _window_step(self, c: Cycle, completed: int) -> int:
         w = c.window

@@ -33,7 +33,10 @@ class CallbackOptions:
         unknown = set(options) - capture_fields - own
         if unknown:
             raise TypeError(f"unknown stepscope callback option(s): {', '.join(sorted(unknown))}")
-        capture = DEFAULTS.replace(step_on="marker", **{k: v for k, v in options.items() if k in capture_fields})
+        given = {k: v for k, v in options.items() if k in capture_fields}
+        if "skip" in given:  # a skip given is exact, as `stepscope run --skip N` and stepscope.profile(skip=N)
+            given.setdefault("settle", False)
+        capture = DEFAULTS.replace(step_on="marker", **given)
         return cls(capture=capture, **{k: v for k, v in options.items() if k in own})
 
     def profile(self, source: str, rank: int = 0, world_size: int = 1) -> Profile:

@@ -195,6 +195,14 @@ class StepMeter:
         before, latest = sorted(walls[:WARMING_STEPS]), sorted(walls[WARMING_STEPS:])
         return latest[WARMING_STEPS // 2] < (1 - WARMING_TOL) * before[WARMING_STEPS // 2]
 
+    def span_ns(self, source: str | None) -> int:
+        """How long the steps of `source` after its first have run so far (from its first step's end to its last's)."""
+        self.catch_up()
+        log = self.logs.get(source) if source else None
+        if log is None or len(log.rows) < 2 * FIELDS:
+            return 0
+        return log.rows[-FIELDS] - log.rows[0]
+
     def _read_host(self) -> None:
         reading = host.read()
         if reading is not None:
