@@ -19,10 +19,11 @@ from stepscope.atomic import write_atomic
 from stepscope.capture.arbiter import PRIORITY  # lower is stronger, as the capture's arbiter ranks sources
 from stepscope.capture.guard import PID
 from stepscope.capture.meter import host
+from stepscope.capture.meter.bulk import Replayed, replay_in_bulk
 from stepscope.capture.meter.device import TIMED_PHASES, DeviceTimer, cuda_timer, nvml_busy
 from stepscope.capture.meter.hooks import HOOKED, MeterHooks
 from stepscope.capture.meter.live import LiveLine
-from stepscope.capture.meter.phases import FIELDS, NAMED, PhaseClock, StepLog
+from stepscope.capture.meter.phases import FIELDS, MAX_STEPS, NAMED, PhaseClock, StepLog
 from stepscope.capture.meter.workers import WorkerLog
 from stepscope.errors import StepscopeError
 from stepscope.model.meter import DEVICE_PHASES, PHASES, MeterRecord, MeterSteps, meter_to_json
@@ -34,6 +35,7 @@ LIVE_STEPS = 2_000  # the steps the live file keeps (the final file keeps all)
 # Steps of the strongest source after which weaker sources are no longer kept (they cost every step).
 SETTLED = 3
 WRITE_EVERY_NS = 1_000_000_000
+BULK_EVENTS = 64  # fewer events are replayed one by one (numpy's calls cost more than the loop)
 # Steps still warming up: the median of the latest WARMING_STEPS is WARMING_TOL below the median of the ones before.
 WARMING_STEPS = 5
 WARMING_TOL = 0.05
@@ -117,8 +119,18 @@ class StepMeter:
     # -- what the hooks report ---------------------------------------------------------------------------
 
     def catch_up(self) -> None:
-        """Replay the hooks' events (steps ended, phases entered and left) into the steps."""
-        self.clock.catch_up()
+        """Replay the hooks' events (steps ended, phases entered and left) into the steps: at once where numpy is
+        loaded (torch loads it), no phase is open and none nests (capture/meter/bulk.py), else one by one."""
+        clock, np = self.clock, sys.modules.get("numpy")
+        if np is not None and len(clock.events) >= BULK_EVENTS and clock.open_only_other():
+            pending = clock.take()
+            replayed = replay_in_bulk(np, pending, clock._since, clock.totals)
+            if replayed is None:
+                clock.replay(pending)
+            else:
+                self._replayed(np, replayed)
+        else:
+            clock.catch_up()
         self.due = self._last_write + WRITE_EVERY_NS
         log = self.logs.get(self.leading) if self.leading is not None else None
         self.mark_due = self.due if self.device is None and log is not None and log.count > SETTLED else 0
@@ -128,6 +140,31 @@ class StepMeter:
         trainer callback), or a test's."""
         self.catch_up()
         self._boundary(source, t)
+
+    def _replayed(self, np: object, done: Replayed) -> None:
+        """A batch replayed in bulk: the settled leading source's steps appended at once, any other mark one by one
+        (a switch of the lead, a weaker source not yet muted, a device to mark), then the totals after the batch."""
+        clock = self.clock
+        unstarted = len(done.marks) - done.entered_before if clock.started is None else 0  # marks before it
+        source = HOOKED[done.marks[0]] if done.marks else None
+        log = self.logs.get(source) if source is not None else None
+        if (log is not None and source == self.leading and source not in self.muted and self.device is None
+                and log.count > SETTLED and log.count + len(done.marks) <= MAX_STEPS
+                and all(m == done.marks[0] for m in done.marks)):
+            log.extend(np, done.times, done.totals)
+            if done.times[-1] - self._last_write >= WRITE_EVERY_NS:
+                self._on_leading_step(source, log, done.times[-1])
+        else:
+            for k, (index, t, totals) in enumerate(zip(done.marks, done.times, done.totals, strict=True)):
+                if k == unstarted and clock.started is None:
+                    clock.started = done.first_enter
+                clock.totals[:] = totals
+                clock._since = t
+                self._boundary(HOOKED[index], t)
+        if clock.started is None:
+            clock.started = done.first_enter
+        clock.totals[:] = done.final
+        clock._since = done.since
 
     def _on_mark(self, index: int, t: int) -> None:
         self._boundary(HOOKED[index], t)

@@ -15,6 +15,7 @@ from __future__ import annotations
 import time
 from array import array
 from collections.abc import Callable
+from typing import Any
 
 DATA, FORWARD, BACKWARD, OPTIMIZER, SYNC, OTHER = range(6)
 NAMED = 5  # the phases a step records; OTHER is its wall time less theirs
@@ -53,15 +54,25 @@ class PhaseClock:
         self.push(t << SHIFT | (LEAVE + phase))
         return t
 
-    def catch_up(self) -> None:
-        """Replay the events so far into the totals, calling `on_mark` at each mark. Events appended meanwhile
-        (by another thread) wait for the next call."""
+    def open_only_other(self) -> bool:
+        """No phase is open (the usual moment between steps): the events can be replayed in bulk."""
+        return len(self._stack) == 1
+
+    def take(self) -> list[int]:
+        """The events so far, taken out of the list. Events appended meanwhile (by another thread) stay for the
+        next call."""
         events = self.events
         n = len(events)
-        if not n:
-            return
         pending = events[:n]
         del events[:n]
+        return pending
+
+    def catch_up(self) -> None:
+        """Replay the events so far into the totals, calling `on_mark` at each mark."""
+        if self.events:
+            self.replay(self.take())
+
+    def replay(self, pending: list[int]) -> None:
         totals, stack, since, on_mark = self.totals, self._stack, self._since, self.on_mark
         for event in pending:
             t, code = event >> SHIFT, event & CODE
@@ -122,6 +133,18 @@ class StepLog:
                     self.overflow[i] += v
             self.count += 1
         self._last_t, self._last = t, totals[:NAMED]
+
+    def extend(self, np: Any, times: list[int], totals: list[list[int]]) -> None:
+        """Steps ending at `times` with the phases' `totals` at each end, at once (as `boundary` one by one); the
+        caller keeps the count under MAX_STEPS and has a step started."""
+        assert self._last_t is not None
+        ends = np.asarray(times, dtype=np.int64)
+        at = np.asarray(totals, dtype=np.int64)[:, :NAMED]
+        walls = np.diff(np.concatenate(([self._last_t], ends)))
+        phases = np.diff(np.vstack((np.asarray(self._last, dtype=np.int64), at)), axis=0)
+        self.rows.frombytes(np.column_stack((ends, walls, phases)).astype(np.int64).tobytes())
+        self.count += len(times)
+        self._last_t, self._last = times[-1], totals[-1][:NAMED]
 
     def column(self, field: int, first: int = 0) -> list[int]:
         """One field of every step kept from the `first`: 0 end, 1 wall, 2.. the named phases."""
