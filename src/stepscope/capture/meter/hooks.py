@@ -47,7 +47,8 @@ class Meter(Protocol):
 
 # The hooks below run on every step, a dozen times, with cold caches (a 1 ms step has 10 µs for all of them: 1%):
 # each reads the meter's thread and clock from its closure, appends an event (`time << SHIFT | code`: one C call) and
-# leaves the bookkeeping to the replay (capture/meter/phases.py), which runs once a second in a tight loop.
+# leaves the bookkeeping to the replay (capture/meter/phases.py, bulk.py), about once a second. The tail that marks a
+# step and replays when due is written out in each hook, not shared: a call is exactly what it would cost.
 
 
 class MeterHooks:
