@@ -5,23 +5,9 @@ forward, an LBFGS closure) or one is still open, None: the clock replays them on
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from typing import Any
 
-from stepscope.capture.meter.phases import CODE, LEAVE, MARK, NAMED, OTHER, SHIFT
-
-
-@dataclass(frozen=True)
-class Replayed:
-    """What a batch of events adds up to."""
-
-    marks: list[int]  # the marks' source indices, in order
-    times: list[int]  # their times
-    totals: list[list[int]]  # the phases' totals (NAMED + 1) at each mark
-    final: list[int]  # the totals after the last event
-    since: int  # the last event's time
-    first_enter: int | None  # the first phase entered, if any: its time
-    entered_before: int  # how many of the marks came after it (the first step of a source starts there)
+from stepscope.capture.meter.phases import CODE, LEAVE, MARK, NAMED, OTHER, SHIFT, Replayed
 
 
 def replay_in_bulk(np: Any, events: list[int], since: int, totals: list[int]) -> Replayed | None:
@@ -51,4 +37,4 @@ def replay_in_bulk(np: Any, events: list[int], since: int, totals: list[int]) ->
     return Replayed(marks=(code[marks] - MARK).tolist(), times=t[marks].tolist(), totals=at[:, marks].T.tolist(),
                     final=at[:, -1].tolist(), since=int(t[-1]),
                     first_enter=int(t[phase_at[0]]) if len(phase_at) else None,
-                    entered_before=int((marks > phase_at[0]).sum()) if len(phase_at) else 0)
+                    marks_before_enter=int((marks < phase_at[0]).sum()) if len(phase_at) else len(marks))

@@ -19,11 +19,11 @@ from stepscope.atomic import write_atomic
 from stepscope.capture.arbiter import PRIORITY  # lower is stronger, as the capture's arbiter ranks sources
 from stepscope.capture.guard import PID
 from stepscope.capture.meter import host
-from stepscope.capture.meter.bulk import Replayed, replay_in_bulk
+from stepscope.capture.meter.bulk import replay_in_bulk
 from stepscope.capture.meter.device import TIMED_PHASES, DeviceTimer, cuda_timer, nvml_busy
 from stepscope.capture.meter.hooks import HOOKED, MeterHooks
 from stepscope.capture.meter.live import LiveLine
-from stepscope.capture.meter.phases import FIELDS, MAX_STEPS, NAMED, PhaseClock, StepLog
+from stepscope.capture.meter.phases import FIELDS, MAX_STEPS, NAMED, PhaseClock, Replayed, StepLog
 from stepscope.capture.meter.workers import WorkerLog
 from stepscope.errors import StepscopeError
 from stepscope.model.meter import DEVICE_PHASES, PHASES, MeterRecord, MeterSteps, meter_to_json
@@ -124,7 +124,7 @@ class StepMeter:
         clock, np = self.clock, sys.modules.get("numpy")
         if np is not None and len(clock.events) >= BULK_EVENTS and clock.open_only_other():
             pending = clock.take()
-            replayed = replay_in_bulk(np, pending, clock._since, clock.totals)
+            replayed = replay_in_bulk(np, pending, clock.since, clock.totals)
             if replayed is None:
                 clock.replay(pending)
             else:
@@ -135,36 +135,25 @@ class StepMeter:
         log = self.logs.get(self.leading) if self.leading is not None else None
         self.mark_due = self.due if self.device is None and log is not None and log.count > SETTLED else 0
 
-    def boundary(self, source: str, t: int | None = None) -> None:
-        """A step of `source` has just ended (now, or at `t`): a mark the hooks do not see (stepscope.step(), a
-        trainer callback), or a test's."""
+    def boundary(self, source: str) -> None:
+        """A step of `source` has just ended: a mark the hooks do not see (stepscope.step(), a trainer callback)."""
         self.catch_up()
-        self._boundary(source, t)
+        self._boundary(source, None)
 
     def _replayed(self, np: object, done: Replayed) -> None:
-        """A batch replayed in bulk: the settled leading source's steps appended at once, any other mark one by one
-        (a switch of the lead, a weaker source not yet muted, a device to mark), then the totals after the batch."""
-        clock = self.clock
-        unstarted = len(done.marks) - done.entered_before if clock.started is None else 0  # marks before it
+        """A batch replayed in bulk: the settled leading source's steps appended at once, any other marks one by one
+        (a switch of the lead, a weaker source not yet muted, a device to mark)."""
         source = HOOKED[done.marks[0]] if done.marks else None
         log = self.logs.get(source) if source is not None else None
-        if (log is not None and source == self.leading and source not in self.muted and self.device is None
-                and log.count > SETTLED and log.count + len(done.marks) <= MAX_STEPS
-                and all(m == done.marks[0] for m in done.marks)):
+        at_once = (log is not None and source == self.leading and source not in self.muted and self.device is None
+                   and log.count > SETTLED and log.count + len(done.marks) <= MAX_STEPS
+                   and all(m == done.marks[0] for m in done.marks))
+        if at_once:
+            assert log is not None and source is not None
             log.extend(np, done.times, done.totals)
-            if done.times[-1] - self._last_write >= WRITE_EVERY_NS:
-                self._on_leading_step(source, log, done.times[-1])
-        else:
-            for k, (index, t, totals) in enumerate(zip(done.marks, done.times, done.totals, strict=True)):
-                if k == unstarted and clock.started is None:
-                    clock.started = done.first_enter
-                clock.totals[:] = totals
-                clock._since = t
-                self._boundary(HOOKED[index], t)
-        if clock.started is None:
-            clock.started = done.first_enter
-        clock.totals[:] = done.final
-        clock._since = done.since
+        self.clock.apply(done, marks=not at_once)
+        if at_once and done.times[-1] - self._last_write >= WRITE_EVERY_NS:
+            self._on_leading_step(source, log, done.times[-1])
 
     def _on_mark(self, index: int, t: int) -> None:
         self._boundary(HOOKED[index], t)

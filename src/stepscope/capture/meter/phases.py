@@ -5,9 +5,10 @@ LBFGS closure inside the optimizer step) and the innermost one is charged, so at
 running and the phases' totals add up to the wall time since the clock started. A step is the difference of the
 totals between two boundaries of one step source.
 
-The hooks only append an event (a time and what happened, in one integer) to an array; the clock replays the events
-later, about once a second, in one tight loop. A hook that runs once a millisecond runs with cold caches: the fewer
-the objects and calls it touches, the less it costs the step (capture/meter/hooks.py).
+The hooks only append an event (a time and what happened, in one integer) to a list; the clock replays the events
+later, about once a second, one by one here or at once with numpy (capture/meter/bulk.py, applied by `apply`). A
+hook that runs once a millisecond runs with cold caches: the fewer the objects and calls it touches, the less it
+costs the step (capture/meter/hooks.py).
 """
 
 from __future__ import annotations
@@ -15,6 +16,7 @@ from __future__ import annotations
 import time
 from array import array
 from collections.abc import Callable
+from dataclasses import dataclass
 from typing import Any
 
 DATA, FORWARD, BACKWARD, OPTIMIZER, SYNC, OTHER = range(6)
@@ -27,6 +29,19 @@ FIELDS = 2 + NAMED  # end_ns, wall_ns, then the named phases
 SHIFT = 5
 CODE = (1 << SHIFT) - 1
 ENTER, LEAVE, MARK = 0, 8, 16
+
+
+@dataclass(frozen=True)
+class Replayed:
+    """What a batch of events adds up to, replayed at once (capture/meter/bulk.py)."""
+
+    marks: list[int]  # the marks' source indices, in order
+    times: list[int]  # their times
+    totals: list[list[int]]  # the phases' totals (NAMED + 1) at each mark
+    final: list[int]  # the totals after the last event
+    since: int  # the last event's time
+    first_enter: int | None  # the first phase entered, if any: its time
+    marks_before_enter: int  # the marks before it (a source's first step starts there only after them)
 
 
 class PhaseClock:
@@ -48,11 +63,13 @@ class PhaseClock:
     def enter(self, phase: int) -> None:
         self.push(self.clock() << SHIFT | (ENTER + phase))
 
-    def leave(self, phase: int) -> int:
-        """Leave `phase`; returns the time it was left."""
-        t = self.clock()
-        self.push(t << SHIFT | (LEAVE + phase))
-        return t
+    def leave(self, phase: int) -> None:
+        self.push(self.clock() << SHIFT | (LEAVE + phase))
+
+    @property
+    def since(self) -> int:
+        """The time the totals are charged up to."""
+        return self._since
 
     def open_only_other(self) -> bool:
         """No phase is open (the usual moment between steps): the events can be replayed in bulk."""
@@ -94,6 +111,22 @@ class PhaseClock:
                 on_mark(code - MARK, t)
                 since = self._since
         self._since = since
+
+    def apply(self, done: Replayed, *, marks: bool) -> None:
+        """A batch replayed in bulk (capture/meter/bulk.py): with `marks`, each mark told to `on_mark` with the totals
+        of its moment (the first phase entered before it counts as started); then the totals after the batch."""
+        if marks and self.on_mark is not None:
+            unstarted = done.marks_before_enter if self.started is None else 0
+            for k, (index, t, totals) in enumerate(zip(done.marks, done.times, done.totals, strict=True)):
+                if k == unstarted and self.started is None:
+                    self.started = done.first_enter
+                self.totals[:] = totals
+                self._since = t
+                self.on_mark(index, t)
+        if self.started is None:
+            self.started = done.first_enter
+        self.totals[:] = done.final
+        self._since = done.since
 
     def read(self) -> tuple[int, list[int]]:
         """Now, and the totals charged up to now (the events replayed first)."""
