@@ -30,7 +30,7 @@ from stepscope.capture.attribution import AttributionWindow
 from stepscope.capture.census import MemoryCensus
 from stepscope.capture.hooks import StepHooks
 from stepscope.capture.meter import StepMeter
-from stepscope.capture.options import DEFAULTS, CaptureOptions
+from stepscope.capture.options import DEFAULTS, CaptureOptions, skipping
 from stepscope.capture.runfolder import new_run_folder
 from stepscope.capture.session import CaptureResult, CaptureSession, activate, active
 from stepscope.capture.settings import SettingsWatch
@@ -254,8 +254,7 @@ def profile(
     also the optimizer steps, backward passes, DataLoader batches or model forwards, whichever is strongest, as
     `stepscope run` finds them (an explicit `p.step()` still wins).
     """
-    options = CaptureOptions(skip=_D.skip if skip is None else skip, settle=skip is None, warmup=warmup, steps=steps,
-                             step_on=None if hooks else "marker",
+    options = CaptureOptions(**skipping(skip), warmup=warmup, steps=steps, step_on=None if hooks else "marker",
                              batch_size=batch_size,
                              record_shapes=record_shapes, profile_memory=profile_memory, with_stack=with_stack,
                              attribution=attribution, telemetry=telemetry, telemetry_interval=telemetry_interval,

@@ -20,7 +20,9 @@ class CaptureOptions:
     # Steps of the step source run unprofiled first: start-up, compilation, allocator warm-up, and the step meter's
     # headline (pipeline/meter.py: the steps before the profiler, less the first fifth).
     skip: int = 10
-    settle: bool = True  # past `skip`, wait (up to 2x) while the step meter sees the steps still getting faster
+    # Past `skip`, wait (up to 2x) while the step meter sees the steps still getting faster or they have run under
+    # 0.1 s (capture/waiting.py); off where a skip was given (`skipping`).
+    settle: bool = True
     warmup: int = 2  # profiled but discarded: the profiler's own start-up cost
     steps: int = 5  # recorded
     step_on: str | None = None  # one of STEP_SOURCES; None: the strongest source the program shows
@@ -53,3 +55,10 @@ class CaptureOptions:
 
 
 DEFAULTS = CaptureOptions()
+
+
+def skipping(skip: int | None) -> dict[str, int | bool]:
+    """`skip` and `settle` for the steps to skip as the user gave them: a number is exact; None is the default,
+    then more while the steps settle. One rule for `stepscope run --skip`, `stepscope.profile(skip=)` and the
+    callbacks' `skip=`."""
+    return {"skip": DEFAULTS.skip, "settle": True} if skip is None else {"skip": skip, "settle": False}

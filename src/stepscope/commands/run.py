@@ -9,7 +9,7 @@ from pathlib import Path
 
 from stepscope.api import prepare_folder
 from stepscope.capture.options import DEFAULTS as D
-from stepscope.capture.options import STEP_SOURCES, CaptureOptions
+from stepscope.capture.options import STEP_SOURCES, CaptureOptions, skipping
 from stepscope.capture.program import Program, check
 from stepscope.capture.runner import capture_program, require_torch
 from stepscope.capture.signals import EXIT_CODE, SigtermHandler
@@ -80,8 +80,7 @@ def options_from_args(args: argparse.Namespace) -> CaptureOptions:
     interval = args.telemetry_interval
     if interval < 0:
         raise StepscopeError("--telemetry-interval must be 0 (off) or more")
-    skip, settle = (D.skip, True) if args.skip is None else (args.skip, False)  # a given --skip is exact
-    return CaptureOptions(skip=skip, settle=settle, warmup=args.warmup, steps=args.steps, step_on=args.step_on,
+    return CaptureOptions(**skipping(args.skip), warmup=args.warmup, steps=args.steps, step_on=args.step_on,
                           batch_size=args.batch_size, record_shapes=args.record_shapes,
                           profile_memory=args.profile_memory, with_stack=args.with_stack,
                           attribution=args.attribution, telemetry=interval > 0,

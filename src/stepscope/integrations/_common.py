@@ -9,7 +9,7 @@ from pathlib import Path
 from typing import Any
 
 from stepscope.api import Profile, program_name
-from stepscope.capture.options import DEFAULTS, CaptureOptions
+from stepscope.capture.options import DEFAULTS, CaptureOptions, skipping
 from stepscope.errors import StepscopeError
 from stepscope.model import report as s
 from stepscope.model import runfolder
@@ -34,9 +34,7 @@ class CallbackOptions:
         if unknown:
             raise TypeError(f"unknown stepscope callback option(s): {', '.join(sorted(unknown))}")
         given = {k: v for k, v in options.items() if k in capture_fields}
-        if "skip" in given:  # a skip given is exact, as `stepscope run --skip N` and stepscope.profile(skip=N)
-            given.setdefault("settle", False)
-        capture = DEFAULTS.replace(step_on="marker", **given)
+        capture = DEFAULTS.replace(step_on="marker", **{**skipping(given.pop("skip", None)), **given})
         return cls(capture=capture, **{k: v for k, v in options.items() if k in own})
 
     def profile(self, source: str, rank: int = 0, world_size: int = 1) -> Profile:
