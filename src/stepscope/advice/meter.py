@@ -51,6 +51,12 @@ def _rescaled(p: s.Pattern, scale: float) -> s.Pattern:
                                    evidence={**p.evidence, "profiled_share_of_step": p.share})
 
 
+def _idle(workers: int | None, w: MeterWorkers | None) -> bool:
+    """DataLoader workers busy less than IDLE_WORKERS of the time while the loop waits for them: what the verdict
+    says and what `dataloader_workers` then recommends (num_workers=0) stand on this one test."""
+    return bool(workers) and w is not None and w.busy_share < IDLE_WORKERS
+
+
 def _input_bound(meter: Meter, share: float, traced: s.Pattern | None) -> s.Pattern:
     wait = meter.phase_us("data")
     workers = meter.num_workers
@@ -58,7 +64,7 @@ def _input_bound(meter: Meter, share: float, traced: s.Pattern | None) -> s.Patt
     plural = "s" if workers != 1 else ""
     how = ("single-process loading: num_workers=0" if workers == 0 else
            f"{workers} worker{plural} idle {1 - w.busy_share:.0%} of the time: the wait is handing batches between "
-           "processes" if workers and w is not None and w.busy_share < IDLE_WORKERS else
+           "processes" if _idle(workers, w) else
            f"{workers} worker{plural} cannot keep up" if workers else "")
     title = (f"The training loop waits for the DataLoader {share:.0%} of each step, measured unprofiled"
              + (f" ({how})." if how else "."))
@@ -92,7 +98,8 @@ def workers_recommendation(meter: Meter, settings: s.Settings | None,
     cores = meter.cpu_cores or (settings.cpu_cores if settings is not None else None)
     threads = settings.intra_op_threads if settings is not None and settings.intra_op_threads else 1
     w = meter.workers
-    if workers and w is not None and w.busy_share < IDLE_WORKERS:
+    if _idle(workers, w):
+        assert workers and w is not None
         return _in_main_process(meter, w, workers, main, wait, traced, settings)
     if workers:  # loading in workers: a batch costs each worker batch_us, its CPU part batch_cpu_us
         batch = w.batch_us if w is not None else step * workers  # unseen workers: they deliver one batch a step
