@@ -294,9 +294,10 @@ def test_on_a_gpu_the_reference_is_two_synchronized_slices_never_a_sync_per_step
     monkeypatch.setitem(sys.modules, "torch", types.SimpleNamespace(cuda=cuda))
 
     class Window:  # the profiler window (one pass), without a profiler
-        def __init__(self, spec: CaptureOptions, first_step: int, path: Path, timing_path: Path | None) -> None:
+        def __init__(self, spec: CaptureOptions, first_step: int, path: Path, timing_path: Path | None,
+                     deferred: bool = False) -> None:
             self.spec, self.first_step, self.path = spec, first_step, path
-            self.boundaries, self.gpu, self.exported, self.running = 0, True, None, False
+            self.boundaries, self.gpu, self.exported, self.running, self.waiting = 0, True, None, False, False
             self.timing = self.timing_exported = None
             self.recorded_pass_starting = False
 
@@ -335,8 +336,9 @@ def test_a_profiler_that_cannot_start_is_the_reason_given_even_after_later_notes
     from stepscope.runreport import nothing_recorded
 
     class Window:
-        def __init__(self, spec: CaptureOptions, first_step: int, path: Path, timing_path: Path | None) -> None:
-            self.running, self.exported = False, None
+        def __init__(self, spec: CaptureOptions, first_step: int, path: Path, timing_path: Path | None,
+                     deferred: bool = False) -> None:
+            self.running, self.waiting, self.exported = False, False, None
 
         def start(self) -> None:
             raise RuntimeError("Profiler is already enabled on this thread")

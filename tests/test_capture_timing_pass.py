@@ -33,10 +33,11 @@ def test_the_timing_pass_comes_first_with_minimal_settings(tmp_path: Path, capfd
                        script, "--n", "40")
     assert code == 0, err
     timing, recorded = _events(out / "timing.json.gz"), _events(out / "trace.json.gz")
-    # Steps 0-2 skipped; the timing pass warms up on step 3 and records 4-7; the recorded pass warms up on 8 and
-    # records 9-12 (ProfilerStep#N is the program's own step number, counted from 0).
+    # Steps 0-2 skipped; the timing pass warms up on step 3 and records 4-7; step 8 runs unprofiled (a profiler never
+    # starts in the boundary that stopped one, capture/window.py); the recorded pass warms up on 9 and records 10-13
+    # (ProfilerStep#N is the program's own step number, counted from 0).
     assert _steps(timing) == [4, 5, 6, 7]
-    assert [int(s.split("#")[1]) for s in profiler_steps(out)] == [9, 10, 11, 12]
+    assert [int(s.split("#")[1]) for s in profiler_steps(out)] == [10, 11, 12, 13]
     ops = [e for e in timing if e.get("cat") == "cpu_op"]
     assert ops and not any("Input Dims" in e.get("args", {}) for e in ops)  # no shapes in the timing pass
     assert any("Input Dims" in e.get("args", {}) for e in recorded if e.get("cat") == "cpu_op")
@@ -66,13 +67,15 @@ def test_a_program_that_ends_in_the_recorded_passs_warmup_keeps_the_timing_trace
         tmp_path: Path, capfd: pytest.CaptureFixture[str]) -> None:
     script = write(tmp_path / "train.py", TRAIN)
     out = tmp_path / "run"
-    # Timing pass on steps 3-7, the recorded pass warms up on step 8, and the program ends after it (9 steps).
-    code, _, err = run(capfd, "--out", out, "--skip", "3", "--warmup", "1", "--steps", "4", script, "--n", "9")
+    # Timing pass on steps 3-7, step 8 between the passes, the recorded pass warms up on step 9, and the program
+    # ends after it (10 steps).
+    code, _, err = run(capfd, "--out", out, "--skip", "3", "--warmup", "1", "--steps", "4", script, "--n", "10")
     assert code == 0, err
     assert [int(s.split("#")[1]) for s in profiler_steps(out)] == [4, 5, 6, 7]
     assert not (out / "timing.json.gz").exists()  # the timing trace is the run's only trace
     assert json.loads((out / "calibration.json").read_text())["record_shapes"] is False  # measured at the end
-    # The report says what is missing and why: the window was 1 + 4 steps twice (10) and the program ran 6 of them.
+    # The report says what is missing and why: the window was 1 + 4 steps twice and one between (11); the program
+    # ran 7 of them.
     notes = json.loads((out / "report.json").read_text())["notes"]
     assert any("ended 4 step(s) before the recorded pass could finish" in n and "--no-timing-pass" in n
                for n in notes), notes

@@ -81,8 +81,9 @@ def test_run_writes_the_run_folder(tmp_path: Path, capfd: pytest.CaptureFixture[
         f"stepscope: wrote {out_dir}/: calibration.json, census.json, meter.json, report.html, report.json, "
         "report.txt, telemetry.json, timing.json.gz, trace.json.gz")
     # Skip 10; the timing pass warms up 2 and records the program's steps 12 to 16 (named by its own step numbers),
-    # the recorded pass then warms up 2 and records 19 to 23. The report's steps are the timing pass's.
-    assert profiler_steps(out_dir) == [f"ProfilerStep#{i}" for i in range(19, 24)]
+    # step 17 runs between the passes, the recorded pass warms up on 18-19 and records 20 to 24. The report's steps
+    # are the timing pass's.
+    assert profiler_steps(out_dir) == [f"ProfilerStep#{i}" for i in range(20, 25)]
     report = from_json((out_dir / "report.json").read_bytes())
     assert [s.id for s in report.steps] == ["12", "13", "14", "15", "16"]
     assert report.replay is not None and report.replay.replayed and report.replay.unprofiled_step_us
@@ -112,8 +113,9 @@ def test_trace_reads_back_with_the_analyzer(tmp_path: Path, capfd: pytest.Captur
     code, _, err = run(capfd, "--out", tmp_path / "out", "--skip", "2", "--warmup", "1", "--steps", "3", script)
     assert code == 0, err
     report = analyze(tmp_path / "out" / "trace.json.gz", batch_size=16)
-    # Skip 2, the timing pass (warm-up 3, records 3-5), the recorded pass (warm-up 6, records 7-9): this file.
-    assert report.summary.step_source == "ProfilerStep" and [s.id for s in report.steps] == ["7", "8", "9"]
+    # Skip 2, the timing pass (warm-up 2, records 3-5), step 6 between, the recorded pass (warm-up 7, records 8-10):
+    # this file.
+    assert report.summary.step_source == "ProfilerStep" and [s.id for s in report.steps] == ["8", "9", "10"]
     b = report.summary.breakdown_us
     assert b["dataloader"] > 0 and b["cpu_exec"] > 0
     assert sum(b.values()) == pytest.approx(report.summary.step_time_us, rel=1e-3)
@@ -345,9 +347,11 @@ def test_with_stack_export_failure_falls_back(tmp_path: Path, capfd: pytest.Capt
     report = from_json((tmp_path / "out" / "report.json").read_bytes())
     assert any("could not be written (UnicodeDecodeError" in n and "recorded again without" in n
                for n in report.notes)
-    # The first window: a timing pass (warm-up 2, records 3-5) and the recorded pass with stacks (warm-up 6, records
-    # 7-9), whose export fails; the window again without stacks: its timing pass warms up on 10, records 11-13.
-    assert [s.id for s in report.steps] == ["11", "12", "13"]
+    # The first window: a timing pass (warm-up 2, records 3-5), step 6 between, and the recorded pass with stacks
+    # (warm-up 7, records 8-10), whose export fails at the end of step 10; step 11 runs unprofiled (no profiler
+    # starts in the boundary that stopped one) and the window again without stacks starts at the end of it: its
+    # timing pass warms up on 12, records 13-15.
+    assert [s.id for s in report.steps] == ["13", "14", "15"]
 
 
 def test_refuses_what_python_would_refuse(tmp_path: Path, capfd: pytest.CaptureFixture[str]) -> None:
@@ -385,7 +389,7 @@ def test_out_force_and_double_dash(tmp_path: Path, capfd: pytest.CaptureFixture[
         print("argv", sys.argv[1:])
         model = torch.nn.Linear(8, 2)
         opt = torch.optim.SGD(model.parameters(), lr=0.1)
-        for (x,) in DataLoader(TensorDataset(torch.randn(64, 8)), batch_size=4):
+        for (x,) in DataLoader(TensorDataset(torch.randn(128, 8)), batch_size=4):
             model(x).sum().backward()
             opt.step()
         """)

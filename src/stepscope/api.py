@@ -250,9 +250,9 @@ def profile(
     telemetry: CPU/GPU readings every `telemetry_interval` seconds; reference_steps: unprofiled steps timed
     after the window, so the profiler's overhead can be corrected for; timing_pass: when shapes, memory, stacks or
     attribution are recorded, first record the steps with minimal settings (the timeline the report replays), so
-    the window is `warmup + steps` twice. The steps are the `p.step()` (or `stepscope.step()`) calls; with `hooks`,
-    also the optimizer steps, backward passes, DataLoader batches or model forwards, whichever is strongest, as
-    `stepscope run` finds them (an explicit `p.step()` still wins).
+    the window is `warmup + steps` twice, with a step between. The steps are the `p.step()` (or
+    `stepscope.step()`) calls; with `hooks`, also the optimizer steps, backward passes, DataLoader batches or model
+    forwards, whichever is strongest, as `stepscope run` finds them (an explicit `p.step()` still wins).
     """
     options = CaptureOptions(**skipping(skip), warmup=warmup, steps=steps, step_on=None if hooks else "marker",
                              batch_size=batch_size,

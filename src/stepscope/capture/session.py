@@ -23,10 +23,11 @@ from typing import Any, Protocol
 
 from stepscope.capture.arbiter import PRIORITY, Mark, StepArbiter
 from stepscope.capture.batch import stronger_batch_size
-from stepscope.capture.cycle import DONE, REFERENCE, SKIP, WINDOW, Cycle, replaced_notes
+from stepscope.capture.cycle import DONE, REFERENCE, SKIP, WINDOW, Cycle
 from stepscope.capture.options import CaptureOptions
+from stepscope.capture.outcome import capture_result
 from stepscope.capture.result import CaptureResult
-from stepscope.capture.settle import calibrate_window, settle_timing, settle_traces
+from stepscope.capture.settle import calibrate_window
 from stepscope.capture.waiting import waited_note, why_wait
 from stepscope.capture.window import ProfilerWindow
 from stepscope.model.runfolder import TRACE
@@ -81,6 +82,10 @@ class CaptureSession:
         self._waited_for: set[str] = set()  # why the profiler waited past --skip: "warming", "short"
         self._lock = threading.RLock()
         self._closed = False
+        # Profiler work due after a window stopped (its calibration, the meter told): never in the boundary that
+        # stopped it, where ranges it recorded are still open (capture/window.py says why); at the next one.
+        self._after_stop: Callable[[], None] | None = None
+        self._calibrating = False
         # The step meter (capture/meter): told when a profiler runs, and of the marks only a session hears
         # (stepscope.step(), the trainer callbacks); it measures every step, before, during and after the window.
         self.meter: Any = None
@@ -108,14 +113,17 @@ class CaptureSession:
 
     def mark(self, source: str) -> None:
         """A step of `source` has just ended (and the next begins)."""
+        if self._calibrating:
+            return
         if self.meter is not None and source in MARKED:
             self.meter.boundary(source)
+        t_enter = time.perf_counter_ns()
+        t_resume = self._run_after_stop(t_enter)
         if self.finished:
             return
         leader = self.arbiter.leader
         if leader is not None and not self._recording and PRIORITY[source] > PRIORITY[leader]:
             return  # a weaker source while nothing records: the arbiter would ignore it (a backward pass a step)
-        t_enter = time.perf_counter_ns()
         with self._lock:
             if self._window_started:  # at every hook once a window began (a mode it pushed): see between_steps
                 for listener in self.listeners:
@@ -133,7 +141,7 @@ class CaptureSession:
                 self._wait(source)
                 ended = self.finished
             if self.cycle.phase != DONE:
-                ended = self._boundary(self.arbiter.completed, t_enter)
+                ended = self._boundary(self.arbiter.completed, t_enter, t_resume)
         if ended and self.stop_requested:
             self._stop_program()
 
@@ -158,11 +166,22 @@ class CaptureSession:
             self._finish()
             self.stop_requested = self.stop_when_done
 
-    def _boundary(self, completed: int, t_enter: int) -> bool:
-        """Move the cycle along; True when the capture has just finished."""
+    def _run_after_stop(self, t_enter: int) -> int:
+        """Run the work left by a window that stopped at an earlier boundary; when the next step's time starts."""
+        if self._after_stop is None:
+            return t_enter
+        with self._lock:
+            work, self._after_stop = self._after_stop, None
+            if work is not None:
+                work()
+        return time.perf_counter_ns()
+
+    def _boundary(self, completed: int, t_enter: int, t_resume: int) -> bool:
+        """Move the cycle along; True when the capture has just finished. The step that ended, ended at `t_enter`;
+        the next starts at `t_resume` (later when work left by the window ran in between)."""
         c = self.cycle
         c.times.end_step(t_enter, c.step_phase)
-        t_next = t_enter
+        t_next = t_resume
         if c.phase == SKIP:
             if completed == 1 and c.skip_target >= 2:
                 t_next = c.times.begin_slice(completed)  # steps 1..skip-1: the reference before the window
@@ -208,17 +227,17 @@ class CaptureSession:
                 self._tell_warmup_or_started()
             return time.perf_counter_ns()
         self._window_ended(c, completed)
-        if c.phase == REFERENCE and SETTLE_STEPS == 0:
-            return c.times.begin_slice(completed)
         return time.perf_counter_ns()
 
-    def _start_window(self, first_step: int) -> None:
+    def _start_window(self, first_step: int, *, deferred: bool = False) -> None:
         c = self.cycle
-        c.window = ProfilerWindow(self.spec, first_step, c.trace_path, c.timing_path)
+        c.window = ProfilerWindow(self.spec, first_step, c.trace_path, c.timing_path, deferred=deferred)
         c.phase = WINDOW
         self._window_started = True
         if self.meter is not None:
             self.meter.profiler_started()
+        if deferred:
+            return  # started by the window's next boundary, which tells the listeners
         try:
             c.window.start()
         except Exception as exc:  # e.g. the program runs its own profiler already
@@ -260,21 +279,32 @@ class CaptureSession:
             why = exported.error if exported else "no trace"
             c.notes.append(f"the trace with Python stacks could not be written ({why}); recorded again without")
             self.spec = c.spec = replace(self.spec, with_stack=False)
-            self._start_window(completed)
+            self._start_window(completed + 1, deferred=True)
             return
+        calibrate = False
         if exported is None or exported.path is None:
             c.failure = f"the profiler wrote no trace ({exported.error if exported else 'no export'})"
             c.notes.append(c.failure)
-        elif self.spec.calibrate:
-            self._calibrate(c)
+        else:
+            calibrate = self.spec.calibrate
         c.window_end = completed
         c.phase = REFERENCE if self.spec.reference_steps > 0 else DONE
-        if self.meter is not None and c.phase != WINDOW:
+        # The step after the window settles (SETTLE_STEPS >= 1): its boundary calibrates, before the reference.
+        self._after_stop = lambda: self._after_window(c, calibrate)
+
+    def _after_window(self, c: Cycle, calibrate: bool) -> None:
+        if calibrate:
+            self._calibrate(c)
+        if self.meter is not None:
             self.meter.profiler_stopped()  # after the export and the calibration: both ran a profiler
 
     def _calibrate(self, c: Cycle) -> None:
         assert c.window is not None
-        c.calibration, note = calibrate_window(c.window)
+        self._calibrating = True  # its loops' backward passes reach the step hooks: they are no steps
+        try:
+            c.calibration, note = calibrate_window(c.window)
+        finally:
+            self._calibrating = False
         if note:
             c.notes.append(note)
 
@@ -316,8 +346,9 @@ class CaptureSession:
         with self._lock:
             if not self._closed:
                 self._closed = True
+                self._run_after_stop(0)  # the program's frames have unwound: no range of the window is open
                 w = self.cycle.window
-                if w is not None and w.running:
+                if w is not None and (w.running or w.waiting):
                     self._tell_ended()
                     w.stop()
                     if w.exported is not None:
@@ -330,48 +361,7 @@ class CaptureSession:
                 self.finished = True
                 for listener in self.listeners:  # global hooks a listener holds go with the session
                     getattr(listener, "session_closed", lambda: None)()
-            return self._result()
-
-    def _settle_timing(self, c: Cycle) -> Path | None:
-        path, notes = settle_timing(self.cycles, c, self.out_dir)
-        self.notes.extend(notes)
-        return path
-
-    def _settle_traces(self, c: Cycle) -> Path | None:
-        return settle_traces(self.cycles, c, self.out_dir / self.trace_name)
-
-    def _reported(self) -> Cycle:
-        """The cycle whose window is the answer: the last one that recorded steps, else the last."""
-        return next((c for c in reversed(self.cycles) if c.recorded and c.exported), self.cycle)
-
-    def _result(self) -> CaptureResult:
-        c = self._reported()
-        path = self._settle_traces(c)
-        w = c.window
-        recorded = c.recorded
-        return CaptureResult(
-            trace_path=path,
-            step_source=c.leader,
-            steps_completed=self.arbiter.counts[c.leader] if c.leader else 0,
-            first_recorded_step=(w.first_step + self.spec.warmup) if w is not None and recorded else None,
-            steps_recorded=recorded,
-            window_complete=recorded == self.spec.steps and path is not None,
-            batch_size=self.batch_size,
-            batch_size_source=self.batch_size_source,
-            gpu=w.gpu if w is not None else None,
-            reference=c.times.reference(),
-            recorded_step_ns=c.times.recorded_ns(),
-            accumulation=c.accumulation if c.leader == "optimizer" else None,
-            phase=c.phase_seen(self.sees_backward),
-            step_on=self.spec.step_on,
-            settings=next((getattr(x, "settings", None) for x in self.listeners if getattr(x, "settings", None)),
-                          None),
-            failure=c.failure,
-            timing_path=self._settle_timing(c),
-            calibration=c.calibration,
-            notes=[*replaced_notes(self.cycles, c), *c.notes, *self.notes,
-                   *(n for listener in self.listeners for n in getattr(listener, "notes", ()))],
-        )
+            return capture_result(self)
 
 
 # -- the session `stepscope.step()` reports to ------------------------------------------------------------

@@ -7,6 +7,12 @@ them, a timing pass records the steps first with the cheapest settings that stil
 (CPU and CUDA activities, nothing else): the replay takes the step's timeline from it, whose profiler cost the
 calibration measures (capture/calibrate.py). The recorded pass that follows, with everything asked for, gives the
 attribution: lines, modules, FLOPs, memory.
+
+A pass stops inside the boundary's hook, where ranges it recorded the start of are still open (the optimizer step's
+own `Optimizer.step#...`, stepscope's line ranges). Such a range that ends while another profiler runs writes its end
+into the stopped profiler's freed records: the process crashes at once or later (reproduced: a range opened in one
+session and closed in the next crashed every run; closed between them, none). So a profiler never starts in the
+boundary that stopped one: the recorded pass starts at the next boundary, one unprofiled step after the timing pass.
 """
 
 from __future__ import annotations
@@ -149,7 +155,9 @@ class ProfilerWindow:
     steps first with minimal settings; the recorded pass (the spec's settings) follows at once."""
 
     def __init__(self, spec: CaptureOptions, first_step: int, trace_path: Path,
-                 timing_path: Path | None = None) -> None:
+                 timing_path: Path | None = None, *, deferred: bool = False) -> None:
+        """`deferred`: the first pass starts at the next boundary, not with `start()` (a profiler stopped in this
+        one)."""
         self.spec = spec
         self.first_step = first_step
         self.trace_path = trace_path
@@ -159,9 +167,12 @@ class ProfilerWindow:
         start = first_step
         if timing_path is not None and needs_timing_pass(spec, self.gpu):
             self.timing = _Pass(TIMING, spec.warmup, spec.steps, start, timing_path, self.gpu)
-            start += self.timing.length
+            start += self.timing.length + 1  # the boundary after the timing pass stopped starts the recorded pass
         self.main = _Pass(recorded, spec.warmup, spec.steps, start, trace_path, self.gpu)
         self._current: _Pass = self.timing or self.main
+        self.waiting = deferred  # the current pass starts at the next boundary
+        self._starts = (1 if deferred else 0) + (1 if self.timing is not None else 0)  # boundaries that only start
+        self._started = 0
 
     @property
     def timing_options(self) -> PassOptions:
@@ -170,11 +181,11 @@ class ProfilerWindow:
 
     @property
     def boundaries(self) -> int:
-        return (self.timing.boundaries if self.timing else 0) + self.main.boundaries
+        return (self.timing.boundaries if self.timing else 0) + self._started + self.main.boundaries
 
     @property
     def length(self) -> int:
-        return (self.timing.length if self.timing else 0) + self.main.length
+        return (self.timing.length if self.timing else 0) + self._starts + self.main.length
 
     @property
     def recording(self) -> bool:
@@ -197,9 +208,8 @@ class ProfilerWindow:
 
     @property
     def recorded_pass_starting(self) -> bool:
-        """The timing pass has just ended and the recorded pass begun (no step of it run yet)."""
-        return self.timing is not None and self._current is self.main and self.main.running \
-            and self.main.boundaries == 0
+        """The recorded pass has just started at a boundary of its own (no step of it run yet)."""
+        return self._current is self.main and self.main.running and self.main.boundaries == 0 and self._started > 0
 
     @property
     def recorded(self) -> int:
@@ -224,14 +234,19 @@ class ProfilerWindow:
 
     def step(self) -> bool:
         """One step boundary; True when this one completed the window (the traces are then exported)."""
+        if self.waiting:
+            self.waiting = False
+            self._started += 1
+            try:
+                self._current.start()
+            except Exception as exc:  # a timing trace is kept; the session says what is missing
+                which = "recorded pass" if self.timing is not None and self._current is self.main else "profiler"
+                self.main.exported = Exported(None, error=f"could not start the {which} ({exc})")
+                return True
+            return False
         done = self._current.step()
         if done and self._current is self.timing:
-            self._current = self.main
-            try:
-                self.main.start()
-            except Exception as exc:  # the timing trace is kept; the session says what is missing
-                self.main.exported = Exported(None, error=f"could not start the recorded pass ({exc})")
-                return True
+            self._current, self.waiting = self.main, True  # not in this boundary: see the module's docstring
             return False
         return done
 
