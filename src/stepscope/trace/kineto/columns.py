@@ -95,11 +95,7 @@ class ColumnBuilder:
     def add(self, events: list) -> None:
         # Events by type in C loops (flows and counters, a third of a trace, are only skipped).
         types = np.fromiter(map(EVENT_TYPE_CODE.__getitem__, map(type, events)), dtype=np.int8, count=len(events))
-        every_span = list(compress(events, (types == SPAN).tolist()))
-        skipped = SKIPPED_CATEGORIES
-        spans = [ev for ev in every_span if ev.dur is not None and ev.ts is not None and ev.cat not in skipped]
-        if len(spans) < len(every_span):
-            self.untimed_spans += sum(ev.cat not in skipped for ev in every_span) - len(spans)
+        spans, cats, distinct, ts, dur = self._timed_spans(list(compress(events, (types == SPAN).tolist())))
         for ev in compress(events, (types == METADATA).tolist()):
             self._metadata(ev)
         memory = [ev for ev in compress(events, (types == INSTANT).tolist())
@@ -108,8 +104,6 @@ class ColumnBuilder:
             self._add_memory(memory)
         if not spans:
             return
-        cats = [ev.cat for ev in spans]
-        distinct = set(cats)
         for cat in distinct:
             self._kind(cat)
         if not distinct.isdisjoint(self.unknown_categories):
@@ -137,11 +131,34 @@ class ColumnBuilder:
         self._append(
             kind=kind, pid=pid, tid=tid, name=name_ids, external_id=external,
             device=device, stream=stream,
-            ts=np.fromiter(map(_TS, spans), dtype=np.float64, count=len(spans)),
-            dur=np.fromiter(map(_DUR, spans), dtype=np.float64, count=len(spans)),
+            ts=ts, dur=dur,
             correlation=_ints(_CORRELATION, args), sequence=_ints(_SEQUENCE, args), fwd_tid=_ints(_FWD_TID, args),
             bytes=_ints(_BYTES, args), flops=_floats(_FLOPS, args), inputs=self._inputs(args),
         )
+
+    def _timed_spans(self, every_span: list[Span]) -> tuple[list[Span], list[str | None], set[str | None],
+                                                            np.ndarray, np.ndarray]:
+        """The spans kept (a time, a duration, a category not skipped), their categories (and the distinct ones),
+        times and durations. A batch almost always keeps every span: read whole, and filtered only where it does
+        not (a filter first, event by event, was ~5% of reading a trace)."""
+        cats = [ev.cat for ev in every_span]
+        distinct = set(cats)
+        n = len(every_span)
+        try:
+            ts = np.fromiter(map(_TS, every_span), dtype=np.float64, count=n)
+            dur = np.fromiter(map(_DUR, every_span), dtype=np.float64, count=n)
+            if distinct.isdisjoint(SKIPPED_CATEGORIES):
+                return every_span, cats, distinct, ts, dur
+        except TypeError:  # a span without ts or dur (None)
+            pass
+        skipped = SKIPPED_CATEGORIES
+        keep = [ev.dur is not None and ev.ts is not None and cat not in skipped
+                for ev, cat in zip(every_span, cats, strict=True)]
+        spans = list(compress(every_span, keep))
+        self.untimed_spans += sum(cat not in skipped for cat in cats) - len(spans)
+        cats = list(compress(cats, keep))
+        return (spans, cats, set(cats), np.fromiter(map(_TS, spans), dtype=np.float64, count=len(spans)),
+                np.fromiter(map(_DUR, spans), dtype=np.float64, count=len(spans)))
 
     def _inputs(self, args: list[Args]) -> np.ndarray:
         """Each span's recorded inputs (record_shapes) as an index into the interned table, else -1."""
