@@ -26,6 +26,9 @@ MIN_REPEATS_FOR_STEP_RANGE = 3
 MAX_LISTED = 5  # left-out steps named one by one in the notes, then counted
 # With no step in the trace, the window is the GPU's working span: start-up before the first launch is no step.
 GPU_SPAN = "GPU activity span"
+# The events columns find_steps reads (start and dur give `end`), besides the launch links: a table of these columns
+# and of `step_rows` finds the same steps (a what-if's replay, which only asks for its median step, builds no more).
+STEP_COLUMNS = ("kind", "start", "dur", "name", "pid", "tid", "correlation")
 
 
 @dataclass(frozen=True)
@@ -67,6 +70,22 @@ class Steps:
         k = self.index_of(times, host)
         inside = k >= 0
         return np.bincount(k[inside], weights=None if weights is None else weights[inside], minlength=len(self))
+
+
+def step_rows(trace: Trace) -> np.ndarray:
+    """Row mask of the events find_steps may read: all but the CPU ops it never names (ProfilerStep, optimizer step,
+    phase and collective ranges stay; user annotations, runtime calls and GPU work all stay), keeping the first to
+    start and the last to end, which bound the trace (a collective that runs to its end; the whole-trace step)."""
+    return trace.derived("steps.rows", lambda: _step_rows(trace))
+
+
+def _step_rows(trace: Trace) -> np.ndarray:
+    ev = trace.events
+    keep = ~ev.of_kind(Kind.CPU_OP) | trace.names_where(lambda s: any(
+        p.match(s) is not None for p in (PROFILER_STEP, OPTIMIZER_STEP, PHASE_ANNOTATION, COLLECTIVE_OP)))
+    if len(ev):
+        keep[int(np.argmin(ev.start))] = keep[int(np.argmax(ev.end))] = True
+    return keep
 
 
 def _host_ranges(trace: Trace) -> np.ndarray:

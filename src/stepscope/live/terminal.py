@@ -95,7 +95,7 @@ def _figures(view: dict[str, Any]) -> Panel:
     for i, f in enumerate(r.get("fixes") or [], 1):
         gain = f"~{f['speedup']:.2f}x " if f.get("speedup") else ""
         lines.append(f"\n{i}. {gain}{f['title']} [{f['id']}]")
-    return Panel(lines, title=f"run {r['run_id']}", title_align="left")
+    return Panel(lines, title=Text(f"run {r['run_id']}"), title_align="left")  # a Text: the id is no markup
 
 
 def _lines(changes: dict[str, Any], width: int) -> Table:

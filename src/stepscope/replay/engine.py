@@ -10,6 +10,7 @@ from dataclasses import dataclass, field, replace
 import numpy as np
 
 from stepscope.analysis.launches import carry_launching_call, launching_call
+from stepscope.analysis.steps import STEP_COLUMNS, step_rows
 from stepscope.replay.blocking import BatchWaits, QueueWaits, batch_waits, blocking_calls, queue_waits
 from stepscope.replay.device import DeviceOps, device_ops
 from stepscope.replay.host_clock import HostClock, HostCost, host_clock
@@ -170,11 +171,11 @@ def device_waits(trace: Trace) -> np.ndarray:
     return rows[np.argsort(trace.events.start[rows], kind="stable")]
 
 
-def _taken(ev: Events, rows: np.ndarray) -> dict[str, np.ndarray]:
-    """The columns at `rows`; a column that is one value broadcast (absent from the trace) is left out, and
-    Events.from_columns broadcasts it again rather than a copy of it being made."""
+def _taken(ev: Events, rows: np.ndarray, only: tuple[str, ...] | None = None) -> dict[str, np.ndarray]:
+    """The columns at `rows` (`only` these, if given); a column that is one value broadcast (absent from the trace) is
+    left out, and Events.from_columns broadcasts it again rather than a copy of it being made."""
     columns = {}
-    for name in ev.__dataclass_fields__:
+    for name in ev.__dataclass_fields__ if only is None else only:
         column = getattr(ev, name)
         if not (len(column) and column.strides == (0,) and absent(name, column[0])):
             columns[name] = column.take(rows, axis=0)  # what column[rows] gives, 1.5-2x as fast
@@ -192,19 +193,21 @@ class Replayed:
 def replay(trace: Trace, *, rows: np.ndarray | None = None, new_dur: np.ndarray | None = None,
            host_speed: float = 1.0, host_cost: HostCost | None = None, device: int | None = None,
            device_info: DeviceInfo | None = None, cut: tuple[np.ndarray, np.ndarray] | None = None,
-           unblock: np.ndarray | None = None) -> Trace:
+           unblock: np.ndarray | None = None, for_steps: bool = False) -> Trace:
     """The trace as it would run with the GPU activities `rows` (sorted by start; default: all of them) taking
     `new_dur` ns (default: as measured), the host `host_speed` times as fast, and the profiler's `host_cost`
     taken out of every host event on the step's path. Returns a new Trace; with the defaults, the trace itself
-    (to the nanosecond, less the GPU projections of host ranges)."""
+    (to the nanosecond, less the GPU projections of host ranges). `for_steps`: a table for finding its steps and
+    nothing else, as a what-if asks (analysis.steps: its columns, STEP_COLUMNS, and rows, step_rows; no memory)."""
     return replay_with_clock(trace, rows=rows, new_dur=new_dur, host_speed=host_speed, host_cost=host_cost,
-                             device=device, device_info=device_info, cut=cut, unblock=unblock).trace
+                             device=device, device_info=device_info, cut=cut, unblock=unblock,
+                             for_steps=for_steps).trace
 
 
 def replay_with_clock(trace: Trace, *, rows: np.ndarray | None = None, new_dur: np.ndarray | None = None,
                       host_speed: float = 1.0, host_cost: HostCost | None = None, device: int | None = None,
                       device_info: DeviceInfo | None = None, cut: tuple[np.ndarray, np.ndarray] | None = None,
-                      unblock: np.ndarray | None = None) -> Replayed:
+                      unblock: np.ndarray | None = None, for_steps: bool = False) -> Replayed:
     """`replay`, with the host clock it used. What-ifs: `cut`, host intervals (disjoint, sorted) the host no longer
     spends; `unblock`, rows of blocking calls that no longer wait for the device."""
     ev = trace.events
@@ -231,19 +234,23 @@ def replay_with_clock(trace: Trace, *, rows: np.ndarray | None = None, new_dur: 
     start = ev.start.astype(np.float64)
     end = ev.end.astype(np.float64)
     host = ~trace.is_gpu_activity
+    if for_steps:
+        host &= step_rows(trace)  # the other rows are not carried: their times are not needed
     start[host] = _host_map(state, clock, host_speed, start[host])
     end[host] = _host_map(state, clock, host_speed, end[host])
     start[rows] = new_start
     end[rows] = new_start + dur
     keep = trace.derived("replay.kept_rows", lambda: np.flatnonzero(~ev.of_kind(*_DROPPED_KINDS)))
+    if for_steps:
+        keep = trace.derived("replay.kept_step_rows", lambda: keep[step_rows(trace)[keep]])
     new_starts = np.rint(start[keep]).astype(np.int64)
     new_durs = np.maximum(np.rint(end[keep]).astype(np.int64) - new_starts, 0)
     # The table's order (start, longer first; Events.from_columns), taken here so each column is copied once.
     order = start_order(new_starts, new_durs)
     taken = keep[order]
-    columns = _taken(ev, taken)
-    columns["start"], columns["dur"] = new_starts[order], new_durs[order]
-    memory = trace.memory
+    table = _taken(ev, taken, tuple(c for c in STEP_COLUMNS if c not in ("start", "dur")) if for_steps else None)
+    table["start"], table["dur"] = new_starts[order], new_durs[order]
+    memory = trace.memory if not for_steps else type(trace.memory).empty()
     if len(memory):
         memory = type(memory).from_columns(**{
             **{name: getattr(memory, name) for name in memory.__dataclass_fields__},
@@ -253,6 +260,6 @@ def replay_with_clock(trace: Trace, *, rows: np.ndarray | None = None, new_dur: 
         meta = replace(meta, devices=tuple(device_info if d.id == device else d for d in meta.devices)
                        or (device_info,))
     # Every other part of the trace (strings, stacks, recorded op inputs) carries over as it is.
-    replayed = replace(trace, meta=meta, events=Events.from_columns(**columns), memory=memory)
+    replayed = replace(trace, meta=meta, events=Events.from_columns(**table), memory=memory)
     carry_launching_call(trace, taken, replayed)
     return Replayed(replayed, clock)

@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 
@@ -68,6 +69,12 @@ def median_step(trace: Trace, count: int | None = None) -> float:
     return float(steps.end.max() - steps.start.min()) / max(count, 1)
 
 
+def _replayed_step(trace: Trace, count: int | None = None, **change: Any) -> float:
+    """The median step of the trace replayed with `change` (stepscope.replay.engine.replay's arguments); the replay
+    carries only what the steps are found from."""
+    return median_step(replay(trace, for_steps=True, **change), count)
+
+
 def _on_path(trace: Trace) -> np.ndarray:
     ev = trace.events
     mask = np.zeros(len(ev), dtype=bool)
@@ -97,7 +104,7 @@ def more_workers(trace: Trace, workers: int, free_cores: int | None, waits_on_st
     batch_ns = float(np.median(ev.dur[rows]))
     base, n = median_step(trace), len(find_steps(trace))
     cut = _cut_of(trace, rows)
-    host = median_step(replay(trace, cut=cut), n) + WORKER_BATCH_OWN_NS
+    host = _replayed_step(trace, cut=cut, count=n) + WORKER_BATCH_OWN_NS
     used = workers if waits_on_storage or free_cores is None else max(min(workers, free_cores), 1)
     step = max(host, batch_ns / used)
     why = ("loading waits on storage: each worker waits, so the cores do not bound them" if waits_on_storage else
@@ -122,7 +129,7 @@ def pinned_copies(trace: Trace, pinned_gb_s: float) -> WhatIf | None:
     calls = calls[calls >= 0]
     blocking = np.intersect1d(calls, blocking_calls(trace))
     base, n = median_step(trace), len(find_steps(trace))
-    step = median_step(replay(trace, rows=gpu, new_dur=dur, unblock=blocking, cut=_cut_of(trace, blocking)), n)
+    step = _replayed_step(trace, rows=gpu, new_dur=dur, unblock=blocking, cut=_cut_of(trace, blocking), count=n)
     return WhatIf("pin_memory", base, step, 1.0, (
         f"{len(rows)} pageable copies at {pinned_gb_s:.1f} GB/s, the host no longer waiting for them",))
 
@@ -134,7 +141,7 @@ def bigger_batch(trace: Trace, k: float) -> WhatIf:
     optimizer = _launched_inside(trace, gpu, _names(trace, OPTIMIZER_STEP, (Kind.USER_ANNOTATION, Kind.CPU_OP)))
     dur = ev.dur[gpu].astype(np.float64) * np.where(optimizer, 1.0, k)
     base = median_step(trace)
-    step = median_step(replay(trace, rows=gpu, new_dur=dur))
+    step = _replayed_step(trace, rows=gpu, new_dur=dur)
     return WhatIf("larger_batch", base, step, k, (
         f"kernels and copies take {k:g}x as long (the optimizer's do not: they are sized by the weights); the "
         "host's work per step stays; memory allowing",))
@@ -153,7 +160,7 @@ def uint8_inputs(trace: Trace) -> WhatIf | None:
     dur = ev.dur[gpu].astype(np.float64)
     dur[np.searchsorted(gpu, copies)] /= 4
     base, n = median_step(trace), len(find_steps(trace))
-    step = median_step(replay(trace, rows=gpu, new_dur=dur, cut=_cut_of(trace, conversions)), n)
+    step = _replayed_step(trace, rows=gpu, new_dur=dur, cut=_cut_of(trace, conversions), count=n)
     return WhatIf("uint8_transfer", base, step, 1.0, (
         f"{len(copies)} large host-to-device copies move a quarter of the bytes",
         f"{len(conversions)} float conversion/normalisation ops of the loader leave the host "
@@ -173,7 +180,7 @@ def amp(trace: Trace, factor: dict[str, float]) -> WhatIf | None:
     if not (speed > 1).any():
         return None
     base = median_step(trace)
-    step = median_step(replay(trace, rows=gpu, new_dur=ev.dur[gpu] / speed))
+    step = _replayed_step(trace, rows=gpu, new_dur=ev.dur[gpu] / speed)
     return WhatIf("amp", base, step, 1.0, (
         f"{int((speed > 1).sum())} matmul/convolution kernels {', '.join(f'{p} {f:g}x' for p, f in factor.items())} "
         "faster; other kernels unchanged",))
@@ -192,7 +199,7 @@ def cuda_graphs(trace: Trace) -> WhatIf | None:
     cut_rows = np.setdiff1d(distinct(np.concatenate([launching_ops, launches])), distinct(keep_out), assume_unique=True)
     cut_rows = cut_rows[~_contains_any(trace, cut_rows, blocking_calls(trace))]  # a sync's wait stays
     base, n = median_step(trace), len(find_steps(trace))
-    step = median_step(replay(trace, cut=_cut_of(trace, cut_rows)), n)
+    step = _replayed_step(trace, cut=_cut_of(trace, cut_rows), count=n)
     return WhatIf("cuda_graphs", base, step, 1.0, (
         "the ops that launch GPU work cost the host nothing (one graph launch per step); data loading, syncs and "
         "Python between the ops stay; kernels unchanged",))
@@ -210,7 +217,7 @@ def set_to_none(trace: Trace) -> WhatIf | None:
     dur = trace.events.dur[gpu].astype(np.float64)
     dur[inside] = 0.0
     base, n = median_step(trace), len(find_steps(trace))
-    step = median_step(replay(trace, rows=gpu, new_dur=dur, cut=_cut_of(trace, zero)), n)
+    step = _replayed_step(trace, rows=gpu, new_dur=dur, cut=_cut_of(trace, zero), count=n)
     return WhatIf("set_to_none", base, step, 1.0, (f"{int(inside.sum())} zeroing kernels and zero_grad's host time "
                                                    "removed",))
 

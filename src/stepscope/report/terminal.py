@@ -20,7 +20,8 @@ TOP_FIXES = 3  # in the verdict panel; the recommendations section lists them al
 
 
 def make_console(width: int | None = None, stderr: bool = False) -> Console:
-    return Console(width=width, stderr=stderr, highlight=False)
+    # No emoji codes: the report's own strings have none, and rich would load its table of them (~2 ms) to look.
+    return Console(width=width, stderr=stderr, highlight=False, emoji=False)
 
 
 def verdict(report: Report) -> RenderableType:
@@ -46,8 +47,8 @@ def verdict(report: Report) -> RenderableType:
     elif report.considered:
         parts += [Text(), Text(f"No fix recommended; considered: {', '.join(c.id for c in report.considered)} "
                                "(why each was left out: below)", style="bold")]
-    return Panel(Group(*parts), title="verdict", title_align="left", border_style="red" if report.patterns else "dim",
-                 expand=False)
+    return Panel(Group(*parts), title=Text("verdict"), title_align="left",
+                 border_style="red" if report.patterns else "dim", expand=False)
 
 
 def fixes(recs: list[Recommendation], detail: bool = True, first: int = 1) -> RenderableType:
