@@ -10,9 +10,7 @@ from dataclasses import dataclass
 
 from stepscope.advice.context import Context
 from stepscope.replay import whatif as w
-from stepscope.replay.engine import replay
-from stepscope.replay.host_clock import RECORDED_DEFAULT
-from stepscope.trace.model import Trace
+from stepscope.replay.host_clock import RECORDED_DEFAULT, HostCost
 from stepscope.units import ns_text
 
 CAVEAT = "An estimate from this trace's timeline, not a measurement."
@@ -128,37 +126,37 @@ REPLAY_MAX_EVENTS = 150_000
 DEVICE_SIDE = frozenset({"amp", "pin_memory", "uint8_transfer"})
 
 
-def without_profiler(ctx: Context, fix: str) -> tuple[Trace, str]:
-    """The timeline a fix's what-if changes: a live capture's is the report's (the profiler's cost already taken out
-    by stepscope.replay.deperturb, or left in with the reason said); for a device-side fix on a recorded trace, that
-    trace replayed once without the profiler's default cost per event, so that the profiler's own cost does not
-    decide the gain. With the assumption it adds."""
-    trace = ctx.facts.trace
+def without_profiler(ctx: Context, fix: str) -> tuple[HostCost | None, str]:
+    """The profiler's cost a fix's what-if takes out of the host, in the replay that makes the change: none for a
+    live capture's timeline (the report's, the profiler's cost already taken out by stepscope.replay.deperturb, or
+    left in with the reason said); for a device-side fix on a recorded trace, the default cost per event, so that
+    the profiler's own cost does not decide the gain. With the assumption it adds."""
     if ctx.run is not None or ctx.replayed or fix not in DEVICE_SIDE:
-        return trace, ""
+        return None, ""
     c = RECORDED_DEFAULT
-    return trace.derived("advice.without_profiler", lambda: replay(trace, host_cost=c)), (
-        f"the profiler's host cost taken out at its default per event, the trace having no calibration ({c.op_ns:.0f} "
-        f"ns an op, {c.launch_ns:.0f} ns a runtime call, {c.range_ns:.0f} ns a range)")
+    return c, (f"the profiler's host cost taken out at its default per event, the trace having no calibration "
+               f"({c.op_ns:.0f} ns an op, {c.launch_ns:.0f} ns a runtime call, {c.range_ns:.0f} ns a range)")
 
 
 def replayed(ctx: Context, fix: str, **params: float | int | bool | None) -> Estimate | None:
-    """The fix's gain as the replay of the step's changed graph (stepscope.replay.whatif), on the timeline without the
-    profiler's cost (`without_profiler`); None where that fix cannot be replayed on this trace (nothing it would
-    change, no GPU, or a trace too large to replay per fix)."""
+    """The fix's gain as the replay of the step's changed graph (stepscope.replay.whatif), without the profiler's
+    cost (`without_profiler`); None where that fix cannot be replayed on this trace (nothing it would change, no GPU,
+    or a trace too large to replay per fix)."""
     if ctx.accelerator != "gpu" or len(ctx.facts.trace.events) > REPLAY_MAX_EVENTS:
         return None
-    trace, profiler = without_profiler(ctx, fix)
+    trace = ctx.facts.trace
+    cost, profiler = without_profiler(ctx, fix)
     makers = {
         "dataloader_workers": lambda: w.more_workers(trace, int(params.get("workers") or WORKERS_ASSUMED),
                                                      params.get("free_cores"),  # type: ignore[arg-type]
-                                                     bool(params.get("waits_on_storage"))),
-        "pin_memory": lambda: w.pinned_copies(trace, float(params["pinned_gb_s"] or PINNED_GB_S_DEFAULT)),
-        "larger_batch": lambda: w.bigger_batch(trace, float(params.get("k") or 2)),
-        "uint8_transfer": lambda: w.uint8_inputs(trace),
-        "amp": lambda: w.amp(trace, AMP_FACTOR),
-        "cuda_graphs": lambda: w.cuda_graphs(trace),
-        "set_to_none": lambda: w.set_to_none(trace),
+                                                     bool(params.get("waits_on_storage")), host_cost=cost),
+        "pin_memory": lambda: w.pinned_copies(trace, float(params["pinned_gb_s"] or PINNED_GB_S_DEFAULT),
+                                              host_cost=cost),
+        "larger_batch": lambda: w.bigger_batch(trace, float(params.get("k") or 2), host_cost=cost),
+        "uint8_transfer": lambda: w.uint8_inputs(trace, host_cost=cost),
+        "amp": lambda: w.amp(trace, AMP_FACTOR, host_cost=cost),
+        "cuda_graphs": lambda: w.cuda_graphs(trace, host_cost=cost),
+        "set_to_none": lambda: w.set_to_none(trace, host_cost=cost),
     }
     result = makers[fix]()
     if result is None or result.base_ns <= 0:

@@ -29,7 +29,7 @@ from stepscope.analysis.precision import is_matmul_kernel, precision
 from stepscope.analysis.steps import find_steps
 from stepscope.replay.blocking import blocking_calls
 from stepscope.replay.engine import replay
-from stepscope.replay.host_clock import step_threads
+from stepscope.replay.host_clock import HostCost, step_threads
 from stepscope.trace import intervals as iv
 from stepscope.trace.model import CopyKind, HostMemory, Kind, Trace, distinct
 
@@ -75,6 +75,12 @@ def _replayed_step(trace: Trace, count: int | None = None, **change: Any) -> flo
     return median_step(replay(trace, for_steps=True, **change), count)
 
 
+def _base_step(trace: Trace, host_cost: HostCost | None) -> float:
+    """The step the change is measured against: the trace's, or with `host_cost` (a profiler's cost per event taken
+    out of the host, in the same replay as the change) the trace replayed with that alone."""
+    return median_step(trace) if host_cost is None else _replayed_step(trace, host_cost=host_cost)
+
+
 def _on_path(trace: Trace) -> np.ndarray:
     ev = trace.events
     mask = np.zeros(len(ev), dtype=bool)
@@ -94,7 +100,8 @@ def _names(trace: Trace, pattern: re.Pattern[str], kinds: tuple[Kind, ...]) -> n
     return np.flatnonzero(ev.of_kind(*kinds) & trace.names_where(lambda s: pattern.match(s) is not None))
 
 
-def more_workers(trace: Trace, workers: int, free_cores: int | None, waits_on_storage: bool) -> WhatIf | None:
+def more_workers(trace: Trace, workers: int, free_cores: int | None, waits_on_storage: bool,
+                 host_cost: HostCost | None = None) -> WhatIf | None:
     """Single-process loading moved to `workers` worker processes."""
     rows = _names(trace, SINGLE_PROCESS_BATCH, (Kind.CPU_OP, Kind.USER_ANNOTATION))
     rows = rows[_on_path(trace)[rows]]
@@ -102,9 +109,9 @@ def more_workers(trace: Trace, workers: int, free_cores: int | None, waits_on_st
         return None
     ev = trace.events
     batch_ns = float(np.median(ev.dur[rows]))
-    base, n = median_step(trace), len(find_steps(trace))
+    base, n = _base_step(trace, host_cost), len(find_steps(trace))
     cut = _cut_of(trace, rows)
-    host = _replayed_step(trace, cut=cut, count=n) + WORKER_BATCH_OWN_NS
+    host = _replayed_step(trace, host_cost=host_cost, cut=cut, count=n) + WORKER_BATCH_OWN_NS
     used = workers if waits_on_storage or free_cores is None else max(min(workers, free_cores), 1)
     step = max(host, batch_ns / used)
     why = ("loading waits on storage: each worker waits, so the cores do not bound them" if waits_on_storage else
@@ -114,7 +121,7 @@ def more_workers(trace: Trace, workers: int, free_cores: int | None, waits_on_st
         f"the step is the longer of the host's own work ({host / 1e6:.2f} ms) and a batch per worker"))
 
 
-def pinned_copies(trace: Trace, pinned_gb_s: float) -> WhatIf | None:
+def pinned_copies(trace: Trace, pinned_gb_s: float, host_cost: HostCost | None = None) -> WhatIf | None:
     """Pageable host-to-device copies made from pinned memory, without blocking the host."""
     ev = trace.events
     rows = np.flatnonzero(ev.of_kind(Kind.MEMCPY) & (ev.copy_kind == CopyKind.HTOD)
@@ -128,26 +135,27 @@ def pinned_copies(trace: Trace, pinned_gb_s: float) -> WhatIf | None:
     calls = launching_call(trace)[rows]
     calls = calls[calls >= 0]
     blocking = np.intersect1d(calls, blocking_calls(trace))
-    base, n = median_step(trace), len(find_steps(trace))
-    step = _replayed_step(trace, rows=gpu, new_dur=dur, unblock=blocking, cut=_cut_of(trace, blocking), count=n)
+    base, n = _base_step(trace, host_cost), len(find_steps(trace))
+    step = _replayed_step(trace, host_cost=host_cost, rows=gpu, new_dur=dur, unblock=blocking,
+                          cut=_cut_of(trace, blocking), count=n)
     return WhatIf("pin_memory", base, step, 1.0, (
         f"{len(rows)} pageable copies at {pinned_gb_s:.1f} GB/s, the host no longer waiting for them",))
 
 
-def bigger_batch(trace: Trace, k: float) -> WhatIf:
+def bigger_batch(trace: Trace, k: float, host_cost: HostCost | None = None) -> WhatIf:
     """k times the batch: device work grows k times except the optimizer's; the host's per-step work stays."""
     ev = trace.events
     gpu = np.flatnonzero(trace.is_gpu_activity)
     optimizer = _launched_inside(trace, gpu, _names(trace, OPTIMIZER_STEP, (Kind.USER_ANNOTATION, Kind.CPU_OP)))
     dur = ev.dur[gpu].astype(np.float64) * np.where(optimizer, 1.0, k)
-    base = median_step(trace)
-    step = _replayed_step(trace, rows=gpu, new_dur=dur)
+    base = _base_step(trace, host_cost)
+    step = _replayed_step(trace, host_cost=host_cost, rows=gpu, new_dur=dur)
     return WhatIf("larger_batch", base, step, k, (
         f"kernels and copies take {k:g}x as long (the optimizer's do not: they are sized by the weights); the "
         "host's work per step stays; memory allowing",))
 
 
-def uint8_inputs(trace: Trace) -> WhatIf | None:
+def uint8_inputs(trace: Trace, host_cost: HostCost | None = None) -> WhatIf | None:
     """Images sent as uint8 (a quarter of the bytes), converted and normalised on the device."""
     ev = trace.events
     copies = np.flatnonzero(ev.of_kind(Kind.MEMCPY) & (ev.copy_kind == CopyKind.HTOD) & (ev.bytes >= 1 << 20))
@@ -159,8 +167,9 @@ def uint8_inputs(trace: Trace) -> WhatIf | None:
     gpu = np.flatnonzero(trace.is_gpu_activity)
     dur = ev.dur[gpu].astype(np.float64)
     dur[np.searchsorted(gpu, copies)] /= 4
-    base, n = median_step(trace), len(find_steps(trace))
-    step = _replayed_step(trace, rows=gpu, new_dur=dur, cut=_cut_of(trace, conversions), count=n)
+    base, n = _base_step(trace, host_cost), len(find_steps(trace))
+    step = _replayed_step(trace, host_cost=host_cost, rows=gpu, new_dur=dur, cut=_cut_of(trace, conversions),
+                          count=n)
     return WhatIf("uint8_transfer", base, step, 1.0, (
         f"{len(copies)} large host-to-device copies move a quarter of the bytes",
         f"{len(conversions)} float conversion/normalisation ops of the loader leave the host "
@@ -168,7 +177,7 @@ def uint8_inputs(trace: Trace) -> WhatIf | None:
         "the workers' float conversion is not in this trace: its saving is not counted"))
 
 
-def amp(trace: Trace, factor: dict[str, float]) -> WhatIf | None:
+def amp(trace: Trace, factor: dict[str, float], host_cost: HostCost | None = None) -> WhatIf | None:
     """Matmul and convolution kernels in fp32 (or TF32) run `factor[precision]` times faster."""
     ev = trace.events
     gpu = np.flatnonzero(trace.is_gpu_activity)  # all of them: an activity left out would keep its recorded time
@@ -179,14 +188,14 @@ def amp(trace: Trace, factor: dict[str, float]) -> WhatIf | None:
     speed = np.where(kernel, per_name[name_of_row] if len(names) else 1.0, 1.0)
     if not (speed > 1).any():
         return None
-    base = median_step(trace)
-    step = _replayed_step(trace, rows=gpu, new_dur=ev.dur[gpu] / speed)
+    base = _base_step(trace, host_cost)
+    step = _replayed_step(trace, host_cost=host_cost, rows=gpu, new_dur=ev.dur[gpu] / speed)
     return WhatIf("amp", base, step, 1.0, (
         f"{int((speed > 1).sum())} matmul/convolution kernels {', '.join(f'{p} {f:g}x' for p, f in factor.items())} "
         "faster; other kernels unchanged",))
 
 
-def cuda_graphs(trace: Trace) -> WhatIf | None:
+def cuda_graphs(trace: Trace, host_cost: HostCost | None = None) -> WhatIf | None:
     """The step's kernels replayed from a graph: the host's dispatch and launches leave its path."""
     ev = trace.events
     link = launching_call(trace)
@@ -198,14 +207,14 @@ def cuda_graphs(trace: Trace) -> WhatIf | None:
     keep_out = np.concatenate([_names(trace, SINGLE_PROCESS_BATCH, (Kind.CPU_OP,)), blocking_calls(trace)])
     cut_rows = np.setdiff1d(distinct(np.concatenate([launching_ops, launches])), distinct(keep_out), assume_unique=True)
     cut_rows = cut_rows[~_contains_any(trace, cut_rows, blocking_calls(trace))]  # a sync's wait stays
-    base, n = median_step(trace), len(find_steps(trace))
-    step = _replayed_step(trace, cut=_cut_of(trace, cut_rows), count=n)
+    base, n = _base_step(trace, host_cost), len(find_steps(trace))
+    step = _replayed_step(trace, host_cost=host_cost, cut=_cut_of(trace, cut_rows), count=n)
     return WhatIf("cuda_graphs", base, step, 1.0, (
         "the ops that launch GPU work cost the host nothing (one graph launch per step); data loading, syncs and "
         "Python between the ops stay; kernels unchanged",))
 
 
-def set_to_none(trace: Trace) -> WhatIf | None:
+def set_to_none(trace: Trace, host_cost: HostCost | None = None) -> WhatIf | None:
     """zero_grad(set_to_none=True): no zeroing kernels, no zero_grad host work."""
     zero = _names(trace, ZERO_GRAD, (Kind.USER_ANNOTATION, Kind.CPU_OP))
     if len(zero) == 0:
@@ -216,8 +225,8 @@ def set_to_none(trace: Trace) -> WhatIf | None:
         return None
     dur = trace.events.dur[gpu].astype(np.float64)
     dur[inside] = 0.0
-    base, n = median_step(trace), len(find_steps(trace))
-    step = _replayed_step(trace, rows=gpu, new_dur=dur, cut=_cut_of(trace, zero), count=n)
+    base, n = _base_step(trace, host_cost), len(find_steps(trace))
+    step = _replayed_step(trace, host_cost=host_cost, rows=gpu, new_dur=dur, cut=_cut_of(trace, zero), count=n)
     return WhatIf("set_to_none", base, step, 1.0, (f"{int(inside.sum())} zeroing kernels and zero_grad's host time "
                                                    "removed",))
 
