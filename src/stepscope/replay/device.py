@@ -52,8 +52,8 @@ class DeviceOps:
         place[order] = np.arange(len(order))
         dep = self.dep[order]
         in_order = self.stream[order]
-        return Walk(index=order.tolist(), place=place.tolist(), latency=self.latency[order].tolist(),
-                    prev=self.prev[order].tolist(), gap=self.gap[order].tolist(), dep=dep.tolist(),
+        return Walk(index=order.tolist(), place=place.tolist(), prev=self.prev[order].tolist(),
+                    gap=self.gap[order].tolist(), dep=dep.tolist(),
                     dep_done=(place[np.maximum(dep, 0)] < np.arange(len(order))).tolist(),
                     dep_end=self.end[np.maximum(dep, 0)].tolist(), delay=self.delay[order].tolist(),
                     streams=tuple(np.flatnonzero(in_order == s) for s in dict.fromkeys(in_order.tolist())))
@@ -66,8 +66,8 @@ class Walk:
 
     index: list[int]  # the activity at each place of the order
     place: list[int]  # each activity's place in it
-    latency: list[int]  # from here on, each at its place: DeviceOps' fields of that name
-    prev: list[int]
+    prev: list[int]  # from here on, each at its place: DeviceOps' fields of that name (not the latency: the
+    # replay adds it to the launch times at once)
     gap: list[int]
     dep: list[int]
     dep_done: list[bool]  # the dependency comes earlier in the order (else its measured end stands in)

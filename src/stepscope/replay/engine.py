@@ -75,22 +75,23 @@ def _simulate(ops: DeviceOps, dur: np.ndarray, launch_at: np.ndarray, waits: _Wa
     walk = ops.walk
     n = len(ops)
     new_start, new_end = [0.0] * n, [0.0] * n
-    at_launch, length = launch_at[ops.order].tolist(), dur[ops.order].tolist()
+    # When each activity could start but for what it waits on: its launch plus the launch latency, at once.
+    at_launch, length = (launch_at[ops.order] + ops.latency[ops.order]).tolist(), dur[ops.order].tolist()
     w_start, w_end = wait_start.tolist(), wait_end.tolist()
     # The waits each activity comes after (those that began before its launch), counted at once: keys rise in order.
     due = np.searchsorted(waits.start, ops.key[ops.order], side="left")
     # How many activities are done when each wait comes.
     done_at = np.searchsorted(due, np.arange(len(w_start)), side="right").tolist()
     c, shift = 0, state.shift
-    for i, upto, at, latency, p, gap, d, d_done, d_end, delay, took in zip(
-            walk.index, due.tolist(), at_launch, walk.latency, walk.prev, walk.gap, walk.dep, walk.dep_done,
-            walk.dep_end, walk.delay, length, strict=True):
+    for i, upto, at, p, gap, d, d_done, d_end, delay, took in zip(
+            walk.index, due.tolist(), at_launch, walk.prev, walk.gap, walk.dep, walk.dep_done, walk.dep_end,
+            walk.delay, length, strict=True):
         if c < upto:
             while c < upto:
                 _wait(state, waits, c, w_start[c], w_end[c], done_at[c], ops, new_start, new_end, host_speed)
                 c += 1
             shift = state.shift
-        at = at + shift + latency
+        at += shift
         if p >= 0 and (after := new_end[p] + gap) > at:
             at = after
         if d >= 0:  # not replayed yet (launched later than this one): its measured end stands in
