@@ -79,3 +79,20 @@ def test_a_program_that_ends_in_the_recorded_passs_warmup_keeps_the_timing_trace
     notes = json.loads((out / "report.json").read_text())["notes"]
     assert any("ended 4 step(s) before the recorded pass could finish" in n and "--no-timing-pass" in n
                for n in notes), notes
+
+
+def test_a_program_that_ends_in_the_step_between_the_passes_keeps_the_timing_trace(
+        tmp_path: Path, capfd: pytest.CaptureFixture[str]) -> None:
+    """The timing pass ends with step 7, the program's last: the recorded pass, due to start at the end of step 8,
+    never does (the session closes a window waiting between its passes), and the timing trace is the run's,
+    calibrated at the end."""
+    script = write(tmp_path / "train.py", TRAIN)
+    out = tmp_path / "run"
+    code, _, err = run(capfd, "--out", out, "--skip", "3", "--warmup", "1", "--steps", "4", script, "--n", "8")
+    assert code == 0, err
+    assert [int(s.split("#")[1]) for s in profiler_steps(out)] == [4, 5, 6, 7]
+    assert not (out / "timing.json.gz").exists()
+    assert json.loads((out / "calibration.json").read_text())["record_shapes"] is False
+    # The window: 5 timing boundaries, 1 to start the recorded pass, 5 of it (11); the program ran the first 5.
+    notes = json.loads((out / "report.json").read_text())["notes"]
+    assert any("ended 6 step(s) before the recorded pass could finish" in n for n in notes), notes
