@@ -40,6 +40,8 @@ class Cycle:
     def step_phase(self) -> str:
         """How the step that is now running is timed."""
         w = self.window
+        if self.phase == WINDOW and w is not None and w.waiting:
+            return "between passes"  # unprofiled, but just after a profiler ran: no reference step
         if self.phase != WINDOW or w is None or not w.running:
             return "unprofiled"
         if not w.recording and w.recorded == 0 and w.timing is not None and w.timing.recording:
