@@ -96,3 +96,22 @@ def test_a_program_that_ends_in_the_step_between_the_passes_keeps_the_timing_tra
     # The window: 5 timing boundaries, 1 to start the recorded pass, 5 of it (11); the program ran the first 5.
     notes = json.loads((out / "report.json").read_text())["notes"]
     assert any("ended 6 step(s) before the recorded pass could finish" in n for n in notes), notes
+
+
+@pytest.mark.parametrize("reference", ["0", "5"])
+def test_the_meter_sees_the_steps_after_the_window_as_unprofiled(
+        tmp_path: Path, capfd: pytest.CaptureFixture[str], reference: str) -> None:
+    """The calibration runs at the boundary after the window, or, when nothing is left to mark one (`--full` with no
+    reference steps: the step hooks go with the capture), once the program has ended. Either way the meter's profiled
+    steps end where the window and the calibration did: the program's 40 steps go on unprofiled after them, and the
+    meter counts them as steps after the window (a calibration left to the end once marked them all profiled)."""
+    script = write(tmp_path / "train.py", TRAIN)
+    out = tmp_path / "run"
+    code, _, err = run(capfd, "--out", out, "--full", "--reference-steps", reference, "--skip", "3", "--warmup", "0",
+                       "--steps", "2", script, "--n", "40")
+    assert code == 0, err
+    meter = json.loads((out / "meter.json").read_text())
+    first, last = meter["profiled"]
+    # Steps 3-4 timing, 5 between, 6-7 recorded; the calibration at the end of step 8 (the settle step), or after 40.
+    assert first <= 4 and last <= 10, meter["profiled"]
+    assert (out / "calibration.json").exists()

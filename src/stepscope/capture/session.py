@@ -84,7 +84,7 @@ class CaptureSession:
         self._closed = False
         # Profiler work due after a window stopped (its calibration, the meter told): never in the boundary that
         # stopped it, where ranges it recorded are still open (capture/window.py says why); at the next one.
-        self._after_stop: Callable[[], None] | None = None
+        self._after_stop: Callable[[bool], None] | None = None  # called with whether the program has ended
         self._calibrating = False
         # The step meter (capture/meter): told when a profiler runs, and of the marks only a session hears
         # (stepscope.step(), the trainer callbacks); it measures every step, before, during and after the window.
@@ -166,14 +166,15 @@ class CaptureSession:
             self._finish()
             self.stop_requested = self.stop_when_done
 
-    def _run_after_stop(self, t_enter: int) -> int:
-        """Run the work left by a window that stopped at an earlier boundary; when the next step's time starts."""
+    def _run_after_stop(self, t_enter: int, *, ended: bool = False) -> int:
+        """Run the work left by a window that stopped at an earlier boundary (or at the end, `ended`); when the next
+        step's time starts."""
         if self._after_stop is None:
             return t_enter
         with self._lock:
             work, self._after_stop = self._after_stop, None
             if work is not None:
-                work()
+                work(ended)
         return time.perf_counter_ns()
 
     def _boundary(self, completed: int, t_enter: int, t_resume: int) -> bool:
@@ -289,14 +290,21 @@ class CaptureSession:
             calibrate = self.spec.calibrate
         c.window_end = completed
         c.phase = REFERENCE if self.spec.reference_steps > 0 else DONE
-        # The step after the window settles (SETTLE_STEPS >= 1): its boundary calibrates, before the reference.
-        self._after_stop = lambda: self._after_window(c, calibrate)
-
-    def _after_window(self, c: Cycle, calibrate: bool) -> None:
-        if calibrate:
-            self._calibrate(c)
         if self.meter is not None:
-            self.meter.profiler_stopped()  # after the export and the calibration: both ran a profiler
+            self.meter.profiler_stopped()  # after the export
+        # The step after the window settles (SETTLE_STEPS >= 1): its boundary calibrates, before the reference.
+        if calibrate:
+            self._after_stop = lambda ended: self._after_window(c, ended)
+
+    def _after_window(self, c: Cycle, ended: bool) -> None:
+        """The calibration: at a boundary, a profiler span of its own for the meter (the step it falls in is no plain
+        step); at the program's end there is no step left to spoil."""
+        meter = self.meter if not ended else None
+        if meter is not None:
+            meter.profiler_started()
+        self._calibrate(c)
+        if meter is not None:
+            meter.profiler_stopped()
 
     def _calibrate(self, c: Cycle) -> None:
         assert c.window is not None
@@ -346,7 +354,7 @@ class CaptureSession:
         with self._lock:
             if not self._closed:
                 self._closed = True
-                self._run_after_stop(0)  # the program's frames have unwound: no range of the window is open
+                self._run_after_stop(0, ended=True)  # the program's frames have unwound: no range of the window is open
                 w = self.cycle.window
                 if w is not None and (w.running or w.waiting):
                     self._tell_ended()
