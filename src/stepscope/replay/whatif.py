@@ -77,8 +77,11 @@ def _replayed_step(trace: Trace, count: int | None = None, **change: Any) -> flo
 
 def _base_step(trace: Trace, host_cost: HostCost | None) -> float:
     """The step the change is measured against: the trace's, or with `host_cost` (a profiler's cost per event taken
-    out of the host, in the same replay as the change) the trace replayed with that alone."""
-    return median_step(trace) if host_cost is None else _replayed_step(trace, host_cost=host_cost)
+    out of the host, in the same replay as the change) the trace replayed with that alone, once per trace and cost
+    (the device-side what-ifs share it)."""
+    if host_cost is None:
+        return median_step(trace)
+    return trace.derived(("whatif.base_step", host_cost), lambda: _replayed_step(trace, host_cost=host_cost))
 
 
 def _on_path(trace: Trace) -> np.ndarray:
