@@ -152,7 +152,8 @@ class _Pass:
 
 class ProfilerWindow:
     """Started at step `first_step`; `step()` at each boundary. With a `timing_path`, a timing pass records the
-    steps first with minimal settings; the recorded pass (the spec's settings) follows at once."""
+    steps first with minimal settings; the recorded pass (the spec's settings) starts at the boundary after the
+    timing pass stopped (the module's docstring says why)."""
 
     def __init__(self, spec: CaptureOptions, first_step: int, trace_path: Path,
                  timing_path: Path | None = None, *, deferred: bool = False) -> None:
