@@ -215,14 +215,16 @@ def _changed(before: np.ndarray, after_mean: float | None) -> float | None:
 
 
 def _warming(values: np.ndarray) -> float | None:
-    """first half's mean / second half's - 1 when the steps still got faster beyond WARMING and their own spread (the
-    half-range of the second half's middle 80%: ~2.2 standard errors of the halves' difference for six steps each).
-    A first half left out wrongly costs only steps; one kept wrongly biases the headline (1 ms steps still settling
-    over their first dozen put it 8% above the plain step)."""
+    """first half's median / second half's - 1 when the steps still got faster beyond WARMING and their own spread
+    (the half-range of the second half's middle 80%). Medians, not means: one step that overshot (a 4 ms sleep that
+    woke 1.6 ms late on a busy machine) moves a mean of three steps by 13% and would read as warming; a settling moves
+    most of the first half's steps, so it moves its median too. A first half left out wrongly costs only steps; one
+    kept wrongly biases the headline (1 ms steps still settling over their first dozen put it 8% above the plain
+    step)."""
     n = len(values) // 2
     if n < 2:
         return None
-    first, second = float(values[:n].mean()), float(values[-n:].mean())
+    first, second = float(np.median(values[:n])), float(np.median(values[-n:]))
     spread = float(np.percentile(values[-n:], 90) - np.percentile(values[-n:], 10)) / 2 / second if second > 0 else 0
     change = first / second - 1 if second > 0 else 0.0
     return round(change, 4) if change > max(WARMING, spread) else None
