@@ -195,7 +195,9 @@ def test_the_profiler_waits_for_steps_that_still_get_faster(tmp_path: Path) -> N
     assert f"the profiler started after {first_profiled} steps, not --skip 10" in text
     meter = report["meter"]
     assert 4000 <= meter["step_us"] <= 6500  # the steady 4 ms (sleeps ran 5.6 ms on a busy machine), not ~10 ms
-    assert meter["warming"] is None
+    # Not the fall from 30 ms (the steps before 9 are >= 25% slower than the ones after): at most the jitter of
+    # 4 ms sleeps on a loaded machine, which moves the median of three steps by a few percent (0.06 seen once).
+    assert meter["warming"] is None or meter["warming"] < 0.10
 
 
 FAST_STEPS = """
