@@ -149,8 +149,9 @@ def examples(rounds: int, only: list[str] | None) -> None:
 
 def in_process(rounds: int, steps: int = 300) -> None:
     """The meter's cost per step in this process, on the MLP workload (the most hooks per µs of step): segments
-    of `steps` steps with the meter on and off, alternating, each segment's median step on the thread's CPU clock
-    (another process's load moves it less than the wall clock); the median of the paired differences."""
+    of `steps` steps plain, with the meter's C hooks and with its Python hooks, in an order that rotates each round,
+    each segment's median step on the thread's CPU clock (another process's load moves it less than the wall clock);
+    the median of the paired differences."""
     sys.path.insert(0, str(WORKLOADS.parent))
     os.environ["OMP_NUM_THREADS"] = "1"
     import time
@@ -159,6 +160,7 @@ def in_process(rounds: int, steps: int = 300) -> None:
     import torch
 
     from stepscope.capture.meter import StepMeter
+    from stepscope.capture.meter.native import OFF_SWITCH, native_hooks
 
     torch.set_num_threads(1)
     model, opt, loader = meter_workloads.build("mlp", 8, 0, False)
@@ -176,7 +178,8 @@ def in_process(rounds: int, steps: int = 300) -> None:
             last = now
         return statistics.median(times)
 
-    def metered(n: int) -> float:
+    def metered(n: int, hooks: str) -> float:
+        os.environ[OFF_SWITCH] = "1" if hooks == "Python" else "0"
         meter = StepMeter(None, live=False).install()
         segment(5)  # the model found, the weaker sources muted
         try:
@@ -184,22 +187,21 @@ def in_process(rounds: int, steps: int = 300) -> None:
         finally:
             meter.remove()
 
+    kinds = ["plain", "Python"] + (["C"] if native_hooks(time.perf_counter_ns) is not None else [])
     segment(steps)
-    diffs, plains = [], []
-    for i in range(rounds):
-        if i % 2:  # the order alternates: what runs second pays for what the first left (caches, the heap)
-            a = segment(steps)
-            b = metered(steps)
-        else:
-            b = metered(steps)
-            a = segment(steps)
-        diffs.append(b - a)
-        plains.append(a)
-    cost, plain_step = statistics.median(diffs), statistics.median(plains)
-    low, _, high = statistics.quantiles(diffs, n=4)
-    print(f"in process, MLP batch 8: plain {plain_step / 1e3:.0f} µs per step; the meter {cost / 1e3:+.1f} µs per step "
-          f"(quartiles {low / 1e3:+.1f}..{high / 1e3:+.1f}) = {cost / plain_step:+.2%}, median of {rounds} paired "
-          f"segments of {steps} steps")
+    times: dict[str, list[float]] = {kind: [] for kind in kinds}
+    for i in range(rounds):  # the order rotates: what runs next pays for what ran before (caches, the heap)
+        for kind in kinds[i % len(kinds):] + kinds[:i % len(kinds)]:
+            times[kind].append(segment(steps) if kind == "plain" else metered(steps, kind))
+    plain_step = statistics.median(times["plain"])
+    print(f"in process, MLP batch 8: plain {plain_step / 1e3:.0f} µs per step, median of {rounds} rounds of "
+          f"{steps}-step segments")
+    for kind in kinds[1:]:
+        diffs = [m - p for m, p in zip(times[kind], times["plain"], strict=True)]
+        cost = statistics.median(diffs)
+        low, _, high = statistics.quantiles(diffs, n=4)
+        print(f"  the meter, {kind} hooks: {cost / 1e3:+.1f} µs per step (quartiles {low / 1e3:+.1f}.."
+              f"{high / 1e3:+.1f}) = {cost / plain_step:+.2%}")
 
 
 def main() -> None:

@@ -38,3 +38,23 @@ def one_torch_thread():
     torch.set_num_threads(1)
     yield
     torch.set_num_threads(before)
+
+
+ON_CI = __import__("os").environ.get("CI", "").lower() not in ("", "0", "false")
+
+
+@pytest.fixture(params=["C hooks", "Python hooks"])
+def hook_set(request, monkeypatch):
+    """Runs a test of the step meter's hooks once with each set: the C hooks (capture/meter/_native.c) and the
+    Python ones they stand in for. Where the C hooks were not built the first is skipped, except under CI (the
+    install there builds them: a skip would leave them untested)."""
+    import time
+
+    from stepscope.capture.meter.native import OFF_SWITCH, native_hooks
+
+    monkeypatch.setenv(OFF_SWITCH, "1" if request.param == "Python hooks" else "0")
+    if request.param == "C hooks" and native_hooks(time.perf_counter_ns) is None:
+        if ON_CI:
+            pytest.fail("the step meter's C hooks (stepscope.capture.meter._native) were not built")
+        pytest.skip("the step meter's C hooks were not built here")
+    return request.param

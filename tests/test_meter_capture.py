@@ -15,6 +15,8 @@ from stepscope.capture.meter import StepMeter  # noqa: E402
 from stepscope.model.meter import meter_from_json  # noqa: E402
 from stepscope.model.runfolder import METER  # noqa: E402
 
+pytestmark = pytest.mark.usefixtures("hook_set")  # each test with the C hooks and with the Python ones
+
 MS = 1_000_000
 DATA_S, FWD_S, BWD_S, OPT_S, SYNC_S, OTHER_S = 0.012, 0.008, 0.010, 0.004, 0.006, 0.005
 

@@ -12,6 +12,8 @@ from torch.optim.optimizer import _global_optimizer_post_hooks, _global_optimize
 from stepscope.capture.hooks import StepHooks
 from stepscope.capture.meter import StepMeter
 
+pytestmark = pytest.mark.usefixtures("hook_set")  # each test with the C hooks and with the Python ones
+
 
 class Marks:
     """Stands in for the capture session: the marks the step detection reports."""

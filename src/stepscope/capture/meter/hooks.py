@@ -18,6 +18,7 @@ from typing import Any, Protocol
 from stepscope.capture.guard import PID, tracing_checks
 from stepscope.capture.meter import phases
 from stepscope.capture.meter.device import DeviceTimer
+from stepscope.capture.meter.native import native_hooks
 from stepscope.capture.meter.phases import BACKWARD, DATA, FORWARD, OPTIMIZER, SYNC, PhaseClock
 from stepscope.capture.model_forward import watch_forward
 
@@ -49,6 +50,21 @@ class Meter(Protocol):
 # each reads the meter's thread and clock from its closure, appends an event (`time << SHIFT | code`: one C call) and
 # leaves the bookkeeping to the replay (capture/meter/phases.py, bulk.py), about once a second. The tail that marks a
 # step and replays when due is written out in each hook, not shared: a call is exactly what it would cost.
+# The data fetch, the backward pass and the optimizer's hooks run in C where it was built (`_native.c`, native.py):
+# the same events, from the same state; the model's forward and the syncs stay Python (torch.compile traces them).
+
+
+class HookState:
+    """What the Python hooks keep between calls; the C hooks keep the same in `_native.State`."""
+
+    __slots__ = ("batch_pending", "dataset", "optimizer", "optimizer_depth", "other_depth")
+
+    def __init__(self) -> None:
+        self.batch_pending = False  # the main loader yielded a batch whose step has not ended
+        self.dataset: Any = None  # the first dataset to yield marks the steps (not a validation set's): a weakref
+        self.optimizer: Any = None  # the first optimizer to step marks the steps (a GAN has two): a weakref
+        self.optimizer_depth = 0  # optimizer steps running on the training thread, nested
+        self.other_depth = 0  # optimizer steps running on other threads, nested
 
 
 class MeterHooks:
@@ -60,17 +76,15 @@ class MeterHooks:
         self._discovery: list[Any] = []
         self._unwatch: Any = None  # stops watching the model's calls (capture/model_forward.py)
         self._depth = 0
-        self._optimizer: Any = None  # the first optimizer to step marks the steps (a GAN has two)
-        self._optimizer_depth = 0
-        self._dataset: Any = None  # the first dataset to yield marks the steps (not a validation set's)
-        self._batch_pending = False
+        self.state: Any = HookState()  # or the C hooks' _native.State
+        self.native: Any = None  # the C hooks' module, when they run
+        self._muted_seen: set[str] | None = None
         self.model_found = False
         # The capture's step detection (capture/hooks.py) hears of optimizer steps and backward passes from these
         # hooks instead of hooking the same points again (a second layer cost ~13 µs a step): the session's `mark`.
         # A training loop on another thread is not measured, but its steps are still relayed.
         self.relay_optimizer: Callable[[str], None] | None = None
         self.relay_backward: Callable[[str], None] | None = None
-        self._other_depth = 0  # optimizer steps running on other threads, nested
 
     # -- install / remove ------------------------------------------------------------------------------
 
@@ -79,9 +93,21 @@ class MeterHooks:
         from torch.optim.optimizer import register_optimizer_step_post_hook, register_optimizer_step_pre_hook
         from torch.utils.data.dataloader import _BaseDataLoaderIter
 
-        self._patch(_BaseDataLoaderIter, "__next__", self._next_wrapper)
-        self._patch(torch.autograd, "backward", self._backward_wrapper)
-        before, after = self._optimizer_hooks()
+        native = native_hooks(self.meter.clock.clock)
+        if native is not None:
+            state = self.state = native.State(self.meter.clock.events, self.meter.catch_up, self._pin,
+                                              self._other_thread_step, *tracing_checks())
+            state.pid, state.thread, self.native = self.meter.pid, self.meter.thread, native
+            self.mirror()
+            self._patch(_BaseDataLoaderIter, "__next__", lambda original: _wraps(
+                native.data_next(state, original, DATA), original))
+            self._patch(torch.autograd, "backward", lambda original: _wraps(native.timed(
+                state, original, BACKWARD, source=MARK_BACKWARD - MARK, marks_device=True, relays=True), original))
+            before, after = native.optimizer_hooks(state)
+        else:
+            self._patch(_BaseDataLoaderIter, "__next__", self._next_wrapper)
+            self._patch(torch.autograd, "backward", self._backward_wrapper)
+            before, after = self._optimizer_hooks()
         self._handles += [register_optimizer_step_pre_hook(before), register_optimizer_step_post_hook(after)]
         self._discovery = [
             torch.nn.modules.module.register_module_forward_pre_hook(self._on_any_forward),
@@ -108,6 +134,22 @@ class MeterHooks:
                     delattr(owner, name)  # the method was inherited (Tensor.item from TensorBase)
         self._patches = []
 
+    def relay(self, optimizer: Callable[[str], None] | None, backward: Callable[[str], None] | None) -> None:
+        self.relay_optimizer, self.relay_backward = optimizer, backward
+        if self.native is not None:
+            self.state.relay_optimizer, self.state.relay_backward = optimizer, backward
+
+    def mirror(self) -> None:
+        """The meter's due times, muted sources and device, into the C hooks' state (the Python hooks read them
+        from the meter): after each replay and each boundary the meter is told of."""
+        if self.native is None:
+            return
+        meter, state = self.meter, self.state
+        state.due, state.mark_due, state.device = meter.due, meter.mark_due, meter.device
+        if meter.muted is not self._muted_seen:  # the meter replaces the set when it changes
+            self._muted_seen = meter.muted
+            state.muted = sum(1 << i for i, source in enumerate(HOOKED) if source in meter.muted)
+
     def _patch(self, owner: Any, name: str, make: Any) -> None:
         owned = name in owner.__dict__
         original = getattr(owner, name)
@@ -119,18 +161,18 @@ class MeterHooks:
 
     def _next_wrapper(self, original: Any) -> Any:
         hooks, meter, thread, pid, get_ident = self, self.meter, self.meter.thread, self.meter.pid, threading.get_ident
-        clock, push = self.meter.clock.clock, self.meter.clock.push
+        clock, push, state = self.meter.clock.clock, self.meter.clock.push, self.state
 
         @functools.wraps(original)
         def __next__(iterator: Any) -> Any:
             if PID[0] != pid or get_ident() != thread:
                 return original(iterator)
             dataset = getattr(iterator, "_dataset", None)  # the main loader's, pinned on its first batch: inline
-            pinned = hooks._dataset() if hooks._dataset is not None else None
+            pinned = state.dataset() if state.dataset is not None else None
             main = dataset is pinned if pinned is not None else hooks._pin(iterator, dataset)
             t = clock()
-            if main and hooks._batch_pending:  # a fetch after a yielded batch ends that batch's step
-                hooks._batch_pending = False
+            if main and state.batch_pending:  # a fetch after a yielded batch ends that batch's step
+                state.batch_pending = False
                 if "dataloader" not in meter.muted:
                     push(t << SHIFT | MARK_DATALOADER)
                     if t >= meter.mark_due:
@@ -144,7 +186,7 @@ class MeterHooks:
                 if t >= meter.due:
                     meter.catch_up()
             if main:
-                hooks._batch_pending = True
+                state.batch_pending = True
             return batch
 
         return __next__
@@ -152,9 +194,9 @@ class MeterHooks:
     def _pin(self, iterator: Any, dataset: Any) -> bool:
         """The first dataset to yield is the main one (not a validation set): its batches are steps."""
         try:
-            self._dataset = weakref.ref(dataset)
+            self.state.dataset = weakref.ref(dataset)
         except TypeError:
-            self._dataset = lambda d=dataset: d
+            self.state.dataset = lambda d=dataset: d
         self.meter.num_workers = getattr(iterator, "_num_workers", None)
         return True
 
@@ -201,16 +243,16 @@ class MeterHooks:
     # twice, nested. Only the outermost call is the optimizer step.
     def _optimizer_hooks(self) -> tuple[Any, Any]:
         hooks, meter, thread, pid, get_ident = self, self.meter, self.meter.thread, self.meter.pid, threading.get_ident
-        clock, push = self.meter.clock.clock, self.meter.clock.push
+        clock, push, state = self.meter.clock.clock, self.meter.clock.push, self.state
 
         def before(optimizer: Any, args: Any, kwargs: Any) -> None:
             if PID[0] != pid:
                 return
             if get_ident() != thread:
-                hooks._other_depth += 1
+                state.other_depth += 1
                 return
-            hooks._optimizer_depth += 1
-            if hooks._optimizer_depth == 1:
+            state.optimizer_depth += 1
+            if state.optimizer_depth == 1:
                 push(clock() << SHIFT | (ENTER + OPTIMIZER))
                 if meter.device is not None:
                     meter.device.mark(OPTIMIZER)
@@ -221,14 +263,14 @@ class MeterHooks:
             if get_ident() != thread:
                 hooks._other_thread_step(optimizer)
                 return
-            hooks._optimizer_depth = depth = max(hooks._optimizer_depth - 1, 0)
+            state.optimizer_depth = depth = max(state.optimizer_depth - 1, 0)
             if depth:
                 return
             t = clock()
             push(t << SHIFT | (LEAVE + OPTIMIZER))
-            pinned = hooks._optimizer() if hooks._optimizer is not None else None
+            pinned = state.optimizer() if state.optimizer is not None else None
             if pinned is None:
-                hooks._optimizer, pinned = weakref.ref(optimizer), optimizer
+                state.optimizer, pinned = weakref.ref(optimizer), optimizer
             if optimizer is not pinned:
                 return
             if "optimizer" not in meter.muted:
@@ -246,17 +288,18 @@ class MeterHooks:
     def _other_thread_step(self, optimizer: Any) -> None:
         """An optimizer step on another thread: not measured; relayed when it is the outermost call of the pinned
         optimizer (the first to step, on any thread)."""
-        self._other_depth = max(self._other_depth - 1, 0)
-        if self._other_depth or self.relay_optimizer is None:
+        state = self.state
+        state.other_depth = max(state.other_depth - 1, 0)
+        if state.other_depth or self.relay_optimizer is None:
             return
-        pinned = self._optimizer() if self._optimizer is not None else None
+        pinned = state.optimizer() if state.optimizer is not None else None
         if pinned is None:
-            self._optimizer, pinned = weakref.ref(optimizer), optimizer
+            state.optimizer, pinned = weakref.ref(optimizer), optimizer
         if optimizer is pinned:
             self.relay_optimizer("optimizer")
 
     def pinned_optimizer(self) -> Any:
-        return self._optimizer() if self._optimizer is not None else None
+        return self.state.optimizer() if self.state.optimizer is not None else None
 
     def _sync_wrapper(self, original: Any) -> Any:
         """`original` (a call that blocks on the device) charged to SYNC on the training thread (not while
@@ -331,3 +374,8 @@ class MeterHooks:
                     meter.catch_up()
 
         return before, after
+
+
+def _wraps(wrapper: Any, original: Any) -> Any:
+    """A C hook given the wrapped function's name, doc and `__wrapped__` (what functools.wraps gives a Python one)."""
+    return functools.update_wrapper(wrapper, original)

@@ -104,7 +104,7 @@ class StepMeter:
         step detection, instead of a second layer of hooks); False when the meter's hooks are not installed."""
         if self._hooks is None:
             return False
-        self._hooks.relay_optimizer, self._hooks.relay_backward = optimizer, backward
+        self._hooks.relay(optimizer, backward)
         return True
 
     def pinned_optimizer(self) -> object | None:
@@ -134,11 +134,15 @@ class StepMeter:
         self.due = self._last_write + WRITE_EVERY_NS
         log = self.logs.get(self.leading) if self.leading is not None else None
         self.mark_due = self.due if self.device is None and log is not None and log.count > SETTLED else 0
+        if self._hooks is not None:
+            self._hooks.mirror()
 
     def boundary(self, source: str) -> None:
         """A step of `source` has just ended: a mark the hooks do not see (stepscope.step(), a trainer callback)."""
         self.catch_up()
         self._boundary(source, None)
+        if self._hooks is not None:
+            self._hooks.mirror()  # the boundary may have muted weaker sources or found the device
 
     def _replayed(self, np: object, done: Replayed) -> None:
         """A batch replayed in bulk: the settled leading source's steps appended at once, any other marks one by one
