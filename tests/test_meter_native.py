@@ -155,3 +155,26 @@ def test_a_forked_child_is_not_measured(native, tmp_path) -> None:  # type: igno
         assert appended == 0
     finally:
         meter.remove()
+
+
+@pytest.mark.parametrize("hook_set", ["C hooks"], indirect=True)
+def test_a_hook_whose_state_lost_its_members_still_calls_through(native) -> None:  # type: ignore[no-untyped-def]
+    # What the collector clears at interpreter exit, or a member deleted from Python, reads as None: the hook does
+    # less, and never reads freed memory (a crash in the user's process).
+    events: list[int] = []
+    state = native.State(events, lambda: None, lambda iterator, dataset: True, lambda optimizer: None)
+    timed = native.timed(state, lambda x, *, y: x + y, 2, source=2, marks_device=True, relays=True)
+    before, after = native.optimizer_hooks(state)
+    assert timed(1, y=2) == 3 and len(events) == 3  # enter, leave, mark
+    for name in ("device", "relay_backward", "relay_optimizer", "dataset", "optimizer"):
+        delattr(state, name)
+    assert timed(1, y=2) == 3 and len(events) == 6
+    lin = torch.nn.Linear(1, 1)
+    opt = torch.optim.SGD(lin.parameters(), lr=0.1)
+    assert before(opt, (), {}) is None and after(opt, (), {}) is None and len(events) == 9  # enter, leave, mark
+    fetch = native.data_next(state, lambda iterator: 42, 0)
+
+    class Iterator:
+        _dataset = None
+
+    assert fetch(Iterator()) == 42 and len(events) == 11  # enter, leave: the first batch ends no step

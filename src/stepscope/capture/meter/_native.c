@@ -26,6 +26,10 @@
 #define SOURCE_DATALOADER 0
 #define SOURCE_OPTIMIZER 3
 
+/* A reference the collector cleared (tp_clear, at interpreter exit) or a member deleted from Python reads as None:
+ * a hook then does less, never dereferences NULL. */
+#define ABSENT(o) ((o) == NULL || (o) == Py_None)
+
 static long current_pid;  /* renewed in a forked child: a hook acts only in the process that installed it */
 static PyObject *str_dataset, *str_mark, *str_flag, *str_backward, *str_optimizer;
 
@@ -132,6 +136,7 @@ static PyTypeObject StateType = {
 static inline int here(State *s) { return current_pid == s->pid && PyThread_get_thread_ident() == s->thread; }
 
 static inline int push(State *s, long long t, int code) {
+    if (s->events == NULL) return 0;
     PyObject *event = PyLong_FromLongLong((t << SHIFT) | code);
     if (event == NULL) return -1;
     int failed = PyList_Append(s->events, event);
@@ -140,6 +145,7 @@ static inline int push(State *s, long long t, int code) {
 }
 
 static int call_discarding(PyObject *callable, PyObject *arg) {
+    if (ABSENT(callable)) return 0;
     PyObject *result = arg == NULL ? PyObject_CallNoArgs(callable) : PyObject_CallOneArg(callable, arg);
     if (result == NULL) return -1;
     Py_DECREF(result);
@@ -147,7 +153,7 @@ static int call_discarding(PyObject *callable, PyObject *arg) {
 }
 
 static int mark_device(State *s, int phase) {
-    if (s->device == Py_None) return 0;
+    if (ABSENT(s->device)) return 0;
     PyObject *p = PyLong_FromLong(phase);
     if (p == NULL) return -1;
     PyObject *result = PyObject_CallMethodOneArg(s->device, str_mark, p);
@@ -170,14 +176,14 @@ static int mark_step(State *s, long long t, int source) {
 
 /* torch.compile or torch.export is tracing the caller: 1, else 0 (-1 on an error). */
 static int tracing(State *s) {
-    if (s->folded != Py_None) {
+    if (!ABSENT(s->folded)) {
         PyObject *r = PyObject_CallNoArgs(s->folded);
         if (r == NULL) return -1;
         int yes = PyObject_IsTrue(r);
         Py_DECREF(r);
         if (yes) return yes;
     }
-    if (s->flags != Py_None) {
+    if (!ABSENT(s->flags)) {
         PyObject *r = PyObject_GetAttr(s->flags, str_flag);
         if (r == NULL) { PyErr_Clear(); return 0; }
         int yes = PyObject_IsTrue(r);
@@ -223,8 +229,13 @@ static PyObject *wrapper_get(PyObject *self, PyObject *obj, PyObject *type) {
     return PyMethod_New(self, obj);
 }
 
+static PyObject *cleared(void) {
+    PyErr_SetString(PyExc_RuntimeError, "stepscope's step meter hook was cleared (the interpreter is exiting)");
+    return NULL;
+}
+
 static PyObject *relay(PyObject *callable, PyObject *name, PyObject *result) {
-    if (callable != Py_None && call_discarding(callable, name) < 0) {
+    if (call_discarding(callable, name) < 0) {
         Py_DECREF(result);
         return NULL;
     }
@@ -234,7 +245,8 @@ static PyObject *relay(PyObject *callable, PyObject *name, PyObject *result) {
 static PyObject *timed_call(PyObject *self, PyObject *const *args, size_t nargsf, PyObject *kwnames) {
     Wrapper *w = (Wrapper *)self;
     State *s = w->state;
-    if (current_pid != s->pid) return PyObject_Vectorcall(w->original, args, nargsf, kwnames);
+    if (w->original == NULL) return cleared();
+    if (s == NULL || current_pid != s->pid) return PyObject_Vectorcall(w->original, args, nargsf, kwnames);
     int traced = tracing(s);
     if (traced < 0) return NULL;
     if (traced) return PyObject_Vectorcall(w->original, args, nargsf, kwnames);
@@ -265,16 +277,19 @@ static PyObject *timed_call(PyObject *self, PyObject *const *args, size_t nargsf
 static PyObject *data_call(PyObject *self, PyObject *const *args, size_t nargsf, PyObject *kwnames) {
     Wrapper *w = (Wrapper *)self;
     State *s = w->state;
-    if (PyVectorcall_NARGS(nargsf) != 1 || kwnames != NULL || !here(s))
+    if (w->original == NULL) return cleared();
+    if (s == NULL || PyVectorcall_NARGS(nargsf) != 1 || kwnames != NULL || !here(s))
         return PyObject_Vectorcall(w->original, args, nargsf, kwnames);
     PyObject *iterator = args[0];
     PyObject *dataset = PyObject_GetAttr(iterator, str_dataset);  /* the main loader's, pinned on its first batch */
     if (dataset == NULL) { PyErr_Clear(); dataset = Py_NewRef(Py_None); }
-    PyObject *pinned = s->dataset == Py_None ? Py_NewRef(Py_None) : PyObject_CallNoArgs(s->dataset);
+    PyObject *pinned = ABSENT(s->dataset) ? Py_NewRef(Py_None) : PyObject_CallNoArgs(s->dataset);
     if (pinned == NULL) { Py_DECREF(dataset); return NULL; }
     int main;
     if (pinned != Py_None) {
         main = dataset == pinned;
+    } else if (ABSENT(s->pin)) {
+        main = 0;
     } else {
         PyObject *r = PyObject_CallFunctionObjArgs(s->pin, iterator, dataset, NULL);
         main = r == NULL ? -1 : PyObject_IsTrue(r);
@@ -370,7 +385,7 @@ static void hook_dealloc(OptimizerHook *h) {
  * twice, nested. Only the outermost call is the optimizer step. */
 static PyObject *before_step(PyObject *self, PyObject *const *args, size_t nargsf, PyObject *kwnames) {
     State *s = ((OptimizerHook *)self)->state;
-    if (current_pid != s->pid) Py_RETURN_NONE;
+    if (s == NULL || current_pid != s->pid) Py_RETURN_NONE;
     if (PyThread_get_thread_ident() != s->thread) { s->other_depth += 1; Py_RETURN_NONE; }
     s->optimizer_depth += 1;
     if (s->optimizer_depth == 1) {
@@ -382,7 +397,7 @@ static PyObject *before_step(PyObject *self, PyObject *const *args, size_t nargs
 
 static PyObject *after_step(PyObject *self, PyObject *const *args, size_t nargsf, PyObject *kwnames) {
     State *s = ((OptimizerHook *)self)->state;
-    if (PyVectorcall_NARGS(nargsf) < 1 || current_pid != s->pid) Py_RETURN_NONE;
+    if (s == NULL || PyVectorcall_NARGS(nargsf) < 1 || current_pid != s->pid) Py_RETURN_NONE;
     PyObject *optimizer = args[0];
     if (PyThread_get_thread_ident() != s->thread) {
         if (call_discarding(s->other_thread_step, optimizer) < 0) return NULL;
@@ -392,19 +407,19 @@ static PyObject *after_step(PyObject *self, PyObject *const *args, size_t nargsf
     if (s->optimizer_depth) Py_RETURN_NONE;
     long long t = now_ns();
     if (push(s, t, LEAVE + OPTIMIZER_PHASE) < 0) return NULL;
-    PyObject *pinned = s->optimizer == Py_None ? Py_NewRef(Py_None) : PyObject_CallNoArgs(s->optimizer);
+    PyObject *pinned = ABSENT(s->optimizer) ? Py_NewRef(Py_None) : PyObject_CallNoArgs(s->optimizer);
     if (pinned == NULL) return NULL;
     if (pinned == Py_None) {  /* the first optimizer to step marks the steps (a GAN has two) */
         PyObject *ref = PyWeakref_NewRef(optimizer, NULL);
         if (ref == NULL) { Py_DECREF(pinned); return NULL; }
-        Py_SETREF(s->optimizer, ref);
+        Py_XSETREF(s->optimizer, ref);
         Py_SETREF(pinned, Py_NewRef(optimizer));
     }
     int mine = pinned == optimizer;
     Py_DECREF(pinned);
     if (!mine) Py_RETURN_NONE;
     if (mark_step(s, t, SOURCE_OPTIMIZER) < 0) return NULL;
-    if (s->relay_optimizer != Py_None && call_discarding(s->relay_optimizer, str_optimizer) < 0) return NULL;
+    if (call_discarding(s->relay_optimizer, str_optimizer) < 0) return NULL;
     Py_RETURN_NONE;
 }
 
