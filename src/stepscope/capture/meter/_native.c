@@ -234,6 +234,22 @@ static PyObject *cleared(void) {
     return NULL;
 }
 
+/* The phase left at t, after `result` came back (NULL: the call raised; its exception is kept unless leaving fails),
+ * and with `replay` the replay too when it is due. Returns `result`, or NULL with an error set. */
+static PyObject *left(State *s, long long t, int phase, int replay, PyObject *result) {
+    PyObject *type = NULL, *value = NULL, *tb = NULL;
+    if (result == NULL) PyErr_Fetch(&type, &value, &tb);
+    int failed = push(s, t, LEAVE + phase);
+    if (!failed && replay && t >= s->due) failed = call_discarding(s->catch_up, NULL);
+    if (result == NULL) {
+        if (failed) { Py_XDECREF(type); Py_XDECREF(value); Py_XDECREF(tb); }
+        else PyErr_Restore(type, value, tb);
+        return NULL;
+    }
+    if (failed) { Py_DECREF(result); return NULL; }
+    return result;
+}
+
 static PyObject *relay(PyObject *callable, PyObject *name, PyObject *result) {
     if (call_discarding(callable, name) < 0) {
         Py_DECREF(result);
@@ -259,18 +275,10 @@ static PyObject *timed_call(PyObject *self, PyObject *const *args, size_t nargsf
     if (w->marks_device && mark_device(s, w->phase) < 0) return NULL;
     PyObject *result = PyObject_Vectorcall(w->original, args, nargsf, kwnames);
     long long t = now_ns();
-    if (result == NULL) {  /* it raised: the phase ends, no step does */
-        PyObject *type, *value, *tb;
-        PyErr_Fetch(&type, &value, &tb);
-        int failed = push(s, t, LEAVE + w->phase);
-        if (failed) { Py_XDECREF(type); Py_XDECREF(value); Py_XDECREF(tb); return NULL; }
-        PyErr_Restore(type, value, tb);
-        return NULL;
-    }
-    if (push(s, t, LEAVE + w->phase) < 0) { Py_DECREF(result); return NULL; }
-    int failed = w->source >= 0 ? mark_step(s, t, w->source)
-                                : (t >= s->due ? call_discarding(s->catch_up, NULL) : 0);
-    if (failed) { Py_DECREF(result); return NULL; }
+    /* A call that marks a step replays at its mark; one that raised ends its phase, never a step. */
+    result = left(s, t, w->phase, w->source < 0, result);
+    if (result == NULL) return NULL;
+    if (w->source >= 0 && mark_step(s, t, w->source) < 0) { Py_DECREF(result); return NULL; }
     return w->relays ? relay(s->relay_backward, str_backward, result) : result;
 }
 
@@ -305,23 +313,10 @@ static PyObject *data_call(PyObject *self, PyObject *const *args, size_t nargsf,
     }
     if (push(s, t, ENTER + w->phase) < 0) return NULL;
     PyObject *batch = PyObject_Vectorcall(w->original, args, nargsf, kwnames);
-    t = now_ns();
-    PyObject *type = NULL, *value = NULL, *tb = NULL;
-    if (batch == NULL) PyErr_Fetch(&type, &value, &tb);  /* StopIteration at an epoch's end, most often */
-    int failed = push(s, t, LEAVE + w->phase);
-    if (!failed && t >= s->due) failed = call_discarding(s->catch_up, NULL);
-    if (batch == NULL) {
-        if (failed) { Py_XDECREF(type); Py_XDECREF(value); Py_XDECREF(tb); return NULL; }
-        PyErr_Restore(type, value, tb);
-        return NULL;
-    }
-    if (failed) { Py_DECREF(batch); return NULL; }
+    batch = left(s, now_ns(), w->phase, 1, batch);  /* NULL: StopIteration at an epoch's end, most often */
+    if (batch == NULL) return NULL;
     if (main) s->batch_pending = 1;
     return batch;
-}
-
-static PyObject *wrapper_call(PyObject *self, PyObject *args, PyObject *kwargs) {
-    return PyVectorcall_Call(self, args, kwargs);
 }
 
 static PyMemberDef wrapper_members[] = {
@@ -344,7 +339,7 @@ static PyTypeObject WrapperType = {
     .tp_dealloc = (destructor)wrapper_dealloc,
     .tp_traverse = (traverseproc)wrapper_traverse,
     .tp_clear = (inquiry)wrapper_clear,
-    .tp_call = wrapper_call,
+    .tp_call = PyVectorcall_Call,
     .tp_descr_get = wrapper_get,
     .tp_dictoffset = offsetof(Wrapper, dict),
     .tp_vectorcall_offset = offsetof(Wrapper, vectorcall),
@@ -423,10 +418,6 @@ static PyObject *after_step(PyObject *self, PyObject *const *args, size_t nargsf
     Py_RETURN_NONE;
 }
 
-static PyObject *hook_call(PyObject *self, PyObject *args, PyObject *kwargs) {
-    return PyVectorcall_Call(self, args, kwargs);
-}
-
 static PyMemberDef hook_members[] = {
     {"__vectorcalloffset__", T_PYSSIZET, offsetof(OptimizerHook, vectorcall), READONLY, NULL},
     {NULL}
@@ -441,7 +432,7 @@ static PyTypeObject OptimizerHookType = {
     .tp_dealloc = (destructor)hook_dealloc,
     .tp_traverse = (traverseproc)hook_traverse,
     .tp_clear = (inquiry)hook_clear,
-    .tp_call = hook_call,
+    .tp_call = PyVectorcall_Call,
     .tp_vectorcall_offset = offsetof(OptimizerHook, vectorcall),
     .tp_members = hook_members,
 };

@@ -97,11 +97,12 @@ class MeterHooks:
         if native is not None:
             state = self.state = native.State(self.meter.clock.events, self.meter.catch_up, self._pin,
                                               self._other_thread_step, *tracing_checks())
+            # The rest (due times, muted sources, the device) the meter mirrors into the state (`mirror`).
             state.pid, state.thread, self.native = self.meter.pid, self.meter.thread, native
-            self.mirror()
-            self._patch(_BaseDataLoaderIter, "__next__", lambda original: _wraps(
+            # Each given the wrapped function's name, doc and __wrapped__, as functools.wraps gives the Python ones.
+            self._patch(_BaseDataLoaderIter, "__next__", lambda original: functools.update_wrapper(
                 native.data_next(state, original, DATA), original))
-            self._patch(torch.autograd, "backward", lambda original: _wraps(native.timed(
+            self._patch(torch.autograd, "backward", lambda original: functools.update_wrapper(native.timed(
                 state, original, BACKWARD, source=MARK_BACKWARD - MARK, marks_device=True, relays=True), original))
             before, after = native.optimizer_hooks(state)
         else:
@@ -374,8 +375,3 @@ class MeterHooks:
                     meter.catch_up()
 
         return before, after
-
-
-def _wraps(wrapper: Any, original: Any) -> Any:
-    """A C hook given the wrapped function's name, doc and `__wrapped__` (what functools.wraps gives a Python one)."""
-    return functools.update_wrapper(wrapper, original)

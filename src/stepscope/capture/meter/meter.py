@@ -86,10 +86,10 @@ class StepMeter:
         self._hooks.install()
         self._read_host()
         # The first of the once-a-second work (the machine's CPU time, the live line, meter.json) a second from now,
-        # not inside the program's first step, where it cost ~0.25 ms on the MLP's 1 ms step (2026-11-28).
+        # not inside the program's first step, where it cost ~0.25 ms on the MLP's 1 ms step (2026-11-28). The
+        # (empty) replay sets the due times from it and tells the hooks.
         self._last_write = self.clock.clock()
-        self.due = self._last_write + WRITE_EVERY_NS
-        self._hooks.mirror()
+        self.catch_up()
         if self._workers is not None:
             self._workers.install()
         return self
