@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import sys
 from pathlib import Path
 
@@ -40,23 +41,34 @@ def one_torch_thread():
     torch.set_num_threads(before)
 
 
-ON_CI = __import__("os").environ.get("CI", "").lower() not in ("", "0", "false")
+# CI services set CI: there a test whose tool is missing fails instead of skipping (the browser, tmux, the C hooks).
+ON_CI = os.environ.get("CI", "").lower() not in ("", "0", "false")
 
 
-@pytest.fixture(params=["C hooks", "Python hooks"])
-def hook_set(request, monkeypatch):
-    """Runs a test of the step meter's hooks once with each set: the C hooks (capture/meter/_native.c) and the
-    Python ones they stand in for. Where the C hooks were not built the first is skipped, except under CI on Linux
-    with a C compiler (the install there builds them: a skip would leave them untested)."""
+def built_native_hooks():  # type: ignore[no-untyped-def]
+    """The step meter's C hooks' module (capture/meter/_native.c), STEPSCOPE_PURE_PYTHON_HOOKS left to the caller.
+    Where they were not built the test is skipped, except under CI on Linux with a C compiler (the install there
+    builds them: a skip would leave them untested)."""
     import shutil
     import time
 
-    from stepscope.capture.meter.native import OFF_SWITCH, native_hooks
+    from stepscope.capture.meter.native import native_hooks
 
-    monkeypatch.setenv(OFF_SWITCH, "1" if request.param == "Python hooks" else "0")
-    if request.param == "C hooks" and native_hooks(time.perf_counter_ns) is None:
+    native = native_hooks(time.perf_counter_ns)
+    if native is None:
         if ON_CI and sys.platform.startswith("linux") and (shutil.which("cc") or shutil.which("gcc")):
             pytest.fail("the step meter's C hooks (stepscope.capture.meter._native) were not built, though this "
                         "machine has a C compiler: see the install's output (`scripts/setup-venv test`)")
         pytest.skip("the step meter's C hooks were not built here (no C compiler, or not Linux)")
+    return native
+
+
+@pytest.fixture(params=["C hooks", "Python hooks"])
+def hook_set(request, monkeypatch):
+    """Runs a test of the step meter's hooks once with each set: the C hooks and the Python ones they stand in for."""
+    from stepscope.capture.meter.native import OFF_SWITCH
+
+    monkeypatch.setenv(OFF_SWITCH, "1" if request.param == "Python hooks" else "0")
+    if request.param == "C hooks":
+        built_native_hooks()
     return request.param

@@ -13,7 +13,7 @@ from typing import NoReturn
 
 import pytest
 
-from conftest import kineto_trace
+from conftest import ON_CI, kineto_trace
 from stepscope.model.telemetry import GpuReading, Sample, TelemetryReport, WindowSummary
 from stepscope.report import render
 from test_html_report import EVIL, report_of, training_trace, with_advice
@@ -27,7 +27,7 @@ FLAGS = ("--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-
 def unavailable(why: str) -> NoReturn:
     """A browser test that cannot run skips, except under CI (CI set, as CI services set it): there it fails, so
     that a CI run without its browser tests cannot pass."""
-    if os.environ.get("CI", "").lower() not in ("", "0", "false"):
+    if ON_CI:
         pytest.fail(f"{why}, and CI is set: CI must run the browser tests", pytrace=False)
     pytest.skip(why)
 

@@ -13,21 +13,20 @@ import pytest
 
 torch = pytest.importorskip("torch")
 
+from conftest import built_native_hooks  # noqa: E402
 from stepscope.capture.meter import StepMeter  # noqa: E402
-from stepscope.capture.meter.native import OFF_SWITCH, native_hooks  # noqa: E402
+from stepscope.capture.meter.native import OFF_SWITCH  # noqa: E402
 from stepscope.capture.meter.phases import CODE  # noqa: E402
 
 pytestmark = pytest.mark.usefixtures("one_torch_thread")
 
 
 @pytest.fixture
-def native(hook_set):  # type: ignore[no-untyped-def]
-    if hook_set != "C hooks":
-        pytest.skip("a test of the C hooks")
-    return native_hooks(time.perf_counter_ns)
+def native(monkeypatch: pytest.MonkeyPatch):  # type: ignore[no-untyped-def]
+    monkeypatch.delenv(OFF_SWITCH, raising=False)
+    return built_native_hooks()
 
 
-@pytest.mark.parametrize("hook_set", ["C hooks"], indirect=True)
 def test_the_c_clock_is_time_perf_counter_ns(native) -> None:  # type: ignore[no-untyped-def]
     for _ in range(100):
         before = time.perf_counter_ns()
@@ -93,7 +92,6 @@ def events_of_a_loop(monkeypatch: pytest.MonkeyPatch, python_hooks: bool) -> tup
     return codes, relayed
 
 
-@pytest.mark.parametrize("hook_set", ["C hooks"], indirect=True)
 def test_the_c_hooks_append_what_the_python_hooks_append(native, monkeypatch: pytest.MonkeyPatch) -> None:  # type: ignore[no-untyped-def]
     c_codes, c_relayed = events_of_a_loop(monkeypatch, python_hooks=False)
     py_codes, py_relayed = events_of_a_loop(monkeypatch, python_hooks=True)
@@ -110,7 +108,6 @@ def test_the_c_hooks_append_what_the_python_hooks_append(native, monkeypatch: py
     assert py_relayed == ["backward", "optimizer"] * 6 + ["backward", "optimizer"]
 
 
-@pytest.mark.parametrize("hook_set", ["C hooks"], indirect=True)
 def test_the_wrapped_functions_keep_their_names_and_signatures(native, tmp_path) -> None:  # type: ignore[no-untyped-def]
     from torch.utils.data.dataloader import _BaseDataLoaderIter
 
@@ -131,7 +128,6 @@ def test_the_wrapped_functions_keep_their_names_and_signatures(native, tmp_path)
     assert torch.autograd.backward is original_backward and _BaseDataLoaderIter.__next__ is original_next
 
 
-@pytest.mark.parametrize("hook_set", ["C hooks"], indirect=True)
 def test_a_forked_child_is_not_measured(native, tmp_path) -> None:  # type: ignore[no-untyped-def]
     # The hooks act only in the process that installed them; a forked child (a DataLoader worker) inherits them.
     import os
@@ -157,7 +153,6 @@ def test_a_forked_child_is_not_measured(native, tmp_path) -> None:  # type: igno
         meter.remove()
 
 
-@pytest.mark.parametrize("hook_set", ["C hooks"], indirect=True)
 def test_a_hook_whose_state_lost_its_members_still_calls_through(native) -> None:  # type: ignore[no-untyped-def]
     # What the collector clears at interpreter exit, or a member deleted from Python, reads as None: the hook does
     # less, and never reads freed memory (a crash in the user's process).

@@ -14,13 +14,13 @@ from pathlib import Path
 
 import pytest
 
+from conftest import ON_CI
 from live_scripts import FORWARD_LINE, WIDE, alive, descendants, wait_for, write_script
 
 psutil = pytest.importorskip("psutil")
 TMUX = shutil.which("tmux")
-CI = os.environ.get("CI", "").lower() not in ("", "0", "false")
 # Without tmux the test skips, except under CI (CI set): there it fails, so that CI cannot pass without it.
-pytestmark = pytest.mark.skipif(TMUX is None and not CI, reason="tmux is not installed (apt-get install tmux)")
+pytestmark = pytest.mark.skipif(TMUX is None and not ON_CI, reason="tmux is not installed (apt-get install tmux)")
 
 
 @pytest.fixture(autouse=True)
