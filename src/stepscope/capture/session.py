@@ -80,6 +80,7 @@ class CaptureSession:
         self._window_started = False  # listeners hear between_steps from then on
         self._waited = 0  # leader steps since a provisional window
         self._waited_for: set[str] = set()  # why the profiler waited past --skip: "warming", "short"
+        self._ask_again_at = 0  # the step at which the waiting profiler asks the meter again (capture/waiting.py)
         self._lock = threading.RLock()
         self._closed = False
         # Profiler work due after a window stopped (its calibration, the meter told): never in the boundary that
@@ -154,6 +155,7 @@ class CaptureSession:
             self._waited = 0
         else:
             self.cycles[-1] = self._cycle(source, len(self.cycles) - 1)  # nothing recorded yet: start over
+        self._ask_again_at = 0  # a new leader's steps are counted from 0
         if self.on_leader:
             self.on_leader(source)
 
@@ -205,10 +207,13 @@ class CaptureSession:
 
     def _settling(self, completed: int) -> bool:
         """Whether the profiler waits one more step (capture/waiting.py); the note says why it waited."""
-        reason = why_wait(self.meter, self.cycle.leader, completed, self.spec.skip) if (
+        if completed < self._ask_again_at:
+            return True
+        found = why_wait(self.meter, self.cycle.leader, completed, self.spec.skip) if (
             self.meter is not None and self.spec.settle) else None
-        if reason is not None:
-            self._waited_for.add(reason)
+        if found is not None:
+            self._waited_for.add(found[0])
+            self._ask_again_at = completed + found[1]
             return True
         note = waited_note(completed, self.spec.skip, self._waited_for)
         if note is not None:

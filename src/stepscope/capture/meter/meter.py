@@ -230,13 +230,14 @@ class StepMeter:
         before, latest = sorted(walls[:WARMING_STEPS]), sorted(walls[WARMING_STEPS:])
         return latest[WARMING_STEPS // 2] < (1 - WARMING_TOL) * before[WARMING_STEPS // 2]
 
-    def span_ns(self, source: str | None) -> int:
-        """How long the steps of `source` after its first have run so far (from its first step's end to its last's)."""
+    def span(self, source: str | None) -> tuple[int, int]:
+        """How long the steps of `source` after its first have run so far (from its first step's end to its last's),
+        and how many they are."""
         self.catch_up()
         log = self.logs.get(source) if source else None
         if log is None or len(log.rows) < 2 * FIELDS:
-            return 0
-        return log.rows[-FIELDS] - log.rows[0]
+            return 0, 0
+        return log.rows[-FIELDS] - log.rows[0], len(log.rows) // FIELDS - 1
 
     def _read_host(self) -> None:
         reading = host.read()
