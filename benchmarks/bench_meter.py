@@ -10,7 +10,9 @@ For each workload, each round runs, one after the other (so the machine's drift 
   perturbed   the loop changed the way its bottleneck answers (a second worker, 4x or 2x the batch, foreach Adam)
   metered     the loop with only the step meter installed: the meter's cost
   stepscope   `stepscope run` on the loop: its headline step, phases, verdict and fixes
-and prints, per workload, medians over the rounds: the meter's cost (metered / plain - 1, paired per round), the
+then more plain and metered pairs up to --cost-pairs, and prints, per workload, medians over the rounds: the meter's
+cost (metered / plain - 1, paired, by wall time and by the training thread's CPU time the hooks add, each over the
+median step after the warm-up and over every step, the first ones included), the
 headline against the plain run's mean step after its warm-up (paired; the headline is a mean step), the perturbation's
 answer and stepscope's verdict, and on the storage
 loader the data wait against the share a second worker saves plain, with the dataloader_workers estimate.
@@ -69,24 +71,42 @@ def env() -> dict[str, str]:
     return {**os.environ, "OMP_NUM_THREADS": "1", "PYTHONPATH": str(ROOT / "src")}
 
 
-def plain(work: Workload, args: tuple[str, ...], steps: int, tmp: Path, metered: bool = False) -> float:
-    """The loop's median step (ns) after its warm-up, from its own timings."""
-    return timed_steps(work, args, steps, tmp, metered)[0]
+@dataclass(frozen=True)
+class Timed:
+    """One run of a loop: each step's wall time and the training thread's CPU time (ns), in order."""
+
+    wall: list[int]
+    cpu: list[int]
+
+    @property
+    def median(self) -> float:
+        """The median step after the warm-up (robust to a stray slow step)."""
+        return float(statistics.median(self.wall[WARMUP:]))
+
+    @property
+    def mean(self) -> float:
+        """The mean step after the warm-up: what a headline (a mean step; samples/s is the batch over it) is set
+        against."""
+        return float(statistics.mean(self.wall[WARMUP:]))
 
 
-def timed_steps(work: Workload, args: tuple[str, ...], steps: int, tmp: Path,
-                metered: bool = False) -> tuple[float, float, float]:
-    """The loop's median step after its warm-up, its mean step over every step, the first ones included, and its
-    mean step after its warm-up (ns), from its own timings. The headline is a mean step (samples/s is the batch
-    over it), so it is set against the plain run's mean; the meter's cost, against the median (robust to a stray
-    slow step in either run)."""
+def timed(work: Workload, args: tuple[str, ...], steps: int, tmp: Path, metered: bool = False) -> Timed:
     times = tmp / "times.json"
     head = [sys.executable, "-c", METERED] if metered else [sys.executable]
     subprocess.run([*head, str(WORKLOADS), work.name, *args, "--steps", str(steps), "--times", str(times)],
                    check=True, env=env(), capture_output=True)
-    every = json.loads(times.read_text())
-    steady = every[WARMUP:]
-    return float(statistics.median(steady)), float(statistics.mean(every)), float(statistics.mean(steady))
+    found = json.loads(times.read_text())
+    return Timed(found["wall"], found["cpu"])
+
+
+def cost(plain: Timed, metered: Timed) -> tuple[float, float, float, float]:
+    """The meter's cost against the plain run, as a share of the plain step: by wall time (median step after the
+    warm-up; every step, the first included) and by the training thread's CPU time (the same two), the CPU time
+    the hooks added set against the plain wall step (what a CPU-bound loop would lose)."""
+    after, every = (metered.median / plain.median - 1), sum(metered.wall) / sum(plain.wall) - 1
+    cpu_after = (statistics.median(metered.cpu[WARMUP:]) - statistics.median(plain.cpu[WARMUP:])) / plain.median
+    cpu_every = (sum(metered.cpu) - sum(plain.cpu)) / sum(plain.wall)
+    return after, every, cpu_after, cpu_every
 
 
 def under_stepscope(work: Workload, steps: int, tmp: Path, skip: int | None = None) -> dict:
@@ -210,6 +230,8 @@ def main() -> None:
     p.add_argument("--rounds", type=int, default=3)
     p.add_argument("--steps", type=int, default=60)
     p.add_argument("--examples", action="store_true", help="the examples/ scripts instead of the workloads")
+    p.add_argument("--cost-pairs", type=int, default=6,
+                   help="plain and metered runs paired for the meter's cost (the rounds' own, then more)")
     p.add_argument("--skip", type=int, default=None, help="stepscope run's --skip (default: its own)")
     p.add_argument("--in-process", action="store_true", help="the meter's cost per step in this process (MLP)")
     args = p.parse_args()
@@ -223,34 +245,37 @@ def main() -> None:
     for work in WORKLOADS_ALL:
         if args.only and work.name not in args.only:
             continue
-        costs, costs_all, headline, bases, perturbs, reports = [], [], [], [], [], []
+        costs, headline, bases, perturbs, reports = [], [], [], [], []
         with tempfile.TemporaryDirectory() as d:
             tmp = Path(d)
             for _ in range(args.rounds):
-                base, base_all, base_mean = timed_steps(work, work.base, args.steps, tmp)
-                metered, metered_all, _ = timed_steps(work, work.base, args.steps, tmp, metered=True)
-                perturbed = plain(work, work.perturbed, args.steps, tmp)
+                base = timed(work, work.base, args.steps, tmp)
+                metered = timed(work, work.base, args.steps, tmp, metered=True)
+                perturbed = timed(work, work.perturbed, args.steps, tmp).median
                 report = under_stepscope(work, args.steps, tmp, args.skip)
-                costs.append(metered / base - 1)
-                costs_all.append(metered_all / base_all - 1)
-                headline.append(report["summary"]["step_time_us"] * 1e3 / base_mean - 1)
-                bases.append(base)
+                costs.append(cost(base, metered))
+                headline.append(report["summary"]["step_time_us"] * 1e3 / base.mean - 1)
+                bases.append(base.median)
                 perturbs.append(perturbed)
                 reports.append(report)
-                print(f"  {work.name}: plain {base / 1e6:.2f} ms, metered {metered / 1e6:.2f} ms, {work.how} "
-                      f"{perturbed / 1e6:.2f} ms, stepscope headline "
+                print(f"  {work.name}: plain {base.median / 1e6:.2f} ms, metered {metered.median / 1e6:.2f} ms, "
+                      f"{work.how} {perturbed / 1e6:.2f} ms, stepscope headline "
                       f"{report['summary']['step_time_us'] / 1e3:.2f} ms, verdict "
                       f"{report['patterns'][0]['id'] if report['patterns'] else '-'}", flush=True)
-        rows.append(summarize(work, costs, costs_all, headline, bases, perturbs, reports))
+            for _ in range(args.cost_pairs - args.rounds):  # more pairs for the meter's cost alone
+                base = timed(work, work.base, args.steps, tmp)
+                costs.append(cost(base, timed(work, work.base, args.steps, tmp, metered=True)))
+        rows.append(summarize(work, costs, headline, bases, perturbs, reports))
     print()
-    print("| workload | plain step | meter cost (median step after 10; mean of every step) | headline vs plain mean "
-          "| perturbation | its answer | verdict | phases |")
-    print("|---|---|---|---|---|---|---|---|")
+    print("| workload | plain step | meter cost by wall time (median step after 10; every step) | by the training "
+          "thread's CPU time (after 10; every step) | headline vs plain mean | perturbation | its answer | verdict "
+          "| phases |")
+    print("|---|---|---|---|---|---|---|---|---|")
     for row in rows:
         print("| " + " | ".join(row) + " |")
 
 
-def summarize(work: Workload, costs: list[float], costs_all: list[float], headline: list[float],
+def summarize(work: Workload, costs: list[tuple[float, float, float, float]], headline: list[float],
               bases: list[float], perturbs: list[float], reports: list[dict]) -> list[str]:
     base, perturbed = statistics.median(bases), statistics.median(perturbs)
     answer = work.answer if confirmed(work, base, perturbed) else f"not {work.answer}"
@@ -271,11 +296,15 @@ def summarize(work: Workload, costs: list[float], costs_all: list[float], headli
                for rep in reports]
         verdicts.append(f"data wait {statistics.median(data):.0%} >= saved plain {1 - perturbed / base:.0%}; "
                         f"dataloader_workers estimates {est} vs measured {base / perturbed:.2f}x")
-    cost = (f"{statistics.median(costs):+.2%} ({min(costs):+.1%}..{max(costs):+.1%}); every step "
-            f"{statistics.median(costs_all):+.2%}")
-    return [work.name, f"{base / 1e6:.2f} ms", cost,
+    return [work.name, f"{base / 1e6:.2f} ms", _cost_text([c[0] for c in costs], [c[1] for c in costs]),
+            _cost_text([c[2] for c in costs], [c[3] for c in costs]) + f" ({len(costs)} pairs)",
             f"{statistics.median(headline):+.1%} ({min(headline):+.1%}..{max(headline):+.1%})",
             f"{work.how}: {perturbed / base:.2f}x the step", answer, "; ".join(verdicts), phases]
+
+
+def _cost_text(after: list[float], every: list[float]) -> str:
+    return (f"{statistics.median(after):+.2%} ({min(after):+.1%}..{max(after):+.1%}); every step "
+            f"{statistics.median(every):+.2%} ({min(every):+.1%}..{max(every):+.1%})")
 
 
 def _phases_text(meter: dict | None) -> str:

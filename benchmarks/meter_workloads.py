@@ -3,7 +3,9 @@
     python benchmarks/meter_workloads.py NAME [--batch B] [--workers W] [--steps N] [--times FILE] [--cheap-opt]
 
 Each loop times its own steps (optimizer step to optimizer step, host clock) and, with --times, writes them as JSON:
-the plain run's truth that stepscope's meter is set against. The shapes (what perturbing them answers):
+the plain run's truth that stepscope's meter is set against. Beside them (`{"wall": [...], "cpu": [...]}`) the training
+thread's CPU time per step: what the meter's hooks add to it is their cost, which another process's load moves less
+than it moves the wall clock. The shapes (what perturbing them answers):
   storage    one worker waiting on storage (a sleep per sample, no CPU): 2 workers halve the step -> input_bound
   transform  a CPU transform in the main process (num_workers=0): workers take it off the step -> input_bound
   mlp        a deep narrow MLP, batch 8: 4x the batch barely moves the step -> python_overhead (per-op dispatch)
@@ -112,20 +114,21 @@ def main() -> None:
     p.add_argument("--cheap-opt", action="store_true")
     args = p.parse_args()
     model, opt, loader = build(args.name, args.batch, args.workers, args.cheap_opt)
-    times, last = [], time.perf_counter_ns()
+    times, cpu_times, last, last_cpu = [], [], time.perf_counter_ns(), time.thread_time_ns()
     for i, (x, y) in enumerate(loader):
         loss = torch.nn.functional.cross_entropy(model(x), y)
         opt.zero_grad(set_to_none=True)
         loss.backward()
         opt.step()
-        now = time.perf_counter_ns()
+        now, now_cpu = time.perf_counter_ns(), time.thread_time_ns()
         times.append(now - last)
-        last = now
+        cpu_times.append(now_cpu - last_cpu)
+        last, last_cpu = now, now_cpu
         if i + 1 >= args.steps:
             break
     if args.times:
         with open(args.times, "w") as f:
-            json.dump(times, f)
+            json.dump({"wall": times, "cpu": cpu_times}, f)
     print(f"{args.name}: {len(times)} steps", file=sys.stderr)
 
 

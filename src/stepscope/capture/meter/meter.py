@@ -32,8 +32,10 @@ from stepscope.model.runfolder import METER
 # Sources whose mark is the start of a step (a model call ends the previous forward's step): the first one ends none.
 STARTS_A_STEP = ("forward",)
 LIVE_STEPS = 2_000  # the steps the live file keeps (the final file keeps all)
-# Steps of the strongest source after which weaker sources are no longer kept (they cost every step).
-SETTLED = 3
+# Steps of the strongest source after which weaker sources are no longer kept (they cost every step; a stronger source
+# seen later still takes the lead): its first. Until then every mark replays the events (8-16 µs each, a step's four
+# marks ~45 µs); at 3 that was two more steps of it on the MLP's 1 ms steps.
+SETTLED = 1
 WRITE_EVERY_NS = 1_000_000_000
 BULK_EVENTS = 64  # fewer events are replayed one by one (numpy's calls cost more than the loop)
 # Steps still warming up: the median of the latest WARMING_STEPS is WARMING_TOL below the median of the ones before.
@@ -138,7 +140,7 @@ class StepMeter:
             clock.catch_up()
         self.due = self._last_write + WRITE_EVERY_NS
         log = self.logs.get(self.leading) if self.leading is not None else None
-        self.mark_due = self.due if self.device is None and log is not None and log.count > SETTLED else 0
+        self.mark_due = self.due if self.device is None and log is not None and log.count >= SETTLED else 0
         if self._hooks is not None:
             self._hooks.mirror()
 
@@ -155,7 +157,7 @@ class StepMeter:
         source = HOOKED[done.marks[0]] if done.marks else None
         log = self.logs.get(source) if source is not None else None
         at_once = (log is not None and source == self.leading and source not in self.muted and self.device is None
-                   and log.count > SETTLED and log.count + len(done.marks) <= MAX_STEPS
+                   and log.count >= SETTLED and log.count + len(done.marks) <= MAX_STEPS
                    and all(m == done.marks[0] for m in done.marks))
         if at_once:
             assert log is not None and source is not None
