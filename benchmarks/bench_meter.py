@@ -99,6 +99,16 @@ def timed(work: Workload, args: tuple[str, ...], steps: int, tmp: Path, metered:
     return Timed(found["wall"], found["cpu"])
 
 
+def pair(work: Workload, steps: int, tmp: Path, *, metered_first: bool) -> tuple[Timed, Timed]:
+    """The loop plain and with the meter, one after the other; which runs first alternates from pair to pair, so a
+    drift of the machine's speed does not fall on one side only."""
+    if metered_first:
+        metered = timed(work, work.base, steps, tmp, metered=True)
+        return timed(work, work.base, steps, tmp), metered
+    base = timed(work, work.base, steps, tmp)
+    return base, timed(work, work.base, steps, tmp, metered=True)
+
+
 def cost(plain: Timed, metered: Timed) -> tuple[float, float, float, float]:
     """The meter's cost against the plain run, as a share of the plain step: by wall time (median step after the
     warm-up; every step, the first included) and by the training thread's CPU time (the same two), the CPU time
@@ -248,9 +258,8 @@ def main() -> None:
         costs, headline, bases, perturbs, reports = [], [], [], [], []
         with tempfile.TemporaryDirectory() as d:
             tmp = Path(d)
-            for _ in range(args.rounds):
-                base = timed(work, work.base, args.steps, tmp)
-                metered = timed(work, work.base, args.steps, tmp, metered=True)
+            for i in range(args.rounds):
+                base, metered = pair(work, args.steps, tmp, metered_first=i % 2 == 1)
                 perturbed = timed(work, work.perturbed, args.steps, tmp).median
                 report = under_stepscope(work, args.steps, tmp, args.skip)
                 costs.append(cost(base, metered))
@@ -262,9 +271,8 @@ def main() -> None:
                       f"{work.how} {perturbed / 1e6:.2f} ms, stepscope headline "
                       f"{report['summary']['step_time_us'] / 1e3:.2f} ms, verdict "
                       f"{report['patterns'][0]['id'] if report['patterns'] else '-'}", flush=True)
-            for _ in range(args.cost_pairs - args.rounds):  # more pairs for the meter's cost alone
-                base = timed(work, work.base, args.steps, tmp)
-                costs.append(cost(base, timed(work, work.base, args.steps, tmp, metered=True)))
+            for i in range(args.rounds, args.cost_pairs):  # more pairs for the meter's cost alone
+                costs.append(cost(*pair(work, args.steps, tmp, metered_first=i % 2 == 1)))
         rows.append(summarize(work, costs, headline, bases, perturbs, reports))
     print()
     print("| workload | plain step | meter cost by wall time (median step after 10; every step) | by the training "
