@@ -66,24 +66,28 @@ typedef struct {
     int other_depth;
 } State;
 
+/* The state's references, listed once: the collector's visit and clear both walk them (one forgotten in either
+ * leaks a cycle or keeps a dead object). */
+#define STATE_REFERENCES(apply) \
+    apply(s->events); apply(s->catch_up); apply(s->device); apply(s->relay_backward); apply(s->relay_optimizer); \
+    apply(s->dataset); apply(s->pin); apply(s->optimizer); apply(s->other_thread_step); apply(s->folded); \
+    apply(s->flags)
+
 static int state_traverse(State *s, visitproc visit, void *arg) {
-    Py_VISIT(s->events); Py_VISIT(s->catch_up); Py_VISIT(s->device); Py_VISIT(s->relay_backward);
-    Py_VISIT(s->relay_optimizer); Py_VISIT(s->dataset); Py_VISIT(s->pin); Py_VISIT(s->optimizer);
-    Py_VISIT(s->other_thread_step); Py_VISIT(s->folded); Py_VISIT(s->flags);
+    STATE_REFERENCES(Py_VISIT);
     return 0;
 }
 
 static int state_clear(State *s) {
-    Py_CLEAR(s->events); Py_CLEAR(s->catch_up); Py_CLEAR(s->device); Py_CLEAR(s->relay_backward);
-    Py_CLEAR(s->relay_optimizer); Py_CLEAR(s->dataset); Py_CLEAR(s->pin); Py_CLEAR(s->optimizer);
-    Py_CLEAR(s->other_thread_step); Py_CLEAR(s->folded); Py_CLEAR(s->flags);
+    STATE_REFERENCES(Py_CLEAR);
     return 0;
 }
 
-static void state_dealloc(State *s) {
-    PyObject_GC_UnTrack(s);
-    state_clear(s);
-    Py_TYPE(s)->tp_free((PyObject *)s);
+/* Every type here is collected: untracked, its references cleared by its own tp_clear, freed. */
+static void gc_dealloc(PyObject *self) {
+    PyObject_GC_UnTrack(self);
+    Py_TYPE(self)->tp_clear(self);
+    Py_TYPE(self)->tp_free(self);
 }
 
 static PyObject *state_new(PyTypeObject *type, PyObject *args, PyObject *kwargs) {
@@ -127,7 +131,7 @@ static PyTypeObject StateType = {
     .tp_basicsize = sizeof(State),
     .tp_flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_HAVE_GC,
     .tp_new = state_new,
-    .tp_dealloc = (destructor)state_dealloc,
+    .tp_dealloc = gc_dealloc,
     .tp_traverse = (traverseproc)state_traverse,
     .tp_clear = (inquiry)state_clear,
     .tp_members = state_members,
@@ -217,11 +221,6 @@ static int wrapper_clear(Wrapper *w) {
     return 0;
 }
 
-static void wrapper_dealloc(Wrapper *w) {
-    PyObject_GC_UnTrack(w);
-    wrapper_clear(w);
-    Py_TYPE(w)->tp_free((PyObject *)w);
-}
 
 /* Bound as a method where it stands in for one (DataLoader iterators' __next__, Tensor.item). */
 static PyObject *wrapper_get(PyObject *self, PyObject *obj, PyObject *type) {
@@ -336,7 +335,7 @@ static PyTypeObject WrapperType = {
     .tp_doc = "A call timed as a phase of the step (the backward pass, a sync, a DataLoader fetch).",
     .tp_basicsize = sizeof(Wrapper),
     .tp_flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_HAVE_GC | Py_TPFLAGS_HAVE_VECTORCALL | Py_TPFLAGS_METHOD_DESCRIPTOR,
-    .tp_dealloc = (destructor)wrapper_dealloc,
+    .tp_dealloc = gc_dealloc,
     .tp_traverse = (traverseproc)wrapper_traverse,
     .tp_clear = (inquiry)wrapper_clear,
     .tp_call = PyVectorcall_Call,
@@ -370,11 +369,6 @@ typedef struct {
 
 static int hook_traverse(OptimizerHook *h, visitproc visit, void *arg) { Py_VISIT(h->state); return 0; }
 static int hook_clear(OptimizerHook *h) { Py_CLEAR(h->state); return 0; }
-static void hook_dealloc(OptimizerHook *h) {
-    PyObject_GC_UnTrack(h);
-    hook_clear(h);
-    Py_TYPE(h)->tp_free((PyObject *)h);
-}
 
 /* torch hooks each optimizer class's own `step`: a subclass whose step calls super().step() fires the global hooks
  * twice, nested. Only the outermost call is the optimizer step. */
@@ -429,7 +423,7 @@ static PyTypeObject OptimizerHookType = {
     .tp_doc = "torch's global optimizer step pre- or post-hook: the optimizer phase and its step's end.",
     .tp_basicsize = sizeof(OptimizerHook),
     .tp_flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_HAVE_GC | Py_TPFLAGS_HAVE_VECTORCALL,
-    .tp_dealloc = (destructor)hook_dealloc,
+    .tp_dealloc = gc_dealloc,
     .tp_traverse = (traverseproc)hook_traverse,
     .tp_clear = (inquiry)hook_clear,
     .tp_call = PyVectorcall_Call,
