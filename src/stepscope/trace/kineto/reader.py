@@ -59,15 +59,19 @@ def _read_streaming(path: Path, progress: Progress | None) -> Trace:
     builder = ColumnBuilder()
 
     def decode(text: bytes) -> list | None:
+        # Bytes that are not UTF-8 are replaced here, not left to the JSON library: msgspec 0.22 raised on
+        # them, 0.23 drops them silently. Counted only for a batch that decodes (a wrong cut is cut again).
+        text, replaced = replace_invalid_utf8(text)
         try:
-            return BATCH_DECODER.decode(text)
-        except (msgspec.ValidationError, msgspec.DecodeError, UnicodeDecodeError, RecursionError):
-            pass
-        try:  # valid JSON with a type surprise: event by event; not JSON: a wrong cut (or a file to repair)
-            raws = LIST_DECODER.decode(text)
-        except (msgspec.ValidationError, msgspec.DecodeError, UnicodeDecodeError, RecursionError):
-            return None
-        return _decode_batch(raws, builder)
+            events = BATCH_DECODER.decode(text)
+        except (msgspec.ValidationError, msgspec.DecodeError, RecursionError):
+            try:  # valid JSON with a type surprise: event by event; not JSON: a wrong cut (or a file to repair)
+                raws = LIST_DECODER.decode(text)
+            except (msgspec.ValidationError, msgspec.DecodeError, RecursionError):
+                return None
+            events = _decode_events(raws, builder)
+        builder.replaced_bytes += replaced
+        return events
 
     batches = EventBatches(pieces, decode)
     for events in batches:
@@ -173,30 +177,26 @@ def _outline_leniently(data: bytes | bytearray | memoryview, path: Path, error: 
 
 
 def _decode_batch(raws: list[msgspec.Raw], builder: ColumnBuilder) -> list:
-    """Typed decode of a batch; on a surprise, decode event by event and keep the ones that convert."""
-    joined = b"[" + b",".join(raws) + b"]"
+    """Typed decode of a batch (its bytes that are not UTF-8 replaced and counted by us, whatever the JSON
+    library would do with them); on a surprise, decode event by event and keep the ones that convert."""
+    joined, replaced = replace_invalid_utf8(b"[" + b",".join(raws) + b"]")
+    builder.replaced_bytes += replaced
     try:
         return BATCH_DECODER.decode(joined)
-    except (msgspec.ValidationError, msgspec.DecodeError, UnicodeDecodeError, RecursionError):
+    except (msgspec.ValidationError, msgspec.DecodeError, RecursionError):
         pass
+    return _decode_events(LIST_DECODER.decode(joined), builder)
+
+
+def _decode_events(raws: list[msgspec.Raw], builder: ColumnBuilder) -> list:
+    """Event by event, keeping those that convert (their text already valid UTF-8)."""
     events = []
     for raw in raws:
-        event = _decode_event(raw, builder)
-        if event is not None:
-            events.append(event)
+        try:
+            events.append(EVENT_DECODER.decode(raw))
+        except (msgspec.ValidationError, msgspec.DecodeError, TypeError, RecursionError):
+            builder.unreadable_events += 1
     return events
-
-
-def _decode_event(raw: msgspec.Raw | bytes, builder: ColumnBuilder) -> object | None:
-    try:
-        return EVENT_DECODER.decode(raw)
-    except UnicodeDecodeError:
-        fixed, count = replace_invalid_utf8(bytes(raw))
-        builder.replaced_bytes += count
-        return _decode_event(fixed, builder) if count else None
-    except (msgspec.ValidationError, msgspec.DecodeError, TypeError, RecursionError):
-        builder.unreadable_events += 1
-        return None
 def _not_a_trace(parsed: TraceFile, path: Path) -> StepscopeError:
     if parsed.nodes is not None:
         return StepscopeError(

@@ -106,7 +106,10 @@ def _is_high(escape: bytes) -> bool:
 
 
 def replace_invalid_utf8(data: bytes) -> tuple[bytes, int]:
-    """Bytes that are not UTF-8 become U+FFFD; returns the count of replacements."""
+    """Bytes that are not UTF-8 become U+FFFD; returns the count of replacements. Decided here, never by the
+    JSON library (msgspec's handling of such bytes changed between releases)."""
+    if data.isascii():  # nearly every trace: one fast scan
+        return data, 0
     try:
         data.decode("utf-8")
         return data, 0
