@@ -26,16 +26,16 @@ ALLOWED: dict[str, set[str]] = {
     # Renderers format what they are handed; the Perfetto renderer is handed the trace and its annotations.
     "report": {"model", "trace.model", "analysis.annotations", "errors", "version", "units"},
     "capture": {"attribution", "trace", "errors", "version", "atomic", "model.runfolder", "model.telemetry",
-                "model.meter", "model.calibration"},
+                "model.meter", "model.calibration", "stats"},
     # Predict reads the facts (and the pattern classifier, to name a replayed step's bottleneck) and the hardware.
     "predict": {"analysis", "advice", "replay", "trace", "hardware", "model", "errors", "units"},
     # Tune runs programs through capture in child processes and reads the reports they write; the profiled child
     # writes them through runreport, as `stepscope run` does.
-    "tune": {"capture", "model", "errors", "version", "runreport", "atomic"},
+    "tune": {"capture", "model", "errors", "version", "runreport", "atomic", "stats"},
     # Live re-profiling: captures run as `stepscope run` subprocesses; the engine reads the reports they write and
     # compares them (stepscope.compare), the front ends draw them. Nothing of the analysis is loaded, but by the
     # notebook magic, which captures in the kernel through the Python API and shows the report's and diff's views.
-    "live": {"model", "compare", "errors", "units", "version", "api", "report"},
+    "live": {"model", "compare", "errors", "units", "version", "api", "report", "stats"},
     # Below the pipeline: the per-rank tasks and the reduce, never the renderers nor the CLI.
     "ranks": {"analysis", "advice", "trace", "model", "errors", "units"},
 }
@@ -69,6 +69,8 @@ NOT_LOADED_BY: dict[str, tuple[str, ...]] = {
     "stepscope.ranks.summarize": ("stepscope.report", "stepscope.pipeline", "stepscope.capture"),
 }
 NOBODY_IMPORTS = {"cli"}
+# The statistics model every layer asks (stepscope/stats.py): a leaf, plain Python, loaded in the user's process.
+LEAF_MODULES = ("stats", "units", "errors", "version")
 # The trace readers: one sub-package each, used from outside only through the names its __init__ exports.
 READERS = ("kineto", "nsys")
 
@@ -140,3 +142,12 @@ def test_each_reader_is_a_sub_package_used_through_its_exports(reader: str) -> N
             if len(parts) < 3 or parts[2] not in exported:
                 bad.append(f"{path.relative_to(PACKAGE)} imports stepscope.{target}, not an export of trace.{reader}")
     assert not bad, "\n".join(bad)
+
+
+@pytest.mark.parametrize("leaf", LEAF_MODULES)
+def test_the_top_level_leaves_import_nothing_of_ours_and_no_numpy(leaf: str) -> None:
+    """stats, units, errors, version are asked by every layer, the step meter in the user's process among them."""
+    assert not imports_of(PACKAGE / f"{leaf}.py")
+    code = f"import sys, stepscope.{leaf}\nprint('numpy' in sys.modules)"
+    assert subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout.strip() \
+        == "False"

@@ -21,7 +21,7 @@ STEP_FIELDS = {"id", "duration_us", "breakdown_us", "gpu_utilization", "kernel_c
                "htod_bytes"}
 SUMMARY_FIELDS = {"step_time_us", "breakdown_us", "gpu_utilization", "samples_per_s", "steps_per_s",
                   "step_count", "step_source", "dropped_steps", "timeline_step_time_us", "batch_size",
-                  "batch_size_source"}
+                  "batch_size_source", "noise"}
 BREAKDOWN_KEYS = {"kernel", "memcpy", "memset", "communication", "runtime", "dataloader", "cpu_exec", "other"}
 # The rank folder's sections (docs/distributed.md): the first six and four fields, then the cross-rank additions.
 RANK_FIELDS = {

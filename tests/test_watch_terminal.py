@@ -73,7 +73,7 @@ def test_watch_shows_the_change_and_ctrl_c_leaves_nothing(tmp_path: Path) -> Non
             return text if screen(session) == text else None
 
         wait_for(lambda: drawn(r"run 1 \(start\): finished"), 90, "the first run's frame")
-        script.write_text(WIDE)  # the forward line now multiplies by a 4096-wide layer instead of a 64-wide one
+        script.write_text(WIDE)  # the forward line now multiplies by a 16384-wide layer instead of a 64-wide one
         text = wait_for(lambda: drawn(r"run 2 \(saved train\.py\): finished"), 90, "the second run's frame")
         row = table_row(str(text), f"train.py:{FORWARD_LINE} ")
         assert "out = model(x)" in row

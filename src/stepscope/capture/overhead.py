@@ -14,9 +14,9 @@ import statistics
 import time
 from dataclasses import dataclass, field
 
+from stepscope.stats import step_noise
+
 MIN_REFERENCE_STEPS = 2
-# The spread of the unprofiled steps is never taken as less than this: two equal figures are luck.
-MIN_NOISE = 0.02
 
 
 def device_clock_ns() -> tuple[int, bool]:
@@ -41,7 +41,7 @@ class Reference:
     step_ns: float  # mean over the slices, or the median unprofiled step
     values_ns: tuple[float, ...]  # per slice (its mean step), or per step
     steps: int
-    noise: float  # half the range of the values over the reference (at least MIN_NOISE)
+    noise: float  # stats.step_noise of the values
 
 
 @dataclass
@@ -97,13 +97,13 @@ class StepTimes:
             steps = sum(s.steps for s in synced)
             values = tuple(s.ns / s.steps for s in synced)
             return Reference("synchronized slices", sum(s.ns for s in synced) / steps, values, steps,
-                             _noise(values, sum(s.ns for s in synced) / steps))
+                             step_noise(values))
         per_step = self.durations.get("unprofiled", [])
         if len(per_step) < MIN_REFERENCE_STEPS:
             return None
         median = float(statistics.median(per_step))
         return Reference("host clock", median, tuple(float(d) for d in per_step), len(per_step),
-                         _noise(per_step, median))
+                         step_noise(per_step))
 
     def recorded_ns(self) -> float | None:
         """Median recorded step on the host clock (on a GPU this is enqueue time: use the trace instead)."""
@@ -111,7 +111,3 @@ class StepTimes:
         return float(statistics.median(recorded)) if recorded else None
 
 
-def _noise(values: tuple[float, ...] | list[int], reference: float) -> float:
-    if len(values) < 2 or reference <= 0:
-        return MIN_NOISE
-    return max((max(values) - min(values)) / 2 / reference, MIN_NOISE)

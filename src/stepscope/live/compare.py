@@ -1,26 +1,21 @@
 """What changed since the previous capture and since the pinned baseline: per user line (forward and backward
 time, memory), per phase, and the verdict, each change marked beyond the runs' own noise or not.
 
-Noise: each run's relative spread of a mean step, the largest of: the step meter's steps ((p90 - p10) / 2.563, a
-standard deviation for normal data, over the median), the unprofiled reference steps and the recorded steps (their
-median absolute deviation x 1.4826 over their median); each over the square root of its count; 2% at least.
-Noise multiplies: a change is beyond it when the ratio of the two values is beyond e^(`Z` x the two runs' spreads
-combined) and the change is over `FLOOR_US`. With fewer than `MIN_STEPS` per-step figures in every basis a fixed
-`FIXED_NOISE` stands in, and says so."""
+Noise is the Report's (summary.noise, computed once by the pipeline with stepscope/stats.py: the step meter's steps
+wherever the meter ran). A change is beyond it when the ratio of the two values is beyond e^(stats.Z x the two runs'
+noises combined) and the change is over `FLOOR_US`. A report without noise (fewer than stats.MIN_STEPS steps, or
+written before reports carried it) gets a fixed `FIXED_NOISE`, and says so."""
 
 from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from statistics import median
 
+from stepscope import stats
 from stepscope.compare import compare as diff_reports
 from stepscope.model.diff import Diff
 from stepscope.model.report import Report
 
-Z = 2.0
-MIN_STEPS = 3
-MIN_RELATIVE = 0.02  # a run's spread is never taken as under 2% of a mean step
 FIXED_NOISE = 0.10  # without per-step figures, ratios within e^±0.1 (about 10%) are taken as noise
 FLOOR_US = 2.0  # a line's time changes below this (per step) are never taken as real
 FLOOR_BYTES = 1024
@@ -30,7 +25,7 @@ METRICS = ("forward_us", "backward_us", "memory_bytes")
 @dataclass(frozen=True)
 class Noise:
     relative: float  # one run's relative spread of a mean over its steps (its standard error over the value)
-    basis: str  # "meter steps" | "reference steps" | "recorded steps" | "fixed"
+    basis: str  # model/noise.NoiseBasis, or "fixed" when the report has none
 
 
 @dataclass(frozen=True)
@@ -102,10 +97,8 @@ def compare(current: Report, previous: Report | None, baseline: Report | None) -
     n_now = noise[id(current)]
 
     def shift(before: float, after: float, other: Report, floor: float) -> Shift:
-        rel = math.hypot(n_now.relative, noise[id(other)].relative)
-        # Noise is multiplicative: a change is real when the ratio is beyond e^(Z x the combined spread), i.e. the
-        # smaller value under the larger x e^-(Z x spread); said in the figure's unit for the reader.
-        limit = max(abs(before), abs(after)) * (1 - math.exp(-Z * rel))
+        # said in the figure's unit for the reader: the largest change the two runs' noise can make
+        limit = stats.change_limit(before, after, stats.combined(n_now.relative, noise[id(other)].relative))
         return make_shift(before, after, max(limit, floor))
 
     now_lines, prev_lines, base_lines = (line_figures(r) if r is not None else {}
@@ -160,24 +153,11 @@ def _largest(shifts: dict[str, Shift]) -> tuple[int, float]:
 
 
 def run_noise(report: Report) -> Noise:
-    """The largest of the spreads the report gives (the meter's steps, the reference steps, the recorded steps,
-    each with `MIN_STEPS` or more), and at least `MIN_RELATIVE`: three steps can agree by chance."""
-    found = []
-    meter = getattr(report, "meter", None)  # the step meter's section, in reports written with it
-    if meter is not None and getattr(meter, "steps", 0) >= MIN_STEPS and meter.median_us > 0:
-        # p90 - p10 spans 2.563 standard deviations of normal data
-        sd = (meter.p90_us - meter.p10_us) / 2.563
-        found.append(Noise(sd / meter.median_us / math.sqrt(meter.steps), "meter steps"))
-    run = report.run
-    for basis, values in (("reference steps", run.reference.values_us if run and run.reference else []),
-                          ("recorded steps", [s.duration_us for s in report.steps])):
-        if len(values) >= MIN_STEPS and (mid := median(values)) > 0:
-            mad = median(abs(v - mid) for v in values)
-            found.append(Noise(1.4826 * mad / mid / math.sqrt(len(values)), basis))
-    if not found:
-        return Noise(FIXED_NOISE / (Z * math.sqrt(2)), "fixed")  # two runs combined: a ratio beyond e^0.1
-    widest = max(found, key=lambda n: n.relative)
-    return widest if widest.relative >= MIN_RELATIVE else Noise(MIN_RELATIVE, f"at least {MIN_RELATIVE:.0%}")
+    """The Report's own noise (summary.noise); `FIXED_NOISE` when it has none."""
+    noise = report.summary.noise
+    if noise is None:
+        return Noise(FIXED_NOISE / (stats.Z * math.sqrt(2)), "fixed")  # two runs combined: a ratio beyond e^0.1
+    return Noise(max(noise.relative, stats.MIN_NOISE), noise.basis)
 
 
 def line_figures(report: Report) -> dict[tuple[str, int], LineFigures]:

@@ -8,6 +8,7 @@ from typing import Any
 import msgspec
 
 from stepscope.model.meter import Meter, MeterPhase, MeterWorkers  # noqa: F401 - part of the Report's namespace
+from stepscope.model.noise import StepNoise
 from stepscope.model.ranks import (  # noqa: F401 - part of the Report's namespace
     CollectiveRow,
     RankFailure,
@@ -76,6 +77,7 @@ class Summary(Struct, kw_only=True):
     # "given" (--batch-size, the API, the run's capture) or "inferred from the trace" (its recorded shapes).
     batch_size: int | None = None
     batch_size_source: str | None = None
+    noise: StepNoise | None = None  # the headline's noise: None under stats.MIN_STEPS steps (one-step captures)
 
 
 class DeviceIdle(Struct, kw_only=True):

@@ -62,7 +62,7 @@ class Reference(Struct, kw_only=True):
     step_us: float  # the mean over the slices, or the median unprofiled step
     values_us: list[float]  # per slice (its mean step), or per step
     steps: int
-    noise: float  # half the range of the values over the reference: overheads inside it are noise
+    noise: float  # stats.step_noise of the values (the spread of one step): overheads inside it are noise
 
 
 class OverheadCorrection(Struct, kw_only=True):

@@ -14,6 +14,7 @@ from stepscope.model import report as s
 from stepscope.pipeline import sections
 from stepscope.pipeline.batch import Batch
 from stepscope.pipeline.meter import replay_phases
+from stepscope.pipeline.noise import headline_noise
 from stepscope.pipeline.options import AnalyzeOptions
 from stepscope.pipeline.profiler_cost import overhead_correction, replay_notes, replay_section
 from stepscope.pipeline.timeline import Timeline
@@ -40,8 +41,10 @@ def report(facts: Facts, advice: Advice, options: AnalyzeOptions, batch: Batch,
     replay = replay_section(dep, timeline.timeline_path) if dep is not None and timeline is not None else None
     if replay is not None and meter is not None:
         replay = msgspec.structs.replace(replay, phases=replay_phases(facts, meter))
+    steps = sections.step_rows(facts)
     summary = msgspec.structs.replace(headline(sections.summary(facts, batch.size), options, batch.size, meter),
-                                      batch_size=batch.size, batch_size_source=batch.source)
+                                      batch_size=batch.size, batch_size_source=batch.source,
+                                      noise=headline_noise(options.reference, [r.duration_us for r in steps]))
     devices = sections.devices(trace)
     recommendations, settled_notes = unsettled(advice.recommendations, options)
     return s.Report(
@@ -52,7 +55,7 @@ def report(facts: Facts, advice: Advice, options: AnalyzeOptions, batch: Batch,
         accelerator=trace.meta.accelerator,
         rank=trace.meta.rank,
         world_size=trace.meta.world_size,
-        steps=sections.step_rows(facts),
+        steps=steps,
         summary=summary,
         gpu=sections.gpu(facts),
         kernels=sections.kernels(facts),

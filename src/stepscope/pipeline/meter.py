@@ -16,19 +16,15 @@ import numpy as np
 from stepscope.analysis.facts import Facts
 from stepscope.model import report as s
 from stepscope.model.meter import DEVICE_PHASES, PHASES, Meter, MeterPhase, MeterRecord, MeterWorkers
+from stepscope.stats import spread, step_noise, warming
 from stepscope.trace.intervals import coverage, union
 from stepscope.units import report_us
 
 MIN_STEPS = 2  # steps the headline needs
 WARMUP_FRACTION = 5
 # The process 'runs differently after the profiler' when its mean step moved by more than this, and by more than
-# twice the steps' own spread (the half-range of their middle 80%).
+# twice the steps' own spread (stats.spread).
 CHANGED_AFTER = 0.08
-# The headline's steps are 'still warming up' when its first half is slower than its second by more than this (and
-# than their spread). A first half left out wrongly costs only steps; one kept wrongly sets the headline high: the
-# MLP workload's steps 4-11 ran 3.7-4% above its steps 12-19 under `stepscope run`, and those were still 3% above the
-# plain run's steady step.
-WARMING = 0.03
 # A step over STALL times the headline's median is a one-off stall (the first full garbage collection after the
 # imports, a lazy initialisation: start-up) when there is at most one in STALL_RARITY of them: left out and said. A
 # 1 ms step's headline stands on ~10 steps, where one 5 ms collection would weigh as if it came every tenth step.
@@ -78,9 +74,9 @@ def select(record: MeterRecord) -> Selection | None:
 
 
 def _steady(headline: np.ndarray, times: np.ndarray) -> tuple[np.ndarray, int, tuple[float, ...]]:
-    """The headline's steps less a first half still warming up (slower than the second beyond WARMING and the
-    steps' spread), as often as it is, and less one-off stalls: the job's step is its steady one. Returns the steps
-    kept, how many warming steps were left out, and the stalls' times."""
+    """The headline's steps less a first half still warming up (stats.warming), as often as it is, and less one-off
+    stalls: the job's step is its steady one. Returns the steps kept, how many warming steps were left out, and the
+    stalls' times."""
     index = np.flatnonzero(headline)
     while len(index) >= 4 * MIN_STEPS and _warming(times[index]) is not None:
         index = index[len(index) // 2:]
@@ -109,9 +105,9 @@ def measured(record: MeterRecord | None) -> tuple[Meter, s.Reference] | None:
     if record is None or chosen is None:
         return None
     meter = _section(record, chosen)
-    noise = (meter.p90_us - meter.p10_us) / 2 / meter.step_us if meter.step_us > 0 else 0.0
+    values = [float(v) for v in chosen.values]
     reference = s.Reference(method="step meter", step_us=meter.step_us, steps=meter.steps,
-                            values_us=[report_us(float(v)) for v in chosen.values], noise=max(round(noise, 4), 0.02))
+                            values_us=[report_us(v) for v in values], noise=round(step_noise(values), 4))
     return meter, reference
 
 
@@ -209,25 +205,16 @@ def _changed(before: np.ndarray, after_mean: float | None) -> float | None:
     mean = float(before.mean())
     if mean <= 0:
         return None
-    spread = float(np.percentile(before, 90) - np.percentile(before, 10)) / 2 / mean
     change = after_mean / mean - 1
-    return round(change, 4) if abs(change) > max(CHANGED_AFTER, 2 * spread) else None
+    return round(change, 4) if abs(change) > max(CHANGED_AFTER, 2 * spread(before.tolist())) else None
 
 
 def _warming(values: np.ndarray) -> float | None:
-    """first half's median / second half's - 1 when the steps still got faster beyond WARMING and their own spread
-    (the half-range of the second half's middle 80%). Medians, not means: one step that overshot (a 4 ms sleep that
-    woke 1.6 ms late on a busy machine) moves a mean of three steps by 13% and would read as warming; a settling moves
-    most of the first half's steps, so it moves its median too. A first half left out wrongly costs only steps; one
-    kept wrongly biases the headline (1 ms steps still settling over their first dozen put it 8% above the plain
-    step)."""
+    """The headline's first half over its second - 1 when still getting faster (stats.warming). A first half left
+    out wrongly costs only steps; one kept wrongly biases the headline (1 ms steps still settling over their first
+    dozen put it 8% above the plain step)."""
     n = len(values) // 2
-    if n < 2:
-        return None
-    first, second = float(np.median(values[:n])), float(np.median(values[-n:]))
-    spread = float(np.percentile(values[-n:], 90) - np.percentile(values[-n:], 10)) / 2 / second if second > 0 else 0
-    change = first / second - 1 if second > 0 else 0.0
-    return round(change, 4) if change > max(WARMING, spread) else None
+    return warming(values[:n].tolist(), values[-n:].tolist()) if n >= 2 else None
 
 
 def _workers(record: MeterRecord, starts: np.ndarray, ends: np.ndarray) -> MeterWorkers | None:

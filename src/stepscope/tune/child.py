@@ -23,6 +23,7 @@ from stepscope.capture.overhead import Reference
 from stepscope.capture.program import Outcome, Program, run_program
 from stepscope.capture.runner import capture_program
 from stepscope.capture.session import activate
+from stepscope.stats import step_noise
 from stepscope.tune.clock import StepClock
 from stepscope.tune.compiling import CompileWatch
 from stepscope.tune.fixes import FIXES
@@ -141,9 +142,8 @@ def tune_reference(ref: ReferenceWindows, batch: int | None) -> Reference | None
         return None
     step_ns = batch / ref.samples_per_s * 1e9 if batch and ref.samples_per_s else seconds / steps * 1e9
     values = tuple(s / n * 1e9 for n, s in zip(ref.steps, ref.seconds, strict=True) if n)
-    noise = (max(values) - min(values)) / 2 / step_ns if len(values) > 1 else 0.0
     return Reference(method="stepscope tune: its timed windows", step_ns=step_ns, values_ns=values, steps=steps,
-                     noise=noise)
+                     noise=step_noise(values))
 
 
 def device_info(patches: Points) -> DeviceInfo:

@@ -24,12 +24,12 @@ from dataclasses import dataclass, field
 from stepscope.capture.arbiter import Mark, StepArbiter
 from stepscope.capture.batch import stronger_batch_size
 from stepscope.capture.session import StopProgram
+from stepscope.stats import warming
 from stepscope.tune.compiling import CompileWatch
 
 ABORT_MIN_NS = 2e9  # a trial is stopped for slowness only after this much time in its slow steps
 STEADY_AFTER_COMPILE = 2  # steps without compiling before the windows start (CUDA graphs record at the next one)
 MAX_EXTRA_WARMUP = 200  # steps past the warm-up the clock waits for compiling to stop, at most
-STEADY_TOL = 0.15  # a first window this much slower than the next is still warm-up
 MAX_SET_ASIDE = 3  # windows set aside (warm-up, compilation), at most
 
 
@@ -173,10 +173,17 @@ class StepClock:
         self.windows.append(window)
         timed = self.timed()
         if len(timed) == 2 and len(self.windows) - len(timed) < MAX_SET_ASIDE:
-            first_rate, next_rate = (w.samples / w.seconds for w in timed)
-            if first_rate < (1 - STEADY_TOL) * next_rate:
+            # Still warming up by the one rule (stats.warming) over the two windows' steps: the first window's set
+            # aside. Without a step's stamps in them, their rates stand for one step each.
+            first, second = (self._window_step_ns(w) or [w.seconds / max(w.samples, 1)] for w in timed)
+            if warming(first, second) is not None:
                 timed[0].kind = "warm-up"
         return now
+
+    def _window_step_ns(self, w: TimedWindow) -> list[float]:
+        """The window's steps by the host clock's boundaries (on CUDA the window's rate is what is synchronised)."""
+        end = min(w.first_stamp + w.steps, len(self.stamps) - 1)
+        return [float(self.stamps[i + 1] - self.stamps[i]) for i in range(w.first_stamp, end)]
 
     def _samples_now(self, completed: int) -> float:
         if self.batch_size_source == "user" and self.batch_size:

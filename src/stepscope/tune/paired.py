@@ -23,9 +23,11 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from stepscope.stats import MIN_NOISE
+
 CONFIDENCE = 0.95
 RESAMPLES = 4000
-MIN_RUN_NOISE = 0.02  # two runs of one program differ by at least this much (relative, per run)
+MIN_RUN_NOISE = MIN_NOISE  # two runs of one program differ by at least this much (relative, per run)
 REFERENCE, CANDIDATE = "reference", "candidate"
 
 

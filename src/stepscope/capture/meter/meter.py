@@ -28,6 +28,7 @@ from stepscope.capture.meter.workers import WorkerLog
 from stepscope.errors import StepscopeError
 from stepscope.model.meter import DEVICE_PHASES, PHASES, MeterRecord, MeterSteps, meter_to_json
 from stepscope.model.runfolder import METER
+from stepscope.stats import warming
 
 # Sources whose mark is the start of a step (a model call ends the previous forward's step): the first one ends none.
 STARTS_A_STEP = ("forward",)
@@ -38,9 +39,8 @@ LIVE_STEPS = 2_000  # the steps the live file keeps (the final file keeps all)
 SETTLED = 1
 WRITE_EVERY_NS = 1_000_000_000
 BULK_EVENTS = 64  # fewer events are replayed one by one (numpy's calls cost more than the loop)
-# Steps still warming up: the median of the latest WARMING_STEPS is WARMING_TOL below the median of the ones before.
+# Steps still warming up: the latest WARMING_STEPS against the WARMING_STEPS before them (stats.warming).
 WARMING_STEPS = 5
-WARMING_TOL = 0.05
 
 
 class StepMeter:
@@ -221,16 +221,15 @@ class StepMeter:
             self.write(done=False)
 
     def warming(self, source: str | None) -> bool:
-        """The latest steps of `source` still get faster: the median of the last WARMING_STEPS is more than
-        WARMING_TOL below the median of the WARMING_STEPS before them (the session waits before it starts the profiler,
-        so the steps before the window, the headline, are the job's steady step)."""
+        """The latest steps of `source` still get faster: the WARMING_STEPS before the last WARMING_STEPS were
+        slower beyond stats.warming's rule, the pipeline's own for the headline (the session waits before it starts
+        the profiler, so the steps before the window, the headline, are the job's steady step)."""
         self.catch_up()
         log = self.logs.get(source) if source else None
         if log is None or len(log.rows) // FIELDS < 2 * WARMING_STEPS or log.count > len(log.rows) // FIELDS:
             return False
         walls = log.column(1, len(log.rows) // FIELDS - 2 * WARMING_STEPS)
-        before, latest = sorted(walls[:WARMING_STEPS]), sorted(walls[WARMING_STEPS:])
-        return latest[WARMING_STEPS // 2] < (1 - WARMING_TOL) * before[WARMING_STEPS // 2]
+        return warming(walls[:WARMING_STEPS], walls[WARMING_STEPS:]) is not None
 
     def span(self, source: str | None) -> tuple[int, int]:
         """How long the steps of `source` after its first have run so far (from its first step's end to its last's),
