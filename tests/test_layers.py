@@ -24,7 +24,7 @@ ALLOWED: dict[str, set[str]] = {
     "replay": {"analysis", "trace", "errors"},
     "advice": {"analysis", "replay", "trace", "model", "errors", "units"},
     # Renderers format what they are handed; the Perfetto renderer is handed the trace and its annotations.
-    "report": {"model", "trace.model", "analysis.annotations", "errors", "version", "units"},
+    "report": {"model", "trace.model", "analysis.annotations", "errors", "version", "units", "stats"},
     "capture": {"attribution", "trace", "errors", "version", "atomic", "model.runfolder", "model.telemetry",
                 "model.meter", "model.calibration", "stats"},
     # Predict reads the facts (and the pattern classifier, to name a replayed step's bottleneck) and the hardware.

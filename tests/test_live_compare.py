@@ -13,7 +13,7 @@ from stepscope.live.batch import batch_model, predict
 from stepscope.live.compare import compare, phases_us, run_noise
 from stepscope.model import report as s
 from stepscope.model.usage import ActivationLine, DeviceMemoryUsage, MemoryCategory, MemoryUsage
-from stepscope.pipeline.noise import headline_noise
+from stepscope.noise import headline_noise
 
 
 def line(n: int, fwd: float, bwd: float = 0.0, code: str = "") -> s.LineCost:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from stepscope import stats
 from stepscope.model.diff import (
     CategoryDelta,
     ConfigChange,
@@ -14,7 +15,9 @@ from stepscope.model.diff import (
     LineChange,
     PatternChange,
 )
+from stepscope.model.noise import DiffVerdict, StepNoise
 from stepscope.model.report import Report
+from stepscope.noise import headline_noise
 from stepscope.report.names import short_kernel
 from stepscope.version import __version__
 
@@ -38,7 +41,14 @@ def compare(before: Report, after: Report) -> Diff:
     cats = list(dict.fromkeys([*b.breakdown_us, *a.breakdown_us]))
     appeared, gone, kept = _patterns(before, after)
     k_appeared, k_gone, k_changed, complete = _kernels(before, after)
+    headline = throughput if throughput else _round(1 / ratio) if ratio else None
+    noises = (_noise(before), _noise(after))
+    judged, noise = _judged(headline, noises)
     notes = []
+    if judged == "inconclusive" and headline:
+        few = [w for w, n in zip(("BEFORE", "AFTER"), noises, strict=True) if n is None]
+        notes.append(f"{' and '.join(few)} {'has' if len(few) == 1 else 'have'} under {stats.MIN_STEPS} steps: no "
+                     "noise to judge the change by, so it may be the runs' own variation")
     if before.device and after.device and before.device.name != after.device.name:
         notes.append(f"the runs are on different devices: {before.device.name} and {after.device.name}")
     if per_sample:
@@ -66,12 +76,32 @@ def compare(before: Report, after: Report) -> Diff:
                         for k in dict.fromkeys([*side_b.config, *side_a.config])
                         if side_b.config.get(k) != side_a.config.get(k)],
         per_sample=per_sample,
-        headline_speedup=throughput if throughput else _round(1 / ratio) if ratio else None,
+        headline_speedup=headline,
         headline_basis=unit if throughput else "step time" if ratio else "",
         kernel_groups=_kernel_groups(before, after, batches, per_sample),
         phases=_phases(before, after, batches),
         mismatch=mismatch,
+        verdict=judged,
+        noise=round(noise, 4) if noise is not None else None,
+        noise_basis=" / ".join(n.basis for n in noises if n is not None) if noise is not None else "",
     )
+
+
+def _noise(r: Report) -> StepNoise | None:
+    """The report's headline noise; for a report written before reports carried it, from its own steps."""
+    if r.summary.noise is not None:
+        return r.summary.noise
+    return headline_noise(r.run.reference if r.run else None, [s.duration_us for s in r.steps])
+
+
+def _judged(speedup: float | None,
+            noises: tuple[StepNoise | None, StepNoise | None]) -> tuple[DiffVerdict, float | None]:
+    """The headline speed-up against both runs' noise: faster | slower | within_noise | inconclusive."""
+    if speedup is None or noises[0] is None or noises[1] is None:
+        return "inconclusive", None
+    noise = stats.combined(noises[0].relative, noises[1].relative)
+    found = stats.verdict(1.0, speedup, noise, lower_is_faster=False)
+    return found, noise  # type: ignore[return-value]  # stats.VERDICTS are DiffVerdict's values
 
 
 def _phases(before: Report, after: Report, batches: tuple[int | None, int | None]) -> list[CategoryDelta]:

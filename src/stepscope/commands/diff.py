@@ -27,7 +27,8 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
     p.add_argument("--json", metavar="FILE", help="write the diff as stepscope.diff/1 JSON ('-' for stdout)")
     p.add_argument("--html", metavar="FILE", help="write the diff as one self-contained HTML page")
     p.add_argument("--fail-if-slower", type=_percentage, metavar="PCT",
-                   help="exit with status 1 if AFTER's step time is more than PCT%% slower than BEFORE's")
+                   help="exit with status 1 if AFTER's step time is more than PCT%% slower than BEFORE's and the "
+                        "change is beyond the runs' noise (a run too short to know its noise is gated on PCT alone)")
     p.add_argument("--step-range", metavar="NAME", help="for traces: the range that marks one step")
     p.add_argument("--batch-size", type=positive_int, metavar="N",
                    help="for traces: samples per step, to compare samples/s")
@@ -68,7 +69,11 @@ def run(args: argparse.Namespace) -> int:
             raise StepscopeError(f"cannot gate on step time: {diff.mismatch}", exit_code=1)
         if slower is None:
             raise StepscopeError("cannot gate on step time: a run has no steps", exit_code=1)
-        if slower > args.fail_if_slower:
-            raise StepscopeError(f"AFTER is {slower:.1f}% slower than BEFORE (limit {args.fail_if_slower:g}%)",
-                                 exit_code=1)
+        if slower > args.fail_if_slower and diff.verdict != "within_noise":
+            unknown = ", and the runs' noise is unknown (too few steps)" if diff.verdict == "inconclusive" else ""
+            raise StepscopeError(f"AFTER is {slower:.1f}% slower than BEFORE (limit {args.fail_if_slower:g}%)"
+                                 f"{unknown}", exit_code=1)
+        if slower > args.fail_if_slower:  # the gate's verdict, printed under --quiet too
+            print(f"AFTER is {slower:.1f}% slower than BEFORE, within the runs' noise: the gate passes",
+                  file=sys.stderr)
     return 0

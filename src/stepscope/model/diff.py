@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import msgspec
 
+from stepscope.model.noise import DiffVerdict
 from stepscope.model.report import Struct
 
 DIFF_SCHEMA = "stepscope.diff/1"
@@ -118,6 +119,11 @@ class Diff(Struct, kw_only=True):
     # Why the two step times are not on one basis (one measured without the profiler, one as a profiler recorded it),
     # "" when they are; then no speed-up is given (ratios and the headline are None).
     mismatch: str = ""
+    # The headline judged against both runs' noise (summary.noise, stats.verdict): "within_noise" when the change is
+    # one the runs' own step-to-step variation can make, "inconclusive" when a run has too few steps to say.
+    verdict: DiffVerdict = "inconclusive"
+    noise: float | None = None  # the relative noise of the headline ratio: both runs' combined (stats.combined)
+    noise_basis: str = ""  # each run's, "meter steps / recorded steps"; "" when unknown
 
 
 def diff_to_json(diff: Diff) -> bytes:

@@ -14,7 +14,7 @@ from stepscope.model import report as s
 from stepscope.pipeline import sections
 from stepscope.pipeline.batch import Batch
 from stepscope.pipeline.meter import replay_phases
-from stepscope.pipeline.noise import headline_noise
+from stepscope.noise import headline_noise
 from stepscope.pipeline.options import AnalyzeOptions
 from stepscope.pipeline.profiler_cost import overhead_correction, replay_notes, replay_section
 from stepscope.pipeline.timeline import Timeline

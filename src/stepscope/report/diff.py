@@ -5,9 +5,12 @@ sample when the batch changed."""
 
 from __future__ import annotations
 
+import math
+
 from rich.console import Group, RenderableType
 from rich.text import Text
 
+from stepscope import stats
 from stepscope.model.diff import Diff
 from stepscope.report.fit import table
 from stepscope.report.meter_table import LABELS as PHASE_LABELS
@@ -35,7 +38,7 @@ def _change(ratio: float | None) -> str:
 
 def verdict(diff: Diff) -> str:
     """The one figure the diff leads with: the throughput ratio (samples/s when both runs know their batch), the
-    step-time speed-up without one."""
+    step-time speed-up without one; judged against the runs' noise (Diff.verdict)."""
     x = diff.headline_speedup
     if diff.mismatch:
         return f"Not comparable: {diff.mismatch}"
@@ -43,9 +46,19 @@ def verdict(diff: Diff) -> str:
         return "No step time to compare"
     basis = f" ({diff.headline_basis})" if diff.headline_basis else ""
     per = " per sample" if diff.per_sample else ""
+    figure = f"{x if x >= 1 else 1 / x:.2f}x {'faster' if x >= 1 else 'slower'}"
     if abs(x - 1) < 0.005:
         return f"No change{per}{basis}"
-    return f"{x if x >= 1 else 1 / x:.2f}x {'faster' if x >= 1 else 'slower'}{per}{basis}"
+    if diff.verdict == "within_noise":
+        return f"No change beyond noise{per}{basis}: {figure}, within the runs' ±{noise_band(diff):.1%}"
+    if diff.verdict == "inconclusive":
+        return f"{figure}{per}{basis}, inconclusive: too few steps to know the runs' noise"
+    return f"{figure}{per}{basis}, beyond the runs' ±{noise_band(diff):.1%} noise"
+
+
+def noise_band(diff: Diff) -> float:
+    """The largest change the runs' noise can make to the headline, relative (stats.Z x the combined noise)."""
+    return math.exp(stats.Z * (diff.noise or 0.0)) - 1
 
 
 def headline(diff: Diff) -> list[str]:
@@ -151,10 +164,12 @@ class DiffTerminalRenderer:
 
     def render(self, diff: Diff) -> RenderableType:
         good = bool(diff.headline_speedup and diff.headline_speedup >= 1)
+        style = ("bold" if not diff.headline_speedup or diff.verdict == "within_noise"
+                 else "bold green" if good else "bold red")
         parts: list[RenderableType] = [
             Text(f"before: {', '.join(diff.before.paths[:3])}\nafter:  {', '.join(diff.after.paths[:3])}",
                  style="dim"),
-            Text(verdict(diff), style="bold green" if good else "bold red" if diff.headline_speedup else "bold"),
+            Text(verdict(diff), style=style),
             Text("\n".join(headline(diff))),
         ]
         if changes := config_lines(diff):

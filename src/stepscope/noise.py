@@ -1,5 +1,6 @@
-"""The headline's noise (model/noise.py), once per Report: from the step meter's steps wherever the meter ran (the
-job unprofiled, every step), else the run's other unprofiled steps, else the steps the trace recorded."""
+"""The headline's noise (model/noise.py), once per Report by the pipeline, or by diff for a report written without
+it: from the step meter's steps wherever the meter ran (the job unprofiled, every step), else the run's other
+unprofiled steps, else the steps the trace recorded."""
 
 from __future__ import annotations
 
