@@ -51,7 +51,9 @@ def estimate(pair: dict) -> float | None:
     if pair.get("batch_factor"):
         return bigger_batch(read_trace(path), float(pair["batch_factor"])).speedup
     report = analyze(path, batch_size=pair["batch"])
-    values = [r.estimated_speedup for r in report.recommendations if r.id in pair["fixes"] and r.estimated_speedup]
+    # a fix estimated under MIN_GAIN is considered, not recommended: its estimate is still the diagnosis' own
+    values = [r.estimated_speedup for r in [*report.recommendations, *report.considered]
+              if r.id in pair["fixes"] and r.estimated_speedup]
     return max(values) if values else None
 
 

@@ -300,7 +300,15 @@ def test_published_v100_resnet50_case_names_every_feature(tmp_path: Path) -> Non
     # two thirds of the 117 convolutions' 93.6 ms; the step is 160.7 ms.
     step = report.summary.step_time_us / 1e3
     assert {r.id for r in report.recommendations[:2]} == {"dataloader_workers", "amp"}
-    assert {"pin_memory", "non_blocking_copy", "uint8_transfer", "set_to_none", "torch_compile", "amp"} <= set(fixes)
+    assert {"pin_memory", "uint8_transfer", "set_to_none", "amp"} <= set(fixes)
+    # non_blocking saves 3.2 ms of host wait and fusing the elementwise kernels a few ms, but the host is not what
+    # holds a 161 ms step back: both round to 1.00x, under MIN_GAIN, so they are considered, not recommended.
+    considered = {c.id: c.reason for c in report.considered}
+    assert {"non_blocking_copy", "torch_compile"} <= set(considered) and not {"non_blocking_copy",
+                                                                            "torch_compile"} & set(fixes)
+    assert all(c.startswith("estimated 1.00x, under the 1.01x") for k, c in considered.items()
+               if k in ("non_blocking_copy", "torch_compile"))
+    assert all(r.estimated_speedup is None or r.estimated_speedup >= 1.01 for r in report.recommendations)
     assert fixes["set_to_none"].evidence["zeroing_launches_per_step"] == 166
     assert fixes["uint8_transfer"].evidence["likely_shape"] == [32, 3, 224, 224]
     assert fixes["dataloader_workers"].estimated_speedup == pytest.approx(step / (step - 62.0 + 0.1), abs=0.01)

@@ -7,6 +7,7 @@ from dataclasses import dataclass, field
 from stepscope.advice.context import Context
 from stepscope.advice.meter import on_meter, workers_from_meter
 from stepscope.advice.patterns import classify
+from stepscope.advice.recommendation import MIN_GAIN
 from stepscope.advice.rules import recommend
 from stepscope.analysis.facts import Facts
 from stepscope.model import report as s
@@ -34,4 +35,16 @@ def advise(facts: Facts, run: s.Run | None = None, *, replayed: bool = False, me
         patterns, meter_notes = on_meter(patterns, meter)
         recommendations = workers_from_meter(meter, run.settings if run is not None else None, recommendations)
         notes = [*notes, *meter_notes]
-    return Advice(patterns, recommendations, notes, considered)
+    recommendations, below = worth_a_change(recommendations)
+    return Advice(patterns, recommendations, notes, [*considered, *below])
+
+
+def worth_a_change(recs: list[s.Recommendation]) -> tuple[list[s.Recommendation], list[s.Considered]]:
+    """The fixes whose final estimate reaches MIN_GAIN; the rest move to "considered, not recommended" with their
+    estimate: a fix estimated at 0.97x or 1.00x is not worth the reader's change. Fixes without an estimate stay."""
+    keep = [r for r in recs if r.estimated_speedup is None or r.estimated_speedup >= MIN_GAIN]
+    below = [s.Considered(id=r.id, reason=f"estimated {r.estimated_speedup:.2f}x, under the {MIN_GAIN:.2f}x a "
+                                          f"recommendation needs" + (f": {r.estimate}" if r.estimate else ""),
+                          estimated_speedup=r.estimated_speedup)
+             for r in recs if r.estimated_speedup is not None and r.estimated_speedup < MIN_GAIN]
+    return keep, below

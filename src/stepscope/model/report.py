@@ -9,13 +9,7 @@ import msgspec
 
 from stepscope.model.meter import Meter, MeterPhase, MeterWorkers  # noqa: F401 - part of the Report's namespace
 from stepscope.model.noise import StepNoise
-from stepscope.model.ranks import (  # noqa: F401 - part of the Report's namespace
-    CollectiveRow,
-    RankFailure,
-    RankRow,
-    Straggler,
-    StragglerCause,
-)
+from stepscope.model.ranks import CollectiveRow, RankFailure, RankRow, Straggler, StragglerCause  # noqa: F401
 from stepscope.model.run import (  # noqa: F401 - part of the Report's namespace
     LoaderSettings,
     OptimizerSettings,
@@ -182,6 +176,7 @@ class Considered(Struct, kw_only=True):
 
     id: str
     reason: str
+    estimated_speedup: float | None = None  # its estimate, when it was left out for gaining under MIN_GAIN
 
 
 class RankDiagnosis(Struct, kw_only=True):
