@@ -18,11 +18,12 @@ EXAMPLES = Path(__file__).resolve().parent.parent / "examples"
 WALK = Path(__file__).parent / "data" / "gpu_h100_r5" / "walk_w0" / "trace_default.json.gz"
 
 
-def trial(rung: int, tried: list[str], decision: str, gain: float | None, accepted: bool) -> Trial:
+def trial(rung: int, tried: list[str], decision: str, gain: float | None, accepted: bool, reason: str = "",
+          interval: bool = True) -> Trial:
     return Trial(fixes=tried, params={}, step_time_us=None, steps_per_s=None, samples_per_s=None, speedup=None,
-                 spread=None, estimated_speedup=None, accepted=accepted, reason="", numerics=None, compile_s=None,
-                 exit_code=0, rung=rung, tried=tried, gain=gain, decision=decision,
-                 interval=[gain - 0.05, gain + 0.05] if gain else None, windows=6)
+                 spread=None, estimated_speedup=None, accepted=accepted, reason=reason, numerics=None,
+                 compile_s=None, exit_code=0, rung=rung, tried=tried, gain=gain, decision=decision,  # type: ignore
+                 interval=[gain - 0.05, gain + 0.05] if gain and interval else None, windows=6 if interval else 1)
 
 
 def test_the_ladder_as_the_final_diagnosis_is_told_it() -> None:
@@ -31,12 +32,21 @@ def test_the_ladder_as_the_final_diagnosis_is_told_it() -> None:
                     trial(1, ["dataloader_workers"], "keep", 1.8, True),
                     trial(2, ["larger_batch"], "drop", 1.03, False),
                     trial(3, ["channels_last"], "undecided", 1.04, False),
-                    trial(4, ["torch_compile"], "failed", None, False),  # crashed: nothing measured to say
-                    trial(5, ["amp"], "keep", 1.2, True)])
+                    trial(4, ["torch_compile"], "failed", None, False, reason="crashed (exit code 1)"),
+                    trial(5, ["amp"], "keep", 1.2, True),
+                    trial(6, ["cuda_graphs"], "not applied", None, False,
+                          reason="cuda_graphs found nothing to change in this program"),
+                    trial(7, ["set_to_none"], "drop", 0.97, False, interval=False)])
     entries = {e.id: e for e in ladder_entries(tune)}
-    assert set(entries) == {"dataloader_workers", "larger_batch", "channels_last", "amp"}
+    # Issue 41.7: a fix the ladder could not measure or apply is not recommended again either: said, not repeated.
+    assert set(entries) == {"dataloader_workers", "larger_batch", "channels_last", "amp", "torch_compile",
+                            "cuda_graphs", "set_to_none"}
     assert entries["larger_batch"] == LadderEntry(id="larger_batch", kept=False,
                                                   text="measured: 1.03x (0.98-1.08, 6 windows), not kept")
+    assert entries["torch_compile"] == LadderEntry(id="torch_compile", kept=False,
+                                                   text="tried by stepscope tune, not kept: crashed (exit code 1)")
+    assert not entries["cuda_graphs"].kept and "found nothing to change" in entries["cuda_graphs"].text
+    assert entries["set_to_none"].text == "measured: 0.97x (no interval: 1 window), not kept"  # says why none
     assert entries["amp"].kept and entries["amp"].text == "applied by stepscope tune (1.20x (1.15-1.25, 6 windows))"
 
 

@@ -3,9 +3,13 @@ Fields are added, never renamed or removed, within a schema version."""
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Literal
 
 import msgspec
+
+# keep | drop | undecided (measured, not kept) | failed (could not be measured) | numerics (its loss moved beyond
+# tolerance) | not applied (it found nothing to change in the program)
+TrialDecision = Literal["keep", "drop", "undecided", "failed", "numerics", "not applied", ""]
 
 
 class Struct(msgspec.Struct, kw_only=True, omit_defaults=False):
@@ -124,7 +128,7 @@ class Trial(Struct, kw_only=True):
     confidence: float | None = None  # of that interval (0.95)
     windows: int = 0  # the candidate's timed windows the gain is measured on
     runs: list[TrialRun] = msgspec.field(default_factory=list)  # the comparison's runs, in the order they ran
-    decision: str = ""  # "keep" | "drop" | "undecided" (not kept) | "" (no comparison: a failure)
+    decision: TrialDecision = ""  # keep, or why not; "" in a tune.json written before trials carried it
     warmup_s: float | None = None  # the candidate's warm-up (to its first timed window), compilation included
     # The two sides of `gain`, in the ladder's unit (samples/s; steps/s when the batch size is unknown): the
     # candidate's throughput in the comparison and the rung it builds on at the same times (interpolated between

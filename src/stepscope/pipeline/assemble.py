@@ -11,10 +11,10 @@ import msgspec
 from stepscope.advice import Advice
 from stepscope.analysis.facts import Facts
 from stepscope.model import report as s
+from stepscope.noise import headline_noise
 from stepscope.pipeline import sections
 from stepscope.pipeline.batch import Batch
 from stepscope.pipeline.meter import replay_phases
-from stepscope.noise import headline_noise
 from stepscope.pipeline.options import AnalyzeOptions
 from stepscope.pipeline.profiler_cost import overhead_correction, replay_notes, replay_section
 from stepscope.pipeline.timeline import Timeline

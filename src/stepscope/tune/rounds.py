@@ -13,7 +13,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from stepscope.model.tune import Numerics
+from stepscope.model.tune import Numerics, TrialDecision
 from stepscope.tune.measured import Run, config_key, same_config_pairs
 from stepscope.tune.paired import (
     CANDIDATE,
@@ -33,8 +33,7 @@ Fixes = dict[str, dict[str, Any]]
 
 @dataclass
 class Outcome:
-    decision: str  # KEEP | DROP | UNDECIDED | "failed" (the candidate could not be measured) | "numerics"
-    # | "not applied" (its fixes found nothing to change)
+    decision: TrialDecision  # model/tune.py says what each means
     gain: Gain | None = None
     runs: list[tuple[str, Run]] = field(default_factory=list)  # (arm, run) in the order they ran
     failure: Run | None = None  # the candidate's run that failed

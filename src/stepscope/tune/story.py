@@ -18,21 +18,33 @@ from stepscope.tune.wire import LadderEntry
 
 
 def ladder_entries(tune: Tune) -> list[LadderEntry]:
-    """Per fix the ladder tried: kept, or measured and not kept (its last measurement); failures say nothing."""
+    """Per fix the ladder tried: kept, or not kept and why (its last trial: measured as no gain, could not be
+    measured, changed the numerics, found nothing to change). The final diagnosis recommends none of them again."""
     entries: dict[str, LadderEntry] = {}
     for t in tune.trials:
         for fix in t.tried:
             if fix in tune.applied and t.accepted:  # the trial that kept it (a later setting of it may have failed)
                 entries[fix] = LadderEntry(id=fix, kept=True, text=f"applied by stepscope tune ({_measured(t)})")
-            elif t.decision in ("drop", "undecided") and t.gain is not None:
-                entries[fix] = LadderEntry(id=fix, kept=False, text=f"measured: {_measured(t)}, not kept")
+            elif fix not in tune.applied and (why := _not_kept(t)):
+                entries[fix] = LadderEntry(id=fix, kept=False, text=why)
     return list(entries.values())
+
+
+def _not_kept(t: Trial) -> str:
+    """What the ladder found of a trial it did not keep, in words; "" for one it kept."""
+    if t.accepted:
+        return ""
+    if t.decision in ("drop", "undecided"):
+        return f"measured: {_measured(t)}, not kept" if t.gain is not None else f"not kept: {t.reason}"
+    if t.decision in ("failed", "numerics", "not applied"):
+        return f"tried by stepscope tune, not kept: {t.reason}"
+    return ""
 
 
 def _measured(t: Trial) -> str:
     if t.interval:
         return f"{t.gain:.2f}x ({t.interval[0]:.2f}-{t.interval[1]:.2f}, {t.windows} windows)"
-    return f"{t.gain:.2f}x"
+    return f"{t.gain:.2f}x (no interval: {t.windows} window{'s' if t.windows != 1 else ''})"
 
 
 def known(rec: Recommendation, ladder: list[LadderEntry]) -> LadderEntry | None:
