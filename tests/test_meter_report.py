@@ -178,3 +178,41 @@ def test_a_process_that_sped_up_when_the_machine_quietened_is_not_blamed_on_the_
     assert "the profiler changed it" in note(0.1, 0.0)  # the load barely moved
     assert "the profiler changed it" in note(0.0, 1.0)  # more load after, yet faster: not the load
     assert "may have changed it" in note(None, 0.0) and "other processes' load" in note(None, 0.0)
+
+
+def test_a_main_process_fetch_that_waits_gets_workers_beyond_the_cores() -> None:
+    """Issue 41.5's loader: 8 ms of waiting per sample, batch 16, in the main process, on 2 cores. The meter: a
+    130 ms step, 128 ms of it the fetch, 2 ms the loop's own work; the process used 3 ms of CPU a step (all its
+    threads, from the CPU counters), so the fetch computes at most 3 of its 128 ms. Workers then wait side by side:
+    ceil(128 / 2) = 64, capped at 8: a batch every 128 / 8 = 16 ms -> step max(2, 16) = 16 ms, and the CPU floor
+    (2 + 3) / 2 = 2.5 ms is under it: 130 / 16 = 8.12x. (Measured: examples/pattern_input_bound.py --work 0
+    --io-ms 8 --batch-size 16 under `stepscope run` on the 2-core CI machine kind was estimated 6.92x at 6 workers;
+    plain, 6 workers against 0 ran 6.80x and 7.63x, two alternating pairs.)"""
+    from msgspec.structs import replace
+
+    from stepscope.advice.meter import workers_recommendation
+
+    waiting = replace(meter_of(130, 128, 0, None, None), process_cpu_us=3000.0)
+    rec = workers_recommendation(waiting, None, None)
+    assert rec is not None and rec.evidence["suggested_workers"] == 8 and "num_workers=8" in rec.title
+    assert rec.estimated_speedup == pytest.approx(130 / 16, abs=0.01)  # to 2 places
+    assert rec.evidence["process_cpu_us_per_step"] == 3000.0 and "mostly waits" in rec.estimate
+    # The same wait spent computing (the process's CPU time covers it): 2 workers on 2 cores, as before: the CPU
+    # floor (2 + 128) / 2 = 65 ms -> 2.0x.
+    computing = replace(meter_of(130, 128, 0, None, None), process_cpu_us=131_000.0)
+    rec = workers_recommendation(computing, None, None)
+    assert rec is not None and rec.evidence["suggested_workers"] == 2
+    assert rec.estimated_speedup == pytest.approx(130 / 65, abs=0.005)
+    # Without the counters (under half a second of readings), the wait is taken as CPU: the same 2 workers.
+    assert workers_recommendation(meter_of(130, 128, 0, None, None), None, None).evidence["suggested_workers"] == 2
+
+
+def test_the_process_cpu_per_step_is_read_from_the_cpu_counters() -> None:
+    """Readings [ns, this process's CPU s, the machine's busy CPU s] at 0 and 2 s: 0.5 s of this process's CPU over
+    2 s = 0.25 cores; a 100 ms step then has 25 ms of the process's CPU time."""
+    from stepscope.model.meter import MeterRecord
+    from stepscope.pipeline.meter import _process_cpu_us
+
+    record = MeterRecord(source="optimizer", host_cpu=[[0.0, 0.0, 0.0], [2e9, 0.5, 1.0]])
+    assert _process_cpu_us(record, 0.1e9, 1.9e9, 100e6) == pytest.approx(25_000.0)
+    assert _process_cpu_us(MeterRecord(source="optimizer"), 0.1e9, 1.9e9, 100e6) is None

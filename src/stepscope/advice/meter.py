@@ -11,6 +11,8 @@ rest of the step among its causes (op math, Python and dispatch, kernels, launch
 
 from __future__ import annotations
 
+import math
+
 import msgspec
 
 from stepscope.advice.found import MIN_SHARE
@@ -21,6 +23,10 @@ from stepscope.units import ns_text, rounded_ratio
 
 # Workers suggested where there are no DataLoader workers yet and the free cores are not known.
 FIRST_WORKERS = 2
+# A main-process fetch whose CPU time is under this share of its wall time mostly waits (storage, a network, a
+# sleep): workers wait side by side, so more of them than cores still help, up to MAX_WAITING_WORKERS.
+WAITING_SHARE = 0.5
+MAX_WAITING_WORKERS = 8
 # Workers busy less than this share of the time while the training loop waits for them: the wait is not the loading
 # (more workers would idle too) but the handing over of batches between processes.
 IDLE_WORKERS = 0.5
@@ -105,14 +111,19 @@ def workers_recommendation(meter: Meter, settings: s.Settings | None,
         batch = w.batch_us if w is not None else step * workers  # unseen workers: they deliver one batch a step
         cpu = w.batch_cpu_us if w is not None and w.batch_cpu_us is not None else batch
         target = workers * 2
-    else:  # loading in the main thread: the whole wait is the batch's cost, on a CPU
-        batch, cpu, target = wait, wait, FIRST_WORKERS
+    else:  # loading in the main thread: the whole wait is the batch's cost; on a CPU, at most the process's CPU
+        batch, cpu, target = wait, _fetch_cpu(meter, wait), FIRST_WORKERS
+        if cpu < WAITING_SHARE * wait:  # it mostly waits: enough workers to hide the wait behind the step's work
+            target = min(max(math.ceil(wait / max(main, 1.0)), FIRST_WORKERS), MAX_WAITING_WORKERS)
     # k workers deliver a batch every batch/k; the main thread's work (on its intra-op threads) and the batch's CPU
     # time share the process's cores, which bounds the step from below however many workers wait on storage.
     new = max(main, batch / target)
     if workers:  # what the step takes beyond its bound now (the batch's delivery, say) stays: k'/k at most
         new += max(step - max(main, batch / workers), 0.0)
     why = f"{target} workers deliver a batch every {ns_text(batch / target * 1e3)}"
+    if not workers and cpu < WAITING_SHARE * wait:
+        why = (f"the fetch mostly waits (the process's CPU time is {ns_text(cpu * 1e3)} a step beside its "
+               f"{ns_text(wait * 1e3)} wait), so workers wait side by side: {why}")
     if cores:
         cpu_floor = (main * min(threads, cores) + cpu) / cores
         if cpu_floor > new:
@@ -131,6 +142,12 @@ def workers_recommendation(meter: Meter, settings: s.Settings | None,
     evidence = _evidence(meter, main, workers, target, traced, cpu_cores=cores,
                          free_cores=cores - threads - (workers or 0) if cores else None)
     return _workers_fix(title, evidence, speedup, text, traced, settings)
+
+
+def _fetch_cpu(meter: Meter, wait: float) -> float:
+    """A main-process fetch's CPU time per step: at most the whole process's (meter.process_cpu_us, every thread),
+    and at most its wall time; its wall time where the process's CPU time is not known."""
+    return min(wait, meter.process_cpu_us) if meter.process_cpu_us is not None else wait
 
 
 def _in_main_process(meter: Meter, w: MeterWorkers, workers: int, main: float, wait: float,
@@ -164,6 +181,8 @@ def _evidence(meter: Meter, main: float, workers: int | None, suggested: int, tr
                 "dataloader_wait_share": rounded_ratio(wait / meter.step_us),
                 "dataloader_wait_us_per_step": round(wait, 1), "main_thread_us_per_step": round(main, 1),
                 "num_workers": workers, "suggested_workers": suggested, **more, "measured_by": "step meter"}
+    if meter.process_cpu_us is not None:
+        evidence["process_cpu_us_per_step"] = meter.process_cpu_us
     if w is not None:
         evidence.update(worker_batch_us=w.batch_us, worker_batch_cpu_us=w.batch_cpu_us)
     return evidence

@@ -139,6 +139,10 @@ class Meter(Frozen, kw_only=True):
     num_workers: int | None = None  # the main DataLoader's num_workers
     cpu_cores: int | None = None
     samples_per_s: float | None = None
+    # This process's CPU time per step, all threads (host_cpu's readings over the headline's span): with no workers,
+    # the fetch's CPU time is at most this, so a loader that mostly waits (storage, a network) is told from one that
+    # computes. None where the readings are too few (under half a second).
+    process_cpu_us: float | None = None
 
     def phase_us(self, name: str) -> float:
         """A phase's mean per step (µs); 0 for a phase the meter has no figure of."""

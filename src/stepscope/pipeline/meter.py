@@ -119,7 +119,8 @@ def _section(record: MeterRecord, chosen: Selection) -> Meter:
     after_mean = float(wall[chosen.after].mean()) if chosen.after.sum() >= MIN_STEPS else None
     first_step = float(wall[0]) if st.first_step == 0 and len(wall) else None
     h = chosen.headline
-    others = _others(record, float((end[h] - wall[h]).min()), float(end[h].max())) if h.any() else (None, None)
+    span = (float((end[h] - wall[h]).min()), float(end[h].max())) if h.any() else None
+    others = _others(record, *span) if span is not None else (None, None)
     return Meter(
         source=record.source, steps_measured=st.first_step + len(wall) + record.overflow_steps, basis=chosen.basis,
         steps=int(h.sum()), step_us=report_us(step), median_us=report_us(float(np.median(chosen.values))),
@@ -135,15 +136,16 @@ def _section(record: MeterRecord, chosen: Selection) -> Meter:
         warming_left_out=chosen.warming_left_out,
         stalls_us=[report_us(t) for t in chosen.stalls_ns] or None,
         workers=_workers(record, end[h] - wall[h], end[h]),
+        process_cpu_us=_process_cpu_us(record, *span, step) if span is not None else None,
         num_workers=record.num_workers, cpu_cores=record.cpu_cores,
         samples_per_s=round(record.batch_size * 1e9 / step, 2) if record.batch_size and step > 0 else None)
 
 
-def _others_cores(readings: list[list[float]], start_ns: float, end_ns: float) -> float | None:
-    """The cores the other processes kept busy on average between `start_ns` and `end_ns` (host clock), from the
-    meter's [ns, this process's CPU s, the machine's busy CPU s] readings: the last one at or before the start to the
-    first at or after the end; None without two such readings or over less than half a second (the counters tick
-    every 10 ms)."""
+def _cores(readings: list[list[float]], start_ns: float, end_ns: float) -> tuple[float, float] | None:
+    """(this process's, the other processes') busy cores on average between `start_ns` and `end_ns` (host clock),
+    from the meter's [ns, this process's CPU s, the machine's busy CPU s] readings: the last one at or before the
+    start to the first at or after the end; None without two such readings or over less than half a second (the
+    counters tick every 10 ms)."""
     before = [r for r in readings if r[0] <= start_ns]
     after = [r for r in readings if r[0] >= end_ns]
     if not before or not after:
@@ -152,7 +154,20 @@ def _others_cores(readings: list[list[float]], start_ns: float, end_ns: float) -
     seconds = (b[0] - a[0]) / 1e9
     if seconds < 0.5:
         return None
-    return max((b[2] - a[2]) - (b[1] - a[1]), 0.0) / seconds
+    own = max(b[1] - a[1], 0.0)
+    return own / seconds, max((b[2] - a[2]) - own, 0.0) / seconds
+
+
+def _others_cores(readings: list[list[float]], start_ns: float, end_ns: float) -> float | None:
+    found = _cores(readings, start_ns, end_ns)
+    return found[1] if found is not None else None
+
+
+def _process_cpu_us(record: MeterRecord, start_ns: float, end_ns: float, step_ns: float) -> float | None:
+    """This process's CPU time per step over the headline's steps (all its threads: the main thread's work, its
+    intra-op threads, a fetch in the main process), from the once-a-second readings; None where they are too few."""
+    found = _cores(record.host_cpu, start_ns, end_ns) if record.host_cpu else None
+    return report_us(found[0] * step_ns) if found is not None else None
 
 
 def _others(record: MeterRecord, start_ns: float, end_ns: float) -> tuple[float | None, float | None]:
