@@ -65,3 +65,8 @@ def test_warming_takes_medians_and_the_later_spread() -> None:
     # the later steps' own spread raises the bar: 5% is within steps that stray +-10%
     noisy = [9.0, 10.0, 11.0, 9.0, 10.0, 11.0, 10.0]
     assert stats.warming([10.5] * 3, noisy) is None
+    # one stall among the later five (a busy machine: a 4 ms sleep woke at 30 ms) widens p90 - p10 to a spread of
+    # 1.95, past the real settling from a median of 12.3 to 4 ms; their median absolute deviation is 0, so it shows
+    stalled = [4.0, 4.0, 30.0, 4.0, 4.0]
+    assert stats.spread(stalled) > 1.5
+    assert stats.warming([19.2, 15.4, 12.3, 9.8, 7.9], stalled) == pytest.approx(12.3 / 4 - 1)

@@ -15,7 +15,8 @@ Definitions:
 - beyond noise: two figures differ when the log of their ratio is beyond Z times their noises combined (noise
   multiplies: a 2x step is as far from 1x as 0.5x is).
 - warming: the earlier steps' median over the later steps' median - 1, when beyond WARMING and the later steps'
-  own spread. Medians, not means: one step that overshot (a 4 ms sleep that woke 1.6 ms late on a busy machine)
+  own spread (from their median absolute deviation: a stalled step among five would widen p90 - p10 past a real
+  settling). Medians, not means: one step that overshot (a 4 ms sleep that woke 1.6 ms late on a busy machine)
   moves a mean of three by 13%; a settling moves most steps, so it moves their median too.
 """
 
@@ -53,6 +54,15 @@ def spread(values: Sequence[float]) -> float:
         return 0.0
     mid = median(values)
     return (quantile(values, 0.9) - quantile(values, 0.1)) / 2 / mid if mid > 0 else 0.0
+
+
+def robust_spread(values: Sequence[float]) -> float:
+    """`spread` as normal data would give it ((p90 - p10) / 2 is 1.2816 standard deviations), from the median
+    absolute deviation (1.4826 of it is one standard deviation): one stalled step among five does not move it."""
+    if len(values) < 2:
+        return 0.0
+    mid = median(values)
+    return 1.2816 * 1.4826 * median([abs(v - mid) for v in values]) / mid if mid > 0 else 0.0
 
 
 def step_noise(values: Sequence[float]) -> float:
@@ -100,11 +110,11 @@ def verdict(before: float, after: float, noise: float | None, *, lower_is_faster
 
 def warming(earlier: Sequence[float], later: Sequence[float], tolerance: float = WARMING) -> float | None:
     """median(earlier) / median(later) - 1 when the steps still got faster beyond `tolerance` and the later steps'
-    own spread; else None."""
+    own spread (robust_spread: one stall among the later steps must not hide a settling); else None."""
     if not earlier or not later:
         return None
     first, second = median(earlier), median(later)
     if second <= 0:
         return None
     change = first / second - 1
-    return round(change, 4) if change > max(tolerance, spread(later)) else None
+    return round(change, 4) if change > max(tolerance, robust_spread(later)) else None
