@@ -1,0 +1,125 @@
+"""`stepscope run` under a launcher: a real 2-rank DDP job (gloo, CPU) under torchrun, one rank slowed, with the
+default options. The job must not be broken (every rank's program runs to its end), and the ranks must record the
+same steps, chosen without any collective of stepscope's own."""
+
+from __future__ import annotations
+
+import gzip
+import json
+import os
+import signal
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import pytest
+
+torch = pytest.importorskip("torch")
+dist = pytest.importorskip("torch.distributed")
+if not dist.is_available() or not dist.is_gloo_available():
+    pytest.skip("torch.distributed with gloo is needed", allow_module_level=True)
+
+from stepscope.capture.launcher import launched  # noqa: E402
+
+SLOW_RANK = 1  # not rank 0: a report that named rank 0 by default would not pass
+STEPS = 48  # skip 10, two passes of 2 + 5 with a step between, 1 + 5 reference steps: 31; the rest runs on
+
+# The issue's job: a 3-layer MLP under DDP; the slowed rank's collate sleeps 30 ms per batch. Each rank writes
+# done-rank<N> after the program's last collective (a barrier): the program ran to its end.
+TRAIN = f"""
+import os, sys, time
+import torch
+import torch.distributed as dist
+import torch.nn.functional as F
+from torch.nn.parallel import DistributedDataParallel
+from torch.utils.data import DataLoader, TensorDataset, default_collate
+
+torch.set_num_threads(1)
+dist.init_process_group("gloo")
+rank = dist.get_rank()
+torch.manual_seed(0)
+model = DistributedDataParallel(torch.nn.Sequential(
+    torch.nn.Linear(64, 256), torch.nn.ReLU(), torch.nn.Linear(256, 256), torch.nn.ReLU(), torch.nn.Linear(256, 10)))
+opt = torch.optim.SGD(model.parameters(), lr=0.01)
+data = TensorDataset(torch.randn(32 * {STEPS}, 64), torch.randint(0, 10, (32 * {STEPS},)))
+
+def collate(items):
+    if rank == {SLOW_RANK}:
+        time.sleep(0.03)
+    return default_collate(items)
+
+for x, y in DataLoader(data, batch_size=32, collate_fn=collate):
+    loss = F.cross_entropy(model(x), y)
+    opt.zero_grad()
+    loss.backward()
+    opt.step()
+dist.barrier()
+open(f"done-rank{{rank}}", "w").close()
+dist.destroy_process_group()
+"""
+
+
+def profiler_steps(trace: Path) -> list[int]:
+    """The ProfilerStep#N numbers in the raw trace file."""
+    with gzip.open(trace, "rt") as f:
+        events = json.load(f)["traceEvents"]
+    return sorted({int(e["name"].split("#")[1]) for e in events if str(e.get("name", "")).startswith("ProfilerStep#")})
+
+
+@pytest.fixture(scope="module")
+def job(tmp_path_factory: pytest.TempPathFactory) -> tuple[subprocess.CompletedProcess[str], Path]:
+    """One torchrun job of two ranks, each under `stepscope run` with the default options, in a fresh folder."""
+    cwd = tmp_path_factory.mktemp("torchrun")
+    (cwd / "train.py").write_text(textwrap.dedent(TRAIN))
+    env = {k: v for k, v in os.environ.items() if k not in ("RANK", "WORLD_SIZE", "LOCAL_RANK", "MASTER_ADDR",
+                                                            "MASTER_PORT")}
+    env.update(OMP_NUM_THREADS="1", PYTHONPATH=os.pathsep.join(sys.path), COLUMNS="100")
+    # --no-python: the launcher runs `python -m stepscope run train.py` for each rank, as `torchrun --no-python
+    # stepscope run train.py` does with the console script.
+    command = [sys.executable, "-m", "torch.distributed.run", "--nproc-per-node", "2", "--no-python",
+               sys.executable, "-m", "stepscope", "run", "train.py"]
+    # A session of its own, so that a job that hangs is ended whole (the launcher and both ranks), not left behind.
+    with subprocess.Popen(command, cwd=cwd, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                          start_new_session=True) as proc:
+        try:
+            out, err = proc.communicate(timeout=240)
+        except subprocess.TimeoutExpired:
+            os.killpg(proc.pid, signal.SIGKILL)
+            out, err = proc.communicate()
+            pytest.fail(f"the job did not end in 240 s:\n{err[-3000:]}")
+    return subprocess.CompletedProcess(command, proc.returncode, out, err), cwd
+
+
+def test_the_job_is_not_broken(job: tuple[subprocess.CompletedProcess[str], Path]) -> None:
+    done, cwd = job
+    assert done.returncode == 0, done.stderr[-3000:]
+    # Both programs ran past their last collective: no rank was stopped after its window.
+    assert (cwd / "done-rank0").exists() and (cwd / "done-rank1").exists()
+    firsts = [line for line in done.stderr.splitlines() if "running train.py" in line]
+    assert len(firsts) == 2
+    for rank in (0, 1):
+        line = next(line for line in firsts if f"rank {rank} of 2" in line)
+        assert "run on to its end" in line
+
+
+def test_the_ranks_write_one_job_folder(
+        job: tuple[subprocess.CompletedProcess[str], Path]) -> None:
+    cwd = job[1]
+    jobs = list((cwd / "stepscope-runs").iterdir())
+    assert len(jobs) == 1 and jobs[0].name.startswith("train-"), jobs
+    folders = sorted(p.name for p in jobs[0].iterdir() if p.is_dir())
+    assert folders == ["rank0", "rank1"]
+
+
+def test_the_launcher_is_read_from_the_environment() -> None:
+    torchrun = {"RANK": "1", "WORLD_SIZE": "2", "LOCAL_RANK": "1", "TORCHELASTIC_RUN_ID": "my-job",
+                "TORCHELASTIC_RESTART_COUNT": "0"}
+    launch = launched(torchrun)
+    assert launch is not None and (launch.rank, launch.world_size, launch.job) == (1, 2, "my-job")
+    assert launched({**torchrun, "TORCHELASTIC_RESTART_COUNT": "2"}).job == "my-job-restart2"  # type: ignore[union-attr]
+    assert launched({"RANK": "0", "WORLD_SIZE": "1"}) is None  # one rank: a plain run
+    assert launched({}) is None
+    # torchrun on one node makes up a uuid as the run id: the job is named after the launcher's start instead
+    uuid = {**torchrun, "TORCHELASTIC_RUN_ID": "678b18c2-864b-4b68-90ce-7f2c23b54429"}
+    assert "678b18c2" not in launched(uuid).job  # type: ignore[union-attr]
