@@ -21,6 +21,7 @@ if not dist.is_available() or not dist.is_gloo_available():
     pytest.skip("torch.distributed with gloo is needed", allow_module_level=True)
 
 from stepscope.capture.launcher import launched  # noqa: E402
+from stepscope.capture.options import skipping  # noqa: E402
 
 SLOW_RANK = 1  # not rank 0: a report that named rank 0 by default would not pass
 STEPS = 48  # skip 10, two passes of 2 + 5 with a step between, 1 + 5 reference steps: 31; the rest runs on
@@ -100,16 +101,21 @@ def test_the_job_is_not_broken(job: tuple[subprocess.CompletedProcess[str], Path
     assert len(firsts) == 2
     for rank in (0, 1):
         line = next(line for line in firsts if f"rank {rank} of 2" in line)
-        assert "run on to its end" in line
+        assert "run on to its end" in line and "skip 10 (exactly" in line
 
 
-def test_the_ranks_write_one_job_folder(
+def test_every_rank_records_the_same_steps_in_one_job_folder(
         job: tuple[subprocess.CompletedProcess[str], Path]) -> None:
     cwd = job[1]
     jobs = list((cwd / "stepscope-runs").iterdir())
     assert len(jobs) == 1 and jobs[0].name.startswith("train-"), jobs
     folders = sorted(p.name for p in jobs[0].iterdir() if p.is_dir())
     assert folders == ["rank0", "rank1"]
+    steps = [profiler_steps(jobs[0] / f"rank{rank}" / "trace.json.gz") for rank in (0, 1)]
+    timing = [profiler_steps(jobs[0] / f"rank{rank}" / "timing.json.gz") for rank in (0, 1)]
+    assert steps[0] == steps[1] and timing[0] == timing[1]
+    # skip 10 exactly, then the timing pass (2 warm-up + 5 steps), a step between, the recorded pass's 2 warm-up
+    assert len(steps[0]) == 5 and steps[0][0] == timing[0][-1] + 4
 
 
 def test_the_launcher_is_read_from_the_environment() -> None:
@@ -123,3 +129,13 @@ def test_the_launcher_is_read_from_the_environment() -> None:
     # torchrun on one node makes up a uuid as the run id: the job is named after the launcher's start instead
     uuid = {**torchrun, "TORCHELASTIC_RUN_ID": "678b18c2-864b-4b68-90ce-7f2c23b54429"}
     assert "678b18c2" not in launched(uuid).job  # type: ignore[union-attr]
+
+
+def test_the_default_skip_is_exact_under_a_launcher(monkeypatch: pytest.MonkeyPatch) -> None:
+    for name in ("RANK", "WORLD_SIZE", "LOCAL_RANK"):
+        monkeypatch.delenv(name, raising=False)
+    assert skipping(None)["settle"] is True
+    monkeypatch.setenv("WORLD_SIZE", "2")
+    monkeypatch.setenv("RANK", "0")
+    assert skipping(None) == {"skip": 10, "settle": False}
+    assert skipping(3) == {"skip": 3, "settle": False}
