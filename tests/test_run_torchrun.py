@@ -22,6 +22,8 @@ if not dist.is_available() or not dist.is_gloo_available():
 
 from stepscope.capture.launcher import launched  # noqa: E402
 from stepscope.capture.options import skipping  # noqa: E402
+from stepscope.pipeline import analyze  # noqa: E402
+from stepscope.ranks.engines import InProcess  # noqa: E402
 
 SLOW_RANK = 1  # not rank 0: a report that named rank 0 by default would not pass
 STEPS = 48  # skip 10, two passes of 2 + 5 with a step between, 1 + 5 reference steps: 31; the rest runs on
@@ -118,6 +120,23 @@ def test_every_rank_records_the_same_steps_in_one_job_folder(
     assert len(steps[0]) == 5 and steps[0][0] == timing[0][-1] + 4
 
 
+def test_the_job_folder_analysed_gives_each_rank_its_own_folders_figures(
+        job: tuple[subprocess.CompletedProcess[str], Path]) -> None:
+    """`stepscope analyze JOB`: the ranks found in the job folder, and each diagnosed rank's step time and fixes the
+    ones its own run folder gives (its step meter's, not the trace's alone)."""
+    job_folder = next((job[1] / "stepscope-runs").iterdir())
+    with InProcess() as engine:
+        report = analyze(job_folder, engine=engine)
+    assert report.cross_rank is not None and report.cross_rank.ranks == 2
+    assert report.cross_rank.straggler is not None and report.cross_rank.straggler.rank == SLOW_RANK
+    for diagnosis in report.cross_rank.diagnoses:
+        own = json.loads((job_folder / f"rank{diagnosis.rank}" / "report.json").read_text())
+        assert own["meter"] is not None  # the rank's folder measured its steps unprofiled
+        assert diagnosis.step_time_us == pytest.approx(own["summary"]["step_time_us"])
+        assert [(r.id, r.estimated_speedup) for r in diagnosis.recommendations] == \
+            [(r["id"], r["estimated_speedup"]) for r in own["recommendations"]]
+
+
 def test_the_launcher_is_read_from_the_environment() -> None:
     torchrun = {"RANK": "1", "WORLD_SIZE": "2", "LOCAL_RANK": "1", "TORCHELASTIC_RUN_ID": "my-job",
                 "TORCHELASTIC_RESTART_COUNT": "0"}
@@ -139,3 +158,4 @@ def test_the_default_skip_is_exact_under_a_launcher(monkeypatch: pytest.MonkeyPa
     monkeypatch.setenv("RANK", "0")
     assert skipping(None) == {"skip": 10, "settle": False}
     assert skipping(3) == {"skip": 3, "settle": False}
+
