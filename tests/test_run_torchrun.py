@@ -11,6 +11,7 @@ import signal
 import subprocess
 import sys
 import textwrap
+import time
 from pathlib import Path
 
 import pytest
@@ -22,6 +23,7 @@ if not dist.is_available() or not dist.is_gloo_available():
 
 from stepscope.capture.launcher import launched  # noqa: E402
 from stepscope.capture.options import skipping  # noqa: E402
+from stepscope.commands.run_job import job_report  # noqa: E402
 from stepscope.pipeline import analyze  # noqa: E402
 from stepscope.ranks.engines import InProcess  # noqa: E402
 
@@ -120,6 +122,18 @@ def test_every_rank_records_the_same_steps_in_one_job_folder(
     assert len(steps[0]) == 5 and steps[0][0] == timing[0][-1] + 4
 
 
+def test_rank_0_prints_the_report_across_the_ranks(job: tuple[subprocess.CompletedProcess[str], Path]) -> None:
+    done, cwd = job
+    job_folder = next((cwd / "stepscope-runs").iterdir())
+    # Printed once, by rank 0, after both ranks' folders were there: the slowed rank and its cause.
+    assert done.stdout.count("The job: 2 of 2 ranks in") == 1, done.stdout[-3000:]
+    across = done.stdout[done.stdout.index("The job: 2 of 2 ranks"):]
+    assert f"Straggler: rank {SLOW_RANK} arrived last" in across
+    assert "its DataLoader wait took" in across  # the collate's sleep runs inside the DataLoader's next()
+    assert (job_folder / "report.txt").is_file() and (job_folder / "report.html").is_file()
+    assert not (job_folder / "report.json").exists()  # a .json there would pass for a rank's trace
+
+
 def test_the_job_folder_analysed_gives_each_rank_its_own_folders_figures(
         job: tuple[subprocess.CompletedProcess[str], Path]) -> None:
     """`stepscope analyze JOB`: the ranks found in the job folder, and each diagnosed rank's step time and fixes the
@@ -159,3 +173,18 @@ def test_the_default_skip_is_exact_under_a_launcher(monkeypatch: pytest.MonkeyPa
     assert skipping(None) == {"skip": 10, "settle": False}
     assert skipping(3) == {"skip": 3, "settle": False}
 
+
+def test_rank_0_waits_a_bounded_time_for_the_other_ranks(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """A rank that never writes its folder (it failed, or writes on another node's disk) costs rank 0 the wait's bound,
+    then one line saying how to get the report later; never a hang."""
+    rank0 = tmp_path / "job" / "rank0"
+    rank0.mkdir(parents=True)
+    (rank0 / "trace.json.gz").write_bytes(b"")
+    (rank0 / "report.json").write_text("{}")
+    started = time.monotonic()
+    job_report(tmp_path / "job", 2, None, wait_s=0.6)
+    assert 0.6 <= time.monotonic() - started < 5
+    err = capsys.readouterr().err
+    assert "waiting up to 0.6 s" in err
+    assert f"no report across the ranks: rank1 wrote no report in {tmp_path / 'job'} within 0.6 s" in err
+    assert f"stepscope analyze {tmp_path / 'job'}" in err

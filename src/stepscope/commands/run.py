@@ -133,7 +133,8 @@ def main(args: argparse.Namespace) -> int:
         from stepscope.commands.run_finish import finish
 
         sys.stdout.flush()
-        code = finish(program, spec, folder, captured, width=args.width, predict=request)
+        code = finish(program, spec, folder, captured, width=args.width, predict=request,
+                      launch=None if sigterm.received else launch)
     return EXIT_CODE if sigterm.received else code
 
 
