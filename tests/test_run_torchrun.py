@@ -23,7 +23,9 @@ if not dist.is_available() or not dist.is_gloo_available():
 
 from stepscope.capture.launcher import launched  # noqa: E402
 from stepscope.capture.options import skipping  # noqa: E402
+from stepscope.capture.runfolder import rank_folder  # noqa: E402
 from stepscope.commands.run_job import job_report  # noqa: E402
+from stepscope.errors import StepscopeError  # noqa: E402
 from stepscope.pipeline import analyze  # noqa: E402
 from stepscope.ranks.engines import InProcess  # noqa: E402
 
@@ -188,3 +190,12 @@ def test_rank_0_waits_a_bounded_time_for_the_other_ranks(tmp_path: Path, capsys:
     assert "waiting up to 0.6 s" in err
     assert f"no report across the ranks: rank1 wrote no report in {tmp_path / 'job'} within 0.6 s" in err
     assert f"stepscope analyze {tmp_path / 'job'}" in err
+
+
+def test_each_rank_writes_its_folder_in_the_job_folder(tmp_path: Path) -> None:
+    expected = tmp_path / "my-train-20261207-120000" / "rank3"
+    assert rank_folder("my train", "20261207-120000", 3, base=tmp_path) == expected
+    assert rank_folder("train", "j", 1, tmp_path / "out") == tmp_path / "out" / "rank1"  # --out names the job folder
+    (tmp_path / "file").write_text("")
+    with pytest.raises(StepscopeError, match="is a file"):
+        rank_folder("train", "j", 0, tmp_path / "file")
