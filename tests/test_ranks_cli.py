@@ -14,6 +14,8 @@ from pathlib import Path
 import pytest
 
 from stepscope.commands.ranks import take_paths_from_ray
+from stepscope.errors import StepscopeError
+from stepscope.ranks.inputs import rank_files
 
 JOB = Path(__file__).parent / "data" / "gloo_ddp" / "dataloader_straggler"
 
@@ -140,3 +142,15 @@ def test_heatmap_is_drawn_in_a_real_browser(job: Path, tmp_path: Path) -> None:
         driver.quit()
     assert cells >= 1 and sorted(labels) == [f"rank {r}" for r in range(4)]
     assert not errors
+
+
+def test_a_folder_of_run_folders_is_the_ranks_in_them(tmp_path: Path) -> None:
+    """`stepscope run` under torchrun writes rank<N>/ run folders in a job folder: the job folder names the ranks."""
+    runs = tmp_path / "stepscope-runs"
+    for rank in range(4):
+        (runs / f"rank{rank}").mkdir(parents=True)
+        shutil.copy(JOB / f"rank{rank}.json.gz", runs / f"rank{rank}" / "trace.json.gz")
+    (runs / "notes").mkdir()  # a folder that is no run folder is left alone
+    assert rank_files([runs]) == [runs / f"rank{rank}" / "trace.json.gz" for rank in range(4)]
+    with pytest.raises(StepscopeError, match=r"holds no traces .*or stepscope run folders"):
+        rank_files([runs / "notes"])

@@ -146,14 +146,17 @@ def text_report(report: s.Report, extra_lines: list[str] | None = None, width: i
 
 
 def write_report_files(report: s.Report, folder: Path, extra_lines: list[str] | None = None,
-                       telemetry: TelemetryReport | None = None) -> list[str]:
-    """report.json, report.txt and report.html beside the trace, each written whole or not at all; returns the
-    names written. A file that cannot be written is said on stderr and the others are still tried."""
+                       telemetry: TelemetryReport | None = None, names: tuple[str, ...] | None = None) -> list[str]:
+    """report.json, report.txt and report.html beside the trace (or those of them `names` lists), each written whole
+    or not at all; returns the names written. A file that cannot be written is said on stderr and the others are
+    still tried."""
     pages = {runfolder.REPORT_JSON: lambda: render("json", report),
              runfolder.REPORT_TEXT: lambda: text_report(report, extra_lines),
              runfolder.REPORT_HTML: lambda: render("html", report, telemetry=telemetry)}
     written = []
     for name, make in pages.items():
+        if names is not None and name not in names:
+            continue
         try:
             write_atomic(folder / name, make(), what="report", hint=WRITE_HINT)
             written.append(name)

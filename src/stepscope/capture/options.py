@@ -9,6 +9,8 @@ from __future__ import annotations
 import dataclasses
 from dataclasses import dataclass
 
+from stepscope.capture.launcher import launched
+
 # What can mark a step, strongest first; `--step-on` takes one of these ("marker": stepscope.step() only).
 STEP_SOURCES = ("optimizer", "backward", "dataloader", "forward", "marker")
 
@@ -21,7 +23,7 @@ class CaptureOptions:
     # headline (pipeline/meter.py: the steps before the profiler, less the first fifth).
     skip: int = 10
     # Past `skip`, wait (up to 2x) while the step meter sees the steps still getting faster or they have run under
-    # 0.1 s (capture/waiting.py); off where a skip was given (`skipping`).
+    # 0.1 s (capture/waiting.py); off where a skip was given, and under a launcher (`skipping`).
     settle: bool = True
     warmup: int = 2  # profiled but discarded: the profiler's own start-up cost
     steps: int = 5  # recorded
@@ -59,6 +61,10 @@ DEFAULTS = CaptureOptions()
 
 def skipping(skip: int | None) -> dict[str, int | bool]:
     """`skip` and `settle` for the steps to skip as the user gave them: a number is exact; None is the default,
-    then more while the steps settle. One rule for `stepscope run --skip`, `stepscope.profile(skip=)` and the
-    callbacks' `skip=`."""
-    return {"skip": DEFAULTS.skip, "settle": True} if skip is None else {"skip": skip, "settle": False}
+    then more while the steps settle, except under a launcher (torchrun: several ranks), where the default is exact
+    too: each rank settles on its own steps' times, so they would record different steps, and the window is agreed
+    across ranks by the step count alone (no collective on the job's own process groups, which could reorder or
+    deadlock its work). One rule for `stepscope run --skip`, `stepscope.profile(skip=)` and the callbacks' `skip=`."""
+    if skip is None:
+        return {"skip": DEFAULTS.skip, "settle": launched() is None}
+    return {"skip": skip, "settle": False}

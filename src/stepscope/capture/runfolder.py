@@ -1,4 +1,5 @@
-"""The run folder: `stepscope-runs/<name>-<YYYYmmdd-HHMMSS>/`, created before the program starts."""
+"""The run folder: `stepscope-runs/<name>-<YYYYmmdd-HHMMSS>/`, created before the program starts; under a launcher,
+each rank's `rank<N>/` inside one job folder, `stepscope-runs/<name>-<job>/`."""
 
 from __future__ import annotations
 
@@ -38,6 +39,16 @@ def new_run_folder(name: str, out: str | Path | None = None, *, base: Path = DEF
             except FileExistsError:
                 continue  # another run took it this very second
     raise StepscopeError(f"{base}: cannot find a free folder name for {stem}")
+
+
+def rank_folder(name: str, job: str, rank: int, out: str | Path | None = None, *,
+                base: Path = DEFAULT_BASE) -> Path:
+    """A rank's folder inside its job's folder: `out` (the job folder, when given) or `base/<name>-<job>`, which
+    every rank of the job names alike (capture/launcher.py), so the first to get here creates it."""
+    job_folder = Path(out) if out is not None else base / f"{_slug(name)}-{_slug(job)}"
+    if job_folder.exists() and not job_folder.is_dir():
+        raise StepscopeError(f"{job_folder}: is a file; --out names the job's folder, which holds a folder per rank")
+    return job_folder / f"rank{rank}"
 
 
 def _mkdir(path: Path, exist_ok: bool) -> Path:

@@ -3,14 +3,15 @@
 from __future__ import annotations
 
 import argparse
-import os
 import sys
 from pathlib import Path
 
 from stepscope.api import prepare_folder
+from stepscope.capture.launcher import Launch, launched
 from stepscope.capture.options import DEFAULTS as D
 from stepscope.capture.options import STEP_SOURCES, CaptureOptions, skipping
 from stepscope.capture.program import Program, check
+from stepscope.capture.runfolder import rank_folder
 from stepscope.capture.runner import capture_program, require_torch
 from stepscope.capture.signals import EXIT_CODE, SigtermHandler
 from stepscope.commands.argtypes import count, positive_int
@@ -31,8 +32,11 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
         allow_abbrev=False,
     )
     add_capture_options(p)
-    p.add_argument("--full", action="store_true", help="let the program run to its end after the window")
-    p.add_argument("-o", "--out", metavar="DIR", help="the run folder (new or empty; default stepscope-runs/NAME-TIME)")
+    p.add_argument("--full", action="store_true",
+                   help="let the program run to its end after the window (always, under a launcher such as torchrun)")
+    p.add_argument("-o", "--out", metavar="DIR",
+                   help="the run folder (new or empty; default stepscope-runs/NAME-TIME); under a launcher "
+                        "(torchrun), the job's folder, where each rank writes rank<N>/")
     p.add_argument("-f", "--force", action="store_true", help="let the files of an existing --out folder be replaced")
     p.add_argument("--width", type=positive_int, default=None, help="terminal width for the report")
     add_predict_option(p)
@@ -111,23 +115,26 @@ def main(args: argparse.Namespace) -> int:
     request = request_from_args(args, args.predict)
     check(program)
     require_torch()
-    folder = prepare_folder(args.out, args.force, _run_name(program.name))
+    launch = launched()
+    # Under a launcher each rank writes rank<N>/ in one job folder (--out names that folder).
+    out = rank_folder(program.name, launch.job, launch.rank, args.out) if launch is not None else args.out
+    folder = prepare_folder(out, args.force, program.name)
     if args.force:
         _clear_run_files(folder)
-    steps_on = f"{spec.step_on} " if spec.step_on else ""
-    passes = "twice (a timing pass, then the recorded pass)" if spec.timing_pass else "once"
-    print(f"stepscope: running {' '.join(program.command)}: skip {spec.skip}, then {passes} warm up {spec.warmup} "
-          f"and record {spec.steps} {steps_on}steps{'' if args.full else ', then stop'}", file=sys.stderr, flush=True)
+    # Under a launcher the program always runs on: a rank that stopped would fail the next collective of the others.
+    full = args.full or launch is not None
+    print(f"stepscope: {_first_line(program, spec, full, launch)}", file=sys.stderr, flush=True)
     # SIGTERM (timeout, SLURM, Kubernetes) as SIGINT: raised in the program, then only remembered while the
     # capture is exported and the reports written; the run then ends with 143.
     with SigtermHandler(raising=False) as sigterm:
-        captured = capture_program(program, spec, folder, full=args.full, sigterm=sigterm)
+        captured = capture_program(program, spec, folder, full=full, sigterm=sigterm)
         # The analyses, the pipeline and the renderers load only now that the program has ended: it ran in this
         # process, which held nothing of them while it did (tests/test_imports.py checks it).
         from stepscope.commands.run_finish import finish
 
         sys.stdout.flush()
-        code = finish(program, spec, folder, captured, width=args.width, predict=request)
+        code = finish(program, spec, folder, captured, width=args.width, predict=request,
+                      launch=None if sigterm.received else launch)
     return EXIT_CODE if sigterm.received else code
 
 
@@ -137,7 +144,16 @@ def _clear_run_files(folder: Path) -> None:
         (folder / name).unlink(missing_ok=True)
 
 
-def _run_name(name: str) -> str:
-    """The program's name, and its rank when a launcher (torchrun) started several."""
-    rank, world = os.environ.get("RANK"), os.environ.get("WORLD_SIZE", "1")
-    return f"{name}-rank{rank}" if rank is not None and world.isdigit() and int(world) > 1 else name
+def _first_line(program: Program, spec: CaptureOptions, full: bool, launch: Launch | None) -> str:
+    """What the run will do: its window and, under a launcher, why the window is the same on every rank and why the
+    program runs on after it."""
+    steps_on = f"{spec.step_on} " if spec.step_on else ""
+    passes = "twice (a timing pass, then the recorded pass)" if spec.timing_pass else "once"
+    skip = f"skip {spec.skip}" + (" (exactly: the same steps on every rank)" if launch and not spec.settle else "")
+    if launch is None:
+        after = "" if full else ", then stop"
+    else:
+        after = ", then let the program run on to its end (stopping one rank would break the others' collectives)"
+    rank = f"rank {launch.rank} of {launch.world_size}: " if launch is not None else ""
+    return (f"{rank}running {' '.join(program.command)}: {skip}, then {passes} warm up {spec.warmup} and record "
+            f"{spec.steps} {steps_on}steps{after}")

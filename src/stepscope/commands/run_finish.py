@@ -7,9 +7,11 @@ import sys
 from pathlib import Path
 
 from stepscope.atomic import write_atomic
+from stepscope.capture.launcher import Launch
 from stepscope.capture.options import CaptureOptions
 from stepscope.capture.program import Program
 from stepscope.capture.runner import Captured
+from stepscope.commands.run_job import job_report
 from stepscope.errors import StepscopeError
 from stepscope.model import runfolder
 from stepscope.model.meter import MeterRecord
@@ -22,9 +24,18 @@ from stepscope.runreport import WRITE_HINT, live_report, nothing_recorded, write
 
 
 def finish(program: Program, spec: CaptureOptions, folder: Path, captured: Captured, *, width: int | None,
-            predict: PredictRequest | None = None) -> int:
+           predict: PredictRequest | None = None, launch: Launch | None = None) -> int:
     """Once the program has ended: telemetry.json, the analysis of the trace, the report files, the terminal
-    report and the exit code (the program's own when it failed; 2 when nothing could be analysed)."""
+    report and the exit code (the program's own when it failed; 2 when nothing could be analysed); on rank 0 of a
+    job under a launcher, then the job across its ranks (commands/run_job.py)."""
+    code = _finish_rank(program, spec, folder, captured, width=width, predict=predict)
+    if launch is not None and launch.rank == 0:
+        job_report(folder.parent, launch.world_size, width)
+    return code
+
+
+def _finish_rank(program: Program, spec: CaptureOptions, folder: Path, captured: Captured, *, width: int | None,
+                 predict: PredictRequest | None) -> int:
     outcome, result, telemetry = captured.outcome, captured.result, captured.telemetry
     files = [p for p in (result.trace_path and runfolder.TRACE,) if p]
     files += [name for name in (runfolder.TIMING, runfolder.CALIBRATION, runfolder.METER) if (folder / name).is_file()]

@@ -10,7 +10,8 @@ from pathlib import Path
 
 from stepscope.errors import StepscopeError
 from stepscope.model import report as s
-from stepscope.pipeline import assemble
+from stepscope.model import runfolder
+from stepscope.pipeline import assemble, sources
 from stepscope.pipeline.options import AnalyzeOptions
 from stepscope.ranks import driver, reduce, to_report
 from stepscope.ranks.engines import LocalPool
@@ -47,9 +48,15 @@ def analyze_files(files: Sequence[str | Path], options: AnalyzeOptions, one: One
 
 
 def _chosen_report(job: tuple[str, bool], *, options: AnalyzeOptions, one: OneReport) -> s.Report:
-    """A chosen rank's full report (a task on the engine); only the main rank's (`job[1]`) predicts."""
+    """A chosen rank's full report (a task on the engine); only the main rank's (`job[1]`) predicts. A rank's trace
+    in a `stepscope run` folder is analysed with what its folder measured (its step meter, reference, calibration,
+    timing pass, run section), as `stepscope analyze` of that folder alone would: its figures and fixes are its own."""
     path, main = job
-    return one(path, options if main else options.for_task(main=False))
+    options = options if main else options.for_task(main=False)
+    folder = Path(path).parent
+    if Path(path).name == runfolder.TRACE:
+        options = sources.with_run_folder([folder], options)
+    return one(path, options)
 
 
 def analyze_traces(traces: Sequence[Trace], options: AnalyzeOptions, one: OneReport) -> s.Report:

@@ -36,9 +36,12 @@ def expand(paths: Iterable[str | Path]) -> list[Path]:
                 p for p in path.iterdir()
                 if p.is_file() and (p.name.endswith(TRACE_SUFFIXES) or p.suffix in (".sqlite", ".nsys-rep"))
             )
+            # A job's folder (`stepscope run` under torchrun: rank0/, rank1/, ...): the traces of the run folders in it.
+            inside = inside or sorted(p / TRACE for p in path.iterdir() if (p / TRACE).is_file())
             if not inside:
                 raise StepscopeError(
-                    f"{path}: folder holds no traces (expected *.json, *.json.gz, *.sqlite or *.nsys-rep files)"
+                    f"{path}: folder holds no traces (expected *.json, *.json.gz, *.sqlite or *.nsys-rep files, or "
+                    "stepscope run folders)"
                 )
             files.extend(inside)
         else:
