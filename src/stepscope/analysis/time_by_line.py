@@ -23,11 +23,16 @@ from stepscope.analysis.source_map import (
 )
 from stepscope.analysis.steps import Steps
 from stepscope.analysis.syncs import SyncCause, is_sync_api
+from stepscope.trace.intervals import union
 from stepscope.trace.model import Kind, Trace
 
 # Reads of a device value into Python: on a GPU they wait for the device. On a CPU-only trace there is no
 # sync call to see, so these ops stand for the sync they would be.
 SCALAR_READ_OPS = frozenset({"aten::_local_scalar_dense"})
+# The profiler's ranges around the step meter's data and optimizer phases: a forward anchor that starts inside one
+# ran in that phase (the meter's data wait, its optimizer step); the rest of the forward anchors ran in the forward,
+# a sync or the rest of the step.
+PHASE_RANGES = {"data": ("enumerate(DataLoader)#", "enumerate(DataPipe)#"), "optimizer": ("Optimizer.step#",)}
 
 
 @dataclass(frozen=True)
@@ -40,6 +45,10 @@ class Cost:
     gpu_bwd_ns: int = 0
     kernels_fwd: int = 0
     kernels_bwd: int = 0
+    # Of cpu_fwd_ns, what ran inside the DataLoader's and the optimizer step's ranges (PHASE_RANGES): the parts the
+    # pipeline fits into the meter's data and optimizer phases (the rest of the forward into its forward and other).
+    cpu_fwd_data_ns: int = 0
+    cpu_fwd_optimizer_ns: int = 0
 
     @property
     def cpu_ns(self) -> int:
@@ -114,6 +123,10 @@ def costs_by(sm: SourceMap, trace: Trace, steps: Steps, group: np.ndarray, group
     bwd = sm.direction != FORWARD  # linked or not
     cpu = [np.bincount(group[counted & (bwd == b)], weights=exclusive[counted & (bwd == b)], minlength=groups)
            for b in (False, True)]
+    inside = {phase: counted & ~bwd & _starts_inside(trace, ev.start[sm.anchors], prefixes)
+              for phase, prefixes in PHASE_RANGES.items()}
+    by_phase = {phase: np.bincount(group[sel], weights=exclusive[sel], minlength=groups)
+                for phase, sel in inside.items()}
     kernels = np.flatnonzero((ev.kind == Kind.KERNEL) & (sm.row_anchor >= 0))
     anchor = sm.row_anchor[kernels]
     keep = counted[anchor]
@@ -123,8 +136,19 @@ def costs_by(sm: SourceMap, trace: Trace, steps: Steps, group: np.ndarray, group
         sel = bwd[anchor] == b
         gpu.append(np.bincount(group[anchor[sel]], weights=ev.dur[kernels[sel]], minlength=groups))
         count.append(np.bincount(group[anchor[sel]], minlength=groups))
-    return [Cost(int(cpu[0][i]), int(cpu[1][i]), int(gpu[0][i]), int(gpu[1][i]), int(count[0][i]), int(count[1][i]))
+    return [Cost(int(cpu[0][i]), int(cpu[1][i]), int(gpu[0][i]), int(gpu[1][i]), int(count[0][i]), int(count[1][i]),
+                 int(by_phase["data"][i]), int(by_phase["optimizer"][i]))
             for i in range(groups)]
+
+
+def _starts_inside(trace: Trace, starts: np.ndarray, prefixes: tuple[str, ...]) -> np.ndarray:
+    """Which of `starts` fall inside a range whose name starts with one of `prefixes` (their union)."""
+    rows = trace.names_where(lambda name: name.startswith(prefixes))
+    if not rows.any():
+        return np.zeros(len(starts), dtype=bool)
+    lo, hi = union(trace.events.start[rows], trace.events.end[rows])
+    at = np.searchsorted(lo, starts, side="right") - 1
+    return (at >= 0) & (starts < hi[np.maximum(at, 0)])
 
 
 def line_summary(trace: Trace, steps: Steps) -> LineSummary | None:

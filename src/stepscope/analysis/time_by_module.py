@@ -34,7 +34,8 @@ class ModuleSummary:
 
 def _add(a: Cost, b: Cost) -> Cost:
     return Cost(a.cpu_fwd_ns + b.cpu_fwd_ns, a.cpu_bwd_ns + b.cpu_bwd_ns, a.gpu_fwd_ns + b.gpu_fwd_ns,
-                a.gpu_bwd_ns + b.gpu_bwd_ns, a.kernels_fwd + b.kernels_fwd, a.kernels_bwd + b.kernels_bwd)
+                a.gpu_bwd_ns + b.gpu_bwd_ns, a.kernels_fwd + b.kernels_fwd, a.kernels_bwd + b.kernels_bwd,
+                a.cpu_fwd_data_ns + b.cpu_fwd_data_ns, a.cpu_fwd_optimizer_ns + b.cpu_fwd_optimizer_ns)
 
 
 def _ancestors(path: str) -> list[str]:

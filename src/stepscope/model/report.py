@@ -319,6 +319,7 @@ class Lines(Struct, kw_only=True):
     rows: list[LineCost]  # most expensive first
     unattributed: list[LineCost] = msgspec.field(default_factory=list)
     syncs: list[LineSync] = msgspec.field(default_factory=list)
+    fitted: str = ""  # "step meter": host times fitted inside the meter's phases (pipeline/fit_lines.py); "" raw
 
 
 class ModuleCost(Struct, kw_only=True):
@@ -339,6 +340,7 @@ class ModuleCost(Struct, kw_only=True):
 class Modules(Struct, kw_only=True):
     source: str
     rows: list[ModuleCost]  # in path order, parents before children
+    fitted: str = ""  # as Lines.fitted
 
 
 class PredictionOrigin(Struct, kw_only=True):

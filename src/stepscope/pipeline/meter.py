@@ -14,6 +14,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from stepscope.analysis.facts import Facts
+from stepscope.analysis.time_by_line import PHASE_RANGES
 from stepscope.model import report as s
 from stepscope.model.meter import DEVICE_PHASES, PHASES, Meter, MeterPhase, MeterRecord, MeterWorkers
 from stepscope.stats import spread, step_noise, warming
@@ -253,7 +254,6 @@ def _workers(record: MeterRecord, starts: np.ndarray, ends: np.ndarray) -> Meter
 
 # What the replayed timeline can say of each meter phase: the host ranges torch records around a DataLoader fetch and an
 # optimizer step; the rest of the step is everything else (forward, backward, sync and the loop's own work together).
-PHASE_RANGES = {"data": ("enumerate(DataLoader)#", "enumerate(DataPipe)#"), "optimizer": ("Optimizer.step#",)}
 
 
 def replay_phases(facts: Facts, meter: Meter) -> dict[str, dict[str, float | None]]:

@@ -10,6 +10,7 @@ from stepscope.analysis.facts import Facts
 from stepscope.analysis.kernels import SHORT_KERNEL_NS
 from stepscope.analysis.time_by_line import Cost, location_for_sync
 from stepscope.model import report as s
+from stepscope.pipeline.fit_lines import FITTED, PhaseFit, phase_fit
 from stepscope.trace.model import Trace, distinct
 from stepscope.units import report_us
 
@@ -162,42 +163,69 @@ def _line_cost(cost: Cost, n: int, step_ns: int, **where: object) -> s.LineCost:
     )
 
 
-def lines(facts: Facts) -> s.Lines | None:
+def lines(facts: Facts, meter: s.Meter | None = None) -> s.Lines | None:
+    """Time by user line per step; with the step `meter`, the host times fitted inside its phases (fit_lines.py)
+    and the shares of its step."""
     summary = facts.lines
     if summary is None:
         return None
-    n, total = summary.steps, summary.step_ns
+    n = summary.steps
+    fit = _fit(facts, meter)
+    total = round(meter.step_us * 1e3 * n) if fit is not None and meter is not None else summary.step_ns
+
+    def cost(c: Cost) -> Cost:
+        return fit.apply(c) if fit is not None else c
+
     return s.Lines(
         source=summary.source,
         granularity=summary.granularity,
         attributed_share=_round(summary.attributed_cpu_share),
-        rows=[_line_cost(c.cost, n, total, file=c.line.file, line=c.line.line, function=c.line.function,
+        rows=[_line_cost(cost(c.cost), n, total, file=c.line.file, line=c.line.line, function=c.line.function,
                          code=c.line.code, label=c.line.label) for c in summary.lines],
-        unattributed=[_line_cost(u.cost, n, total, file=None, line=None, label=f"{u.reason}: {u.what}")
+        unattributed=[_line_cost(cost(u.cost), n, total, file=None, line=None, label=f"{u.reason}: {u.what}")
                       for u in summary.unattributed],
         syncs=[s.LineSync(file=y.line.file if y.line else None, line=y.line.line if y.line else None,
                           code=y.line.code if y.line else "", op=y.op, via=y.via,
                           count_per_step=round(y.count / n, 2), time_us_per_step=report_us(y.total_ns / n))
                for y in summary.syncs],
+        fitted=FITTED if fit is not None else "",
     )
 
 
-def modules(facts: Facts) -> s.Modules | None:
+def _fit(facts: Facts, meter: s.Meter | None) -> PhaseFit | None:
+    """The factors that fit the host times inside the meter's phases, from every anchor's time: the lines' and the
+    unattributed groups' (modules are the same anchors grouped otherwise)."""
+    found = facts.lines
+    if found is None:
+        return None
+    return phase_fit([*(c.cost for c in found.lines), *(u.cost for u in found.unattributed)], found.steps, meter)
+
+
+def modules(facts: Facts, meter: s.Meter | None = None) -> s.Modules | None:
+    """Time by module per step; with the step `meter`, fitted as the lines are (the same factors: every anchor's
+    time is in the lines' and the unattributed groups')."""
     summary = facts.modules
     if summary is None:
         return None
-    n, total = summary.steps, summary.step_ns
-    return s.Modules(source=summary.source, rows=[
-        s.ModuleCost(
+    n = summary.steps
+    fit = _fit(facts, meter)
+    total = round(meter.step_us * 1e3 * n) if fit is not None and meter is not None else summary.step_ns
+
+    def cost(c: Cost) -> Cost:
+        return fit.apply(c) if fit is not None else c
+
+    rows = []
+    for m in summary.modules:
+        whole, own = cost(m.total), cost(m.own)
+        rows.append(s.ModuleCost(
             path=m.path, calls=round(m.calls / n, 2),
-            cpu_fwd_us=report_us(m.total.cpu_fwd_ns / n), cpu_bwd_us=report_us(m.total.cpu_bwd_ns / n),
-            gpu_fwd_us=report_us(m.total.gpu_fwd_ns / n), gpu_bwd_us=report_us(m.total.gpu_bwd_ns / n),
-            kernels=round(m.total.kernels / n, 2), own_cpu_us=report_us(m.own.cpu_ns / n),
-            own_gpu_us=report_us(m.own.gpu_ns / n),
-            share=_round(max(m.total.cpu_ns, m.total.gpu_ns) / max(total, 1)),
-        )
-        for m in summary.modules
-    ])
+            cpu_fwd_us=report_us(whole.cpu_fwd_ns / n), cpu_bwd_us=report_us(whole.cpu_bwd_ns / n),
+            gpu_fwd_us=report_us(whole.gpu_fwd_ns / n), gpu_bwd_us=report_us(whole.gpu_bwd_ns / n),
+            kernels=round(whole.kernels / n, 2), own_cpu_us=report_us(own.cpu_ns / n),
+            own_gpu_us=report_us(own.gpu_ns / n),
+            share=_round(max(whole.cpu_ns, whole.gpu_ns) / max(total, 1)),
+        ))
+    return s.Modules(source=summary.source, rows=rows, fitted=FITTED if fit is not None else "")
 
 
 def timeline(facts: Facts) -> s.Timeline | None:
