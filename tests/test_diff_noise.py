@@ -36,12 +36,12 @@ def test_two_single_step_captures_are_inconclusive() -> None:
 
 
 def test_a_change_inside_the_runs_noise_is_within_noise() -> None:
-    # 10 steps 90..110 (p10 90, p90 110 -> a standard deviation of 20 / 2.563 = 7.80, over the median 100 and
-    # sqrt 10: 2.47% a run); both runs: hypot = 3.49%, x Z = 2: ratios within e^0.0698 (7.2%) are noise. After is
-    # 3% slower: ln 1.03 = 0.0296.
+    # 10 steps 90..110 (median 100, median absolute deviation 5 -> a standard deviation of 7.41, over the median
+    # and sqrt 10: 2.34% a run); both runs: hypot = 3.32%, x Z = 2: ratios within e^0.0663 (6.9%) are noise. After
+    # is 3% slower: ln 1.03 = 0.0296.
     steps = [90.0, 95.0, 100.0, 105.0, 110.0] * 2
     d = compare(report(steps), report([v * 1.03 for v in steps]))
-    per_run = 20 / 2.563 / 100 / math.sqrt(10)
+    per_run = 1.4826 * 5 / 100 / math.sqrt(10)
     assert d.noise == pytest.approx(math.hypot(per_run, per_run), abs=2e-4)
     assert d.verdict == "within_noise" and d.noise_basis == "recorded steps / recorded steps"
     assert verdict(d).startswith("No change beyond noise")

@@ -19,19 +19,19 @@ ALLOWED: dict[str, set[str]] = {
     # The run folder's file names and the telemetry's types: leaves of model that import nothing of ours.
     "trace": {"errors", "model.runfolder"},
     "analysis": {"trace", "errors", "hardware", "units"},  # the hardware table: peaks for MFU and the roofline
-    "attribution": {"trace"},
+    "attribution": {"trace", "patches"},
     # The step's graph and its replay: below advice and predict, above analysis (steps, launch links, syncs).
     "replay": {"analysis", "trace", "errors"},
     "advice": {"analysis", "replay", "trace", "model", "errors", "units"},
     # Renderers format what they are handed; the Perfetto renderer is handed the trace and its annotations.
     "report": {"model", "trace.model", "analysis.annotations", "errors", "version", "units", "stats"},
     "capture": {"attribution", "trace", "errors", "version", "atomic", "model.runfolder", "model.telemetry",
-                "model.meter", "model.calibration", "stats"},
+                "model.meter", "model.calibration", "stats", "patches"},
     # Predict reads the facts (and the pattern classifier, to name a replayed step's bottleneck) and the hardware.
     "predict": {"analysis", "advice", "replay", "trace", "hardware", "model", "errors", "units"},
     # Tune runs programs through capture in child processes and reads the reports they write; the profiled child
     # writes them through runreport, as `stepscope run` does.
-    "tune": {"capture", "model", "errors", "version", "runreport", "atomic", "stats"},
+    "tune": {"capture", "model", "errors", "version", "runreport", "atomic", "stats", "patches"},
     # Live re-profiling: captures run as `stepscope run` subprocesses; the engine reads the reports they write and
     # compares them (stepscope.compare), the front ends draw them. Nothing of the analysis is loaded, but by the
     # notebook magic, which captures in the kernel through the Python API and shows the report's and diff's views.
@@ -69,8 +69,9 @@ NOT_LOADED_BY: dict[str, tuple[str, ...]] = {
     "stepscope.ranks.summarize": ("stepscope.report", "stepscope.pipeline", "stepscope.capture"),
 }
 NOBODY_IMPORTS = {"cli"}
-# The statistics model every layer asks (stepscope/stats.py): a leaf, plain Python, loaded in the user's process.
-LEAF_MODULES = ("stats", "units", "errors", "version")
+# The statistics model every layer asks (stepscope/stats.py) and the one patch bookkeeper (patches.py): leaves,
+# plain Python, loaded in the user's process.
+LEAF_MODULES = ("stats", "patches", "units", "errors", "version")
 # The trace readers: one sub-package each, used from outside only through the names its __init__ exports.
 READERS = ("kineto", "nsys")
 

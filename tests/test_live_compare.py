@@ -38,11 +38,11 @@ def report(steps: list[float], lines: list[s.LineCost], *, pattern: str = "pytho
 
 
 def test_line_changes_against_hand_computed_noise() -> None:
-    # Steps 90, 100, 110 in both runs (no meter: the recorded steps): p10 92, p90 108 (linear between order
-    # statistics), a standard deviation of 16 / 2.563, over the median 100 and sqrt 3 for a mean of 3 steps, per run;
-    # two runs combined, times Z = 2, on the log scale: a change is real when the smaller value is under the larger
-    # x e^-(that), about 0.903.
-    rel = 16 / 2.563 / 100 / math.sqrt(3)
+    # Steps 90, 100, 110 in both runs (no meter: the recorded steps): median 100, median absolute deviation 10; the
+    # standard error of a mean of 3 steps is 1.4826 x 10 / 100 / sqrt 3 of the value, per run; two runs combined,
+    # times Z = 2, on the log scale: a change is real when the smaller value is under the larger x e^-(that), about
+    # 0.785.
+    rel = 1.4826 * 10 / 100 / math.sqrt(3)
     threshold = 1 - math.exp(-2 * math.hypot(rel, rel))
     before = report([90, 100, 110], [line(10, 100, 50), line(11, 100), line(12, 40)])
     after = report([110, 90, 100], [line(10, 200, 50), line(11, 105), line(13, 30)], pattern="cpu_compute_bound")
@@ -51,10 +51,10 @@ def test_line_changes_against_hand_computed_noise() -> None:
     by = {d.line: d for d in c.lines}
     fwd10 = by[10].since_previous["forward_us"]
     assert (fwd10.before, fwd10.after, fwd10.delta) == (100, 200, 100)
-    assert fwd10.threshold == pytest.approx(threshold * 200, rel=5e-3) and fwd10.beyond_noise  # 100 > 19.4
+    assert fwd10.threshold == pytest.approx(threshold * 200, rel=5e-3) and fwd10.beyond_noise  # 100 > 43.0
     assert not by[10].since_previous["backward_us"].beyond_noise  # 50 -> 50
     fwd11 = by[11].since_previous["forward_us"]
-    assert fwd11.threshold == pytest.approx(threshold * 105, rel=5e-3) and not fwd11.beyond_noise  # 5 < 10.2
+    assert fwd11.threshold == pytest.approx(threshold * 105, rel=5e-3) and not fwd11.beyond_noise  # 5 < 22.6
     assert by[12].now is None and by[12].since_previous == {}  # gone
     assert by[13].previous is None and by[13].now is not None  # new
     assert c.lines[0].line == 10  # the change beyond noise comes first
@@ -140,9 +140,9 @@ def test_the_step_meters_section_gives_the_phases() -> None:
 
 def test_the_meters_steps_are_the_noise_even_where_the_recorded_steps_are_wider() -> None:
     # Issue 40: watch judged the step on the recorded (profiled) steps' spread, +-28-59%, beside a meter that measured
-    # every step unprofiled. Meter steps 95, 100, 105, 100 x 4 (16 steps: p10 95, p90 105 -> a standard deviation of
-    # 10 / 2.563 = 3.9 µs, 3.9% of the median, 0.98% for a mean of 16: taken as 2%, the floor); recorded steps
-    # 50, 100, 300 are not looked at.
+    # every step unprofiled. Meter steps 95, 100, 105, 100 x 4 (16 steps: median absolute deviation 2.5 -> a
+    # standard deviation of 3.7 µs, 0.93% for a mean of 16: taken as 2%, the floor; p10 95, p90 105: a spread of
+    # 5%); recorded steps 50, 100, 300 are not looked at.
     meter_steps = [95.0, 100.0, 105.0, 100.0] * 4
     ref = s.Reference(method="step meter", step_us=100.0, values_us=meter_steps, steps=16, noise=0.05)
     noise = headline_noise(ref, [50.0, 100.0, 300.0])
@@ -164,13 +164,13 @@ def test_the_meters_steps_are_the_noise_even_where_the_recorded_steps_are_wider(
 
 def test_noisy_runs_still_show_a_large_ratio() -> None:
     # Two real runs on a loaded 2-core machine (tests/test_watch_terminal.py, before and after widening a layer),
-    # without a meter: recorded steps 3456, 574, 1621 µs (p10 783.75, p90 3089.40: 2305.64 / 2.563 / 1621.03 /
-    # sqrt 3 = 32.0%) and 14480, 2970, 16286 (p10 5272.00, p90 15924.91: 16.6%). Combined x 2: 0.721 on the log
-    # scale, a ratio of 2.06. The widened line went from 72.8 to 2868.8 µs (39x): real; another from 114 to 56 µs
-    # (0.49x, 0.704 on the log scale): within noise.
+    # without a meter: recorded steps 3456, 574, 1621 µs (1.4826 x MAD 1046.6 / 1621 / sqrt 3 = 55%) and 14480,
+    # 2970, 16286 (1.4826 x 1806.5 / 14480 / sqrt 3 = 10.7%). Combined x 2: 1.13 on the log scale, a ratio of 3.1.
+    # The widened line went from 72.8 to 2868.8 µs (39x): real; another from 114 to 56 µs (0.49x): within noise.
     before = report([3456.486, 574.432, 1621.032], [line(15, 72.794), line(18, 114.098)])
     after = report([14479.722, 2970.068, 16286.202], [line(15, 2868.847), line(18, 56.428)])
-    assert run_noise(before).relative == pytest.approx(2305.643 / 2.563 / 1621.032 / math.sqrt(3), abs=5e-5)
+    assert run_noise(before).relative == pytest.approx(1.4826 * (1621.032 - 574.432) / 1621.032 / math.sqrt(3),
+                                                       abs=5e-5)
     by = {d.line: d for d in compare(after, before, None).lines}
     assert by[15].since_previous["forward_us"].beyond_noise
     assert not by[18].since_previous["forward_us"].beyond_noise

@@ -4,6 +4,7 @@ loader whose worker waits, and its hooks taken off again."""
 
 from __future__ import annotations
 
+import os
 import time
 from pathlib import Path
 
@@ -124,6 +125,9 @@ def test_each_source_counts_its_own_steps_until_the_strongest_leads(tmp_path: Pa
     loader = torch.utils.data.DataLoader(SleepyData(16, 0.001), batch_size=2)
     meter = run_steps(tmp_path, loader, 5)
     assert meter.leading == "optimizer" and meter.logs["optimizer"].count == 5
+    # meter.json says which hook set measured: the one this test's hook_set chose
+    want = "Python" if os.environ.get("STEPSCOPE_PURE_PYTHON_HOOKS") == "1" else "C"
+    assert meter.record("optimizer").hooks == want
     # Weaker sources are kept until the optimizer has led a step (then they would never be reported): the first
     # backward pass, which ended before the first optimizer step; no forward's step (the first forward starts a step,
     # it ends none; the second's call, which would end it, comes after the optimizer led).

@@ -31,12 +31,14 @@ def test_step_noise_has_a_floor() -> None:
 
 
 def test_mean_noise_is_a_standard_error_over_the_median() -> None:
-    values = [float(v) for v in range(90, 111)]  # 21 steps, p10 = 92, p90 = 108, median 100
-    sd = 16 / 2.563
-    assert stats.mean_noise(values) == pytest.approx(max(sd / 100 / math.sqrt(21), 0.02))
-    wide = [50.0, 100.0, 150.0, 100.0]  # p10 65, p90 135: sd 27.3 over 100 over 2
-    assert stats.mean_noise(wide) == pytest.approx(70 / 2.563 / 100 / 2)
+    values = [float(v) for v in range(90, 111)]  # 21 steps, median 100, median absolute deviation 5
+    assert stats.mean_noise(values) == pytest.approx(max(1.4826 * 5 / 100 / math.sqrt(21), 0.02))
+    wide = [50.0, 100.0, 150.0, 100.0]  # median 100, deviations 50, 0, 50, 0: MAD 25 -> sd 37.1, over 100, over 2
+    assert stats.mean_noise(wide) == pytest.approx(1.4826 * 25 / 100 / 2)
     assert stats.mean_noise([1.0, 2.0]) is None  # under MIN_STEPS
+    # The LSP's short runs: a start-up step of 1.6 s beside two of ~1 ms (seen): MAD 377 µs, not p90 - p10's 1.3 s
+    startup = [1608100.815, 1029.939, 652.121]
+    assert stats.mean_noise(startup) == pytest.approx(1.4826 * (1029.939 - 652.121) / 1029.939 / math.sqrt(3))
 
 
 def test_beyond_noise_is_symmetric_in_the_log() -> None:

@@ -10,8 +10,10 @@ Definitions:
 - spread: half the range of the middle 80% of the values over their median ((p90 - p10) / 2 / median). Robust to
   the odd stalled step, and the same for a 1 ms and a 1 s step.
 - step noise: the spread, and at least MIN_NOISE (`Reference.noise`: an overhead inside it is noise).
-- mean noise: the relative standard error of a mean step: p90 - p10 spans 2.563 standard deviations of normal data,
-  over the median, over the square root of the count; at least MIN_NOISE. None under MIN_STEPS values.
+- mean noise: the relative standard error of a mean step: a standard deviation from the median absolute deviation
+  (x 1.4826, as for normal data; one start-up step of 1.6 s among three of 1 ms does not move it, where p90 - p10
+  would make it 280 times the step), over the median, over the square root of the count; at least MIN_NOISE. None
+  under MIN_STEPS values.
 - beyond noise: two figures differ when the log of their ratio is beyond Z times their noises combined (noise
   multiplies: a 2x step is as far from 1x as 0.5x is).
 - warming: the earlier steps' median over the later steps' median - 1, when beyond WARMING and the later steps'
@@ -29,7 +31,8 @@ MIN_STEPS = 3  # per-step figures a mean's noise needs: fewer, and none can be s
 MIN_NOISE = 0.02  # noise is never taken as under 2%: a few steps can agree by chance
 Z = 2.0  # about 95%: two standard errors of the log ratio
 WARMING = 0.03  # the MLP workload's steps 4-11 ran 3.7-4% above its steps 12-19, still 3% above the plain steady step
-SD_IN_P10_P90 = 2.563  # p90 - p10 of normal data, in standard deviations
+SD_PER_MAD = 1.4826  # standard deviations of normal data per median absolute deviation
+SPREAD_PER_SD = 1.2816  # (p90 - p10) / 2 of normal data, in standard deviations
 VERDICTS = ("faster", "slower", "within_noise", "inconclusive")
 
 
@@ -62,7 +65,14 @@ def robust_spread(values: Sequence[float]) -> float:
     if len(values) < 2:
         return 0.0
     mid = median(values)
-    return 1.2816 * 1.4826 * median([abs(v - mid) for v in values]) / mid if mid > 0 else 0.0
+    return SPREAD_PER_SD * robust_sd(values) / mid if mid > 0 else 0.0
+
+
+def robust_sd(values: Sequence[float]) -> float:
+    """A standard deviation from the median absolute deviation: as normal data would give it, and one outlier among
+    a few values does not move it."""
+    mid = median(values)
+    return SD_PER_MAD * median([abs(v - mid) for v in values])
 
 
 def step_noise(values: Sequence[float]) -> float:
@@ -77,8 +87,7 @@ def mean_noise(values: Sequence[float]) -> float | None:
     mid = median(values)
     if mid <= 0:
         return None
-    sd = (quantile(values, 0.9) - quantile(values, 0.1)) / SD_IN_P10_P90
-    return max(sd / mid / math.sqrt(len(values)), MIN_NOISE)
+    return max(robust_sd(values) / mid / math.sqrt(len(values)), MIN_NOISE)
 
 
 def combined(*noises: float) -> float:

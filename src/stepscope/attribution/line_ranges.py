@@ -23,6 +23,7 @@ from torch.compiler import is_compiling as _compiling
 from torch.overrides import TorchFunctionMode
 
 from stepscope.attribution.usercode import UserCode
+from stepscope.patches import Patches
 
 # Tensor methods that read metadata and dispatch no op: no range for them, it would only cost time.
 _NO_OP_METHODS = frozenset({
@@ -163,8 +164,7 @@ class CallSitePatches:
     def __init__(self, user: UserCode) -> None:
         self.user = user
         self._state = _PatchState()
-        # (owner, attribute, original or None when inherited, replacement)
-        self._installed: list[tuple[type, str, Any, Any]] = []
+        self._installed = Patches()  # stepscope/patches.py: owned or inherited, restored only if still on top
 
     def install(self, mode: LineMode | None = None) -> None:
         self._state.active, self._state.mode = True, mode
@@ -176,20 +176,12 @@ class CallSitePatches:
                 replacement: Any = classmethod(_call_site_wrapper(original.__func__, self.user, self._state, quiet))
             else:
                 replacement = _call_site_wrapper(original, self.user, self._state, quiet)
-            own = attribute in owner.__dict__
-            setattr(owner, attribute, replacement)
-            self._installed.append((owner, attribute, original if own else None, replacement))
+            self._installed.replace(owner, attribute, replacement)
 
     def remove(self) -> None:
         # A wrapper someone else put over ours keeps ours in its chain: inactive, it only passes through.
         self._state.active, self._state.mode = False, None
-        for owner, attribute, original, replacement in reversed(self._installed):
-            if owner.__dict__.get(attribute) is replacement:
-                if original is None:  # it was inherited
-                    delattr(owner, attribute)
-                else:
-                    setattr(owner, attribute, original)
-        self._installed.clear()
+        self._installed.undo()
 
 
 class LineSurvey(TorchFunctionMode):

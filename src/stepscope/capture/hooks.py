@@ -25,6 +25,7 @@ from stepscope.capture.meter import StepMeter
 from stepscope.capture.model_forward import watch_forward
 from stepscope.capture.session import CaptureSession
 from stepscope.capture.sites import Sites
+from stepscope.patches import Patches
 
 
 def _has_parameters(module: Any) -> bool:
@@ -42,7 +43,6 @@ class StepHooks:
         self._optimizer_depth = 0  # optimizer steps running, nested (a subclass's step calling super().step())
         self._optimizer: weakref.ref | None = None
         self._optimizer_on = False
-        self._dataloader_next: Any = None  # the original _BaseDataLoaderIter.__next__
         self._dataset: weakref.ref | None = None
         self._batch_pending = False
         self._global_handles: list[Any] = []
@@ -52,7 +52,7 @@ class StepHooks:
         self.sites = Sites()
         self._loaders: dict[int, weakref.ref] = {}  # id(dataset) -> the DataLoader iterating it
         self.iterators_started = 0  # new iterators of the main DataLoader (epochs with worker start-ups)
-        self._patches: list[tuple[Any, str, Any, Any]] = []  # (owner, name, original, replacement)
+        self._patches = Patches()  # stepscope/patches.py: owned or inherited, restored only if still on top
         self._relay: StepMeter | None = None  # the meter whose hooks relay optimizer steps and backward passes
 
     # -- install / remove ------------------------------------------------------------------------------
@@ -71,18 +71,18 @@ class StepHooks:
             self._optimizer_handle = register_optimizer_step_post_hook(self._on_optimizer_step)
             self._patch(torch.autograd, "backward", self._backward_wrapper)
         self._optimizer_on = True
-        original = _BaseDataLoaderIter.__next__
-        self._dataloader_next = original
         hooks = self
 
-        @functools.wraps(original)
-        def __next__(iterator: Any) -> Any:  # it replaces the iterator's __next__
-            hooks._before_fetch(iterator)
-            batch = original(iterator)
-            hooks._after_fetch(iterator, batch)
-            return batch
+        def fetching(original: Any) -> Any:
+            @functools.wraps(original)
+            def __next__(iterator: Any) -> Any:  # it replaces the iterator's __next__
+                hooks._before_fetch(iterator)
+                batch = original(iterator)
+                hooks._after_fetch(iterator, batch)
+                return batch
+            return __next__
 
-        _BaseDataLoaderIter.__next__ = __next__  # type: ignore[method-assign]
+        self._patch(_BaseDataLoaderIter, "__next__", fetching)
         self._patch(torch.utils.data.DataLoader, "_get_iterator", self._iterator_wrapper)
         self._patch(torch.utils.data.DataLoader, "__init__", self.sites.recorder)
         self._patch(torch.optim.Optimizer, "__init__", self.sites.recorder)
@@ -114,16 +114,10 @@ class StepHooks:
         self._optimizer_handle = self._optimizer_pre_handle = None
         self._remove_dataloader()
         self._remove_forward()
-        for owner, name, original, replacement in reversed(self._patches):
-            if owner.__dict__.get(name) is replacement:  # someone else's wrapper over ours keeps ours, inert
-                setattr(owner, name, original)
-        self._patches = []
+        self._patches.undo()  # someone else's wrapper over ours keeps ours, inert
 
     def _patch(self, owner: Any, name: str, make: Callable[[Any], Any]) -> None:
-        original = owner.__dict__[name]
-        replacement = make(original)
-        setattr(owner, name, replacement)
-        self._patches.append((owner, name, original, replacement))
+        self._patches.wrap(owner, name, make)
 
     @property
     def active(self) -> bool:
@@ -146,13 +140,9 @@ class StepHooks:
         return self.model() if self.model is not None else None
 
     def _remove_dataloader(self) -> None:
-        if self._dataloader_next is None:
-            return
         from torch.utils.data.dataloader import _BaseDataLoaderIter
 
-        if getattr(_BaseDataLoaderIter.__next__, "__wrapped__", None) is self._dataloader_next:
-            _BaseDataLoaderIter.__next__ = self._dataloader_next  # type: ignore[method-assign]
-        self._dataloader_next = None
+        self._patches.restore(_BaseDataLoaderIter, "__next__")
 
     def _remove_forward(self) -> None:
         for handle in self._global_handles:

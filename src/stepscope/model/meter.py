@@ -69,6 +69,7 @@ class MeterRecord(Struct, kw_only=True):
     host_cpu: list[list[float]] = msgspec.field(default_factory=list)
     num_workers: int | None = None  # the main DataLoader's workers, when known
     cpu_cores: int | None = None  # CPUs (hyperthreads counted) the process may use: what workers share
+    hooks: str | None = None  # which set measured: "C" (capture/meter/_native.c) | "Python"; None: not installed
     notes: list[str] = msgspec.field(default_factory=list)
 
 

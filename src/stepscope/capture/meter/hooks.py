@@ -21,6 +21,7 @@ from stepscope.capture.meter.device import DeviceTimer
 from stepscope.capture.meter.native import native_hooks
 from stepscope.capture.meter.phases import BACKWARD, DATA, FORWARD, OPTIMIZER, SYNC, PhaseClock
 from stepscope.capture.model_forward import watch_forward
+from stepscope.patches import Patches
 
 ENTER, LEAVE, MARK, SHIFT = phases.ENTER, phases.LEAVE, phases.MARK, phases.SHIFT
 
@@ -71,7 +72,7 @@ class MeterHooks:
     def __init__(self, meter: Meter, *, syncs: bool) -> None:
         self.meter = meter
         self.syncs = syncs
-        self._patches: list[tuple[Any, str, Any, Any, bool]] = []  # owner, name, original, replacement, owned
+        self._patches = Patches()  # stepscope/patches.py: owned or inherited, restored only if still on top
         self._handles: list[Any] = []
         self._discovery: list[Any] = []
         self._unwatch: Any = None  # stops watching the model's calls (capture/model_forward.py)
@@ -127,13 +128,7 @@ class MeterHooks:
         if self._unwatch is not None:
             self._unwatch()
             self._unwatch = None
-        for owner, name, original, replacement, owned in reversed(self._patches):
-            if owner.__dict__.get(name) is replacement:  # someone else's wrapper over ours keeps ours, inert
-                if owned:
-                    setattr(owner, name, original)
-                else:
-                    delattr(owner, name)  # the method was inherited (Tensor.item from TensorBase)
-        self._patches = []
+        self._patches.undo()  # an inherited method (Tensor.item from TensorBase) is deleted again
 
     def relay(self, optimizer: Callable[[str], None] | None, backward: Callable[[str], None] | None) -> None:
         self.relay_optimizer, self.relay_backward = optimizer, backward
@@ -152,11 +147,7 @@ class MeterHooks:
             state.muted = sum(1 << i for i, source in enumerate(HOOKED) if source in meter.muted)
 
     def _patch(self, owner: Any, name: str, make: Any) -> None:
-        owned = name in owner.__dict__
-        original = getattr(owner, name)
-        replacement = make(original)
-        setattr(owner, name, replacement)
-        self._patches.append((owner, name, original, replacement, owned))
+        self._patches.wrap(owner, name, make)
 
     # -- wrappers --------------------------------------------------------------------------------------
 

@@ -73,6 +73,7 @@ class StepMeter:
         self.thread = threading.get_ident()
         self.pid = os.getpid()
         self._hooks: MeterHooks | None = None
+        self._hooks_set: str | None = None  # meter.json's `hooks`: which set measured, kept once they come off
         self._workers = WorkerLog(folder) if folder is not None else None
         self._live = LiveLine(sys.stderr) if live else None
         self._last_write = 0  # install() sets it: the first write, reading and live line come a second in
@@ -86,6 +87,7 @@ class StepMeter:
         syncs = self._syncs if self._syncs is not None else bool(torch.cuda.is_available())
         self._hooks = MeterHooks(self, syncs=syncs)
         self._hooks.install()
+        self._hooks_set = "C" if self._hooks.native is not None else "Python"
         self._read_host()
         # The first of the once-a-second work (the machine's CPU time, the live line, meter.json) a second from now,
         # not inside the program's first step, where it cost ~0.25 ms on the MLP's 1 ms step (2026-11-28). The
@@ -287,7 +289,7 @@ class StepMeter:
             workers=self._workers.read() if done and self._workers is not None else None,
             device_timer="cuda events" if steps.device_ns else None, device_busy=[list(b) for b in self.busy],
             host_cpu=[list(r) for r in self.host_cpu],
-            num_workers=self.num_workers, cpu_cores=_cores())
+            num_workers=self.num_workers, cpu_cores=_cores(), hooks=self._hooks_set)
 
     def finish(self, source: str | None) -> MeterRecord:
         """The program has ended: the hooks come off and meter.json is written whole."""

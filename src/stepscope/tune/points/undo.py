@@ -1,4 +1,5 @@
-"""Reversible patches: every attribute replaced or hook added is recorded, and `undo()` puts it all back."""
+"""Reversible patches (stepscope/patches.py): every attribute replaced or hook added is recorded, and `undo()`
+puts it all back; and where the user's own code is."""
 
 from __future__ import annotations
 
@@ -6,39 +7,13 @@ import functools
 import os
 import sys
 import sysconfig
-from collections.abc import Callable
 from pathlib import Path
-from typing import Any
 
-_MISSING = object()
+from stepscope.patches import Patches
 
-
-class Patcher:
-    def __init__(self) -> None:
-        self._undo: list[Callable[[], None]] = []
-
-    def replace(self, owner: Any, name: str, value: Any) -> Any:
-        """Set owner.name = value; returns what `getattr(owner, name)` gave before (possibly inherited)."""
-        before = getattr(owner, name)
-        own = vars(owner).get(name, _MISSING) if hasattr(owner, "__dict__") else _MISSING
-
-        def restore() -> None:
-            if own is _MISSING:
-                delattr(owner, name)
-            else:
-                setattr(owner, name, own)
-
-        setattr(owner, name, value)
-        self._undo.append(restore)
-        return before
-
-    def on_undo(self, action: Callable[[], None]) -> None:
-        """Run `action` when the patches are undone (e.g. remove a hook handle)."""
-        self._undo.append(action)
-
-    def undo(self) -> None:
-        while self._undo:
-            self._undo.pop()()
+# Tune's fix points patch through the one bookkeeper every hook uses (owned or inherited, restored only if still
+# on top); `Patcher` is its name here.
+Patcher = Patches
 
 
 @functools.lru_cache(maxsize=1)
