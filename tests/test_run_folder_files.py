@@ -59,6 +59,7 @@ MANGLED: dict[str, tuple[str, Callable[[Path], None]]] = {
     "census 200,000 deep": ("census.json", deep),
     "census a FIFO": ("census.json", fifo),
     "census a link to /dev/zero": ("census.json", zero),
+    "census 300 MiB (sparse)": ("census.json", lambda p: os.truncate(p, 300 << 20)),  # over the cap, never read
     "telemetry window.gpu a number": ("telemetry.json", lambda p: edit(p, lambda d: d["window"].update(gpu=5))),
     "telemetry 200,000 deep": ("telemetry.json", deep),
     "telemetry a FIFO": ("telemetry.json", fifo),
@@ -101,6 +102,8 @@ def test_a_mangled_file_is_left_out_with_a_note(case: str, good_run: Path, witho
     assert report is not None
     said = [n for n in report["notes"] if n.startswith(str(folder / name))]
     assert len(said) == 1 and "left out" in said[0], report["notes"]
+    if "MiB" in case:
+        assert "over the 256 MiB" in said[0]
     absent = without(name)
     assert report["summary"]["step_time_us"] == absent["summary"]["step_time_us"]
     assert [p["id"] for p in report["patterns"]] == [p["id"] for p in absent["patterns"]]

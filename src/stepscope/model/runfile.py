@@ -14,7 +14,9 @@ from typing import Any, TypeVar
 import msgspec
 
 T = TypeVar("T")
-MAX_BYTES = 64 << 20  # far beyond any side file a run writes (a meter.json of 100,000 steps is ~10 MB)
+# Beyond any side file a run writes: meter.json at its 200,000-step cap is ~25 MB, telemetry.json at its 20,000
+# samples of 256 cores and 8 GPUs ~55 MB.
+MAX_BYTES = 256 << 20
 MAX_NS = 10**15  # ~11.6 days: a longer step, phase or span is not a measurement
 
 
