@@ -72,3 +72,13 @@ def hook_set(request, monkeypatch):
     if request.param == "C hooks":
         built_native_hooks()
     return request.param
+
+
+@pytest.fixture(scope="session")
+def good_run(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A run folder as `stepscope run` leaves it (its 5 MB report.html left out), made once per session for the
+    tests that mangle its files (tests/run_folders.py)."""
+    pytest.importorskip("torch")
+    from run_folders import make_run
+
+    return make_run(tmp_path_factory.mktemp("good"))

@@ -313,15 +313,18 @@ def test_when_the_editor_goes_away_mid_run_no_child_is_left(tmp_path: Path) -> N
 
 async def bad_configuration(tmp_path: Path) -> None:
     ed = Editor()
-    await ed.start(tmp_path, program="train.py --lr 0.1", debounce="soon", runOptions=["--steps", 3])
+    await ed.start(tmp_path, program="train.py --lr 0.1", debounce="soon", runOptions=["--steps", 3], cwd=5,
+                   speed=2)
     try:
         (tmp_path / "notes.py").write_text("x = 1\n")
         uri = ed.open(tmp_path / "notes.py")
         assert await ed.hints(uri) == {}  # it answers, with nothing to show yet
         assert sorted(ed.messages) == [
-            "stepscope: initializationOptions.debounce must be a number of seconds, 0 or more",
+            "stepscope: initializationOptions.cwd must be a folder's path (a string)",
+            "stepscope: initializationOptions.debounce must be a number of seconds from 0 to 60",
             "stepscope: initializationOptions.program must be a list of strings: the script and its arguments",
-            "stepscope: initializationOptions.runOptions must be a list of strings (stepscope run's options)"]
+            "stepscope: initializationOptions.runOptions must be a list of strings (stepscope run's options)",
+            "stepscope: initializationOptions.speed: not an option (program, cwd, runOptions, debounce)"]
     finally:
         await ed.stop()
 

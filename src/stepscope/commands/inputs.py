@@ -9,8 +9,9 @@ import msgspec
 
 from stepscope.errors import StepscopeError
 from stepscope.model.report import Report, from_json
+from stepscope.model.runfile import RunFileError, load
 from stepscope.model.runfolder import REPORT_JSON, TELEMETRY, TRACE
-from stepscope.model.telemetry import TelemetryReport, telemetry_from_json
+from stepscope.model.telemetry import TelemetryReport, telemetry_problem
 
 
 class _Probe(msgspec.Struct):
@@ -73,10 +74,7 @@ def load_telemetry(path: str | Path) -> TelemetryReport | None:
     """The run folder's telemetry (stepscope.telemetry/1) beside its report, None when there is none or it cannot
     be read as one (the report stands without it)."""
     path = Path(path)
-    source = (path if path.is_dir() else path.parent) / TELEMETRY
-    if not source.is_file():
-        return None
     try:
-        return telemetry_from_json(source.read_bytes())
-    except (msgspec.DecodeError, msgspec.ValidationError, ValueError, OSError, RecursionError):
+        return load((path if path.is_dir() else path.parent) / TELEMETRY, TelemetryReport, telemetry_problem)
+    except RunFileError:
         return None

@@ -10,6 +10,9 @@ from stepscope.model.report import Report
 
 PER_SAMPLE = ("activations", "temporaries")  # the memory categories that grow with the batch (analysis/headroom)
 GROWS_WITH_BATCH = ("kernel", "memcpy", "memset", "cpu_exec", "dataloader")  # the fallback's per-sample parts
+# The largest batch the page predicts or measures: far beyond any step that fits a device, small enough that every
+# figure stays a finite float (a 400-digit batch overflowed the division below and ended watch).
+MAX_BATCH = 10**7
 
 
 @dataclass(frozen=True)
@@ -53,7 +56,16 @@ def batch_model(report: Report) -> BatchModel | None:
     return BatchModel(batch, step, max(grow, 0.0), basis, fixed, per_sample, capacity)
 
 
+def batch_problem(batch: int) -> str | None:
+    """Why `batch` is not a batch size to predict or measure, or None when it is one."""
+    if not 1 <= batch <= MAX_BATCH:
+        return f"the batch size must be a whole number from 1 to {MAX_BATCH:,}"
+    return None
+
+
 def predict(model: BatchModel, batch_size: int) -> BatchPrediction:
+    if problem := batch_problem(batch_size):
+        raise ValueError(problem)
     k = batch_size / model.batch_size
     step = max(model.step_us + (k - 1) * model.grow_us, 0.05 * model.step_us)  # a linear model, kept positive
     peak = (round(model.fixed_bytes + model.per_sample_bytes * batch_size)

@@ -14,6 +14,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import shutil
+import sys
 import tempfile
 from collections.abc import Callable
 from pathlib import Path
@@ -37,11 +38,14 @@ from stepscope.live.engine import (
     Started,
     Target,
 )
+from stepscope.live.lsp_frames import serve_io
 from stepscope.live.progress import ProgressReporter
 from stepscope.model.report import Report
 from stepscope.version import __version__
 
 DEBOUNCE_S = 0.5
+MAX_DEBOUNCE_S = 60
+OPTIONS = ("program", "cwd", "runOptions", "debounce")  # the initializationOptions taken
 LOG_WAIT_S, LOG_WAITS = 0.25, 20  # how long the traceback of a program that raised after its report is awaited
 REPROFILE = "stepscope.reprofile"  # the code lens's command
 SEVERITY = {"error": t.DiagnosticSeverity.Error, "warning": t.DiagnosticSeverity.Warning}
@@ -72,10 +76,21 @@ class StepscopeServer(LanguageServer):
     # -- configuration ---------------------------------------------------------------------------------
 
     def configure(self, params: t.InitializeParams) -> None:
+        """The initializationOptions, each checked for its type: a wrong one is one warning, its default used."""
         self.loop = asyncio.get_running_loop()
-        options = params.initialization_options if isinstance(params.initialization_options, dict) else {}
+        raw = params.initialization_options
+        if raw is not None and not isinstance(raw, dict):
+            self._warn("initializationOptions must be an object: " + ", ".join(OPTIONS))
+        options = raw if isinstance(raw, dict) else {}
+        for key in options:
+            if key not in OPTIONS:
+                self._warn(f"initializationOptions.{str(key)[:40]}: not an option (" + ", ".join(OPTIONS) + ")")
         root = to_fs_path(params.root_uri) if params.root_uri else params.root_path
-        self.cwd = Path(options.get("cwd") or root or ".").resolve()
+        cwd = options.get("cwd")
+        if cwd is not None and _folder(cwd) is None:
+            self._warn("initializationOptions.cwd must be a folder's path (a string)")
+            cwd = None
+        self.cwd = _folder(cwd) or _folder(root) or Path.cwd()
         program, run_options, debounce = (options.get(k) for k in ("program", "runOptions", "debounce"))
         if program is not None:
             if _strings(program) and program:
@@ -92,11 +107,12 @@ class StepscopeServer(LanguageServer):
             else:
                 self._warn("initializationOptions.runOptions must be a list of strings (stepscope run's options)")
         if debounce is not None:
-            if isinstance(debounce, (int, float)) and not isinstance(debounce, bool) and debounce >= 0:
+            if (isinstance(debounce, (int, float)) and not isinstance(debounce, bool)
+                    and 0 <= debounce <= MAX_DEBOUNCE_S):  # NaN and Infinity (JSON takes both) fail here
                 self.debounce_s = float(debounce)
                 self.debouncer = Debouncer(self.debounce_s, lambda: self.on_loop(self.submit))
             else:
-                self._warn("initializationOptions.debounce must be a number of seconds, 0 or more")
+                self._warn(f"initializationOptions.debounce must be a number of seconds from 0 to {MAX_DEBOUNCE_S}")
 
     def _warn(self, text: str) -> None:
         """One line the editor shows to the user (bad configuration: the server goes on with its defaults)."""
@@ -218,7 +234,23 @@ class StepscopeServer(LanguageServer):
 
 
 def _strings(value: Any) -> bool:
-    return isinstance(value, list) and all(isinstance(x, str) for x in value)
+    return isinstance(value, list) and all(_path_text(x) for x in value)
+
+
+def _path_text(value: Any) -> bool:
+    """A string a path or an argument can be made of (a NUL byte ends both at the OS)."""
+    return isinstance(value, str) and "\0" not in value
+
+
+def _folder(text: str | None) -> Path | None:
+    """`text` as a folder's resolved path; None when it is not one."""
+    if not text or not _path_text(text):
+        return None
+    try:
+        path = Path(text).resolve()
+        return path if path.is_dir() else None
+    except (OSError, ValueError):
+        return None
 
 
 def _line_range(line: int, source: str) -> t.Range:
@@ -279,6 +311,6 @@ def serve(debounce_s: float = DEBOUNCE_S) -> None:
     """Serve over stdin and stdout until the client says exit (or goes away)."""
     server = make_server(debounce_s)
     try:
-        server.start_io()
+        serve_io(server, sys.stdin.buffer, sys.stdout.buffer)  # pygls's start_io, with its framing made safe
     finally:
         server.close()

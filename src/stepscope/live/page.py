@@ -5,6 +5,8 @@ open page; SSE is a response that never ends) and keeps `watch` free of a server
 from __future__ import annotations
 
 import json
+import re
+import sys
 import threading
 from http import HTTPStatus
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -12,25 +14,43 @@ from importlib import resources
 from typing import TYPE_CHECKING, Any
 from urllib.parse import parse_qs, urlsplit
 
-from stepscope.live.batch import predict
+from stepscope.live.batch import MAX_BATCH, batch_problem, predict
 
 if TYPE_CHECKING:
     from stepscope.live.watch import WatchSession
 
 KEEPALIVE_S = 10.0
+# A connection that sends nothing for this long is closed: a client that sends half a request (or a hundred) holds
+# a thread each until then, not forever. An open page's stream only writes, each write within this time.
+TIMEOUT_S = 20.0
 HOST = "127.0.0.1"
+BATCH_TEXT = re.compile(r"[0-9]+")  # ASCII digits only: int() would take " 5", "1_0" and other scripts' digits
 # Actions must carry this header: a page from another site cannot send it without a CORS preflight we never
 # answer, so it cannot start the user's program.
 ACTION_HEADER = "X-Stepscope"
 
 
+class _Server(ThreadingHTTPServer):
+    request_queue_size = 64  # connections waiting to be accepted (the standard library's 5 drops a page's bursts)
+
+    def __init__(self, page: PageServer, port: int, timeout_s: float) -> None:
+        self.page = page
+        super().__init__((HOST, port), _handler(page, timeout_s))
+
+    def handle_error(self, request: object, client_address: tuple[str, int]) -> None:
+        """What a request raised is one line under the view, never a traceback over it, never the end of watch."""
+        exc = sys.exc_info()[1]
+        self.page.session.note(f"page: a request from port {client_address[1]} failed: "
+                               f"{type(exc).__name__}: {exc}"[:200])
+
+
 class PageServer:
-    def __init__(self, session: WatchSession, port: int = 0) -> None:
+    def __init__(self, session: WatchSession, port: int = 0, timeout_s: float = TIMEOUT_S) -> None:
         self.session = session
         self._cond = threading.Condition()
         self._stopping = False
         self.html = resources.files("stepscope.live").joinpath("static/watch.html").read_bytes()
-        self.httpd = ThreadingHTTPServer((HOST, port), _handler(self))
+        self.httpd = _Server(self, port, timeout_s)
         self.httpd.daemon_threads = True
         self.port = self.httpd.server_address[1]
         self.url = f"http://{HOST}:{self.port}/"
@@ -67,8 +87,10 @@ class PageServer:
                 "peak_bytes": p.peak_bytes, "fits": p.fits, "basis": model.step_basis}
 
 
-def _handler(server: PageServer) -> type[BaseHTTPRequestHandler]:
+def _handler(server: PageServer, timeout_s: float) -> type[BaseHTTPRequestHandler]:
     class Handler(BaseHTTPRequestHandler):
+        timeout = timeout_s  # the socket's: reads and writes that wait longer end the connection
+
         def log_message(self, format: str, *args: Any) -> None:  # the terminal belongs to the watch view
             pass
 
@@ -88,7 +110,10 @@ def _handler(server: PageServer) -> type[BaseHTTPRequestHandler]:
                 self._json(server.session.snapshot())
             elif url.path == "/predict":
                 batch = _batch_arg(url.query)
-                self._json(server.prediction(batch) if batch else {"error": "give ?batch=N, N >= 1"})
+                if isinstance(batch, str):
+                    self._json({"error": batch}, HTTPStatus.BAD_REQUEST)
+                else:
+                    self._json(server.prediction(batch))
             elif url.path == "/events":
                 self._events()
             else:
@@ -103,8 +128,10 @@ def _handler(server: PageServer) -> type[BaseHTTPRequestHandler]:
             url = urlsplit(self.path)
             if url.path == "/measure":
                 batch = _batch_arg(url.query)
-                error = server.session.measure(batch) if batch else "give ?batch=N, N >= 1"
-                self._json({"error": error, "batch_size": batch})
+                if isinstance(batch, str):
+                    self._json({"error": batch, "batch_size": None}, HTTPStatus.BAD_REQUEST)
+                else:
+                    self._json({"error": server.session.measure(batch), "batch_size": batch})
             elif url.path == "/pin":
                 server.session.pin()
                 self._json({"error": None})
@@ -127,11 +154,11 @@ def _handler(server: PageServer) -> type[BaseHTTPRequestHandler]:
                         self.wfile.write(b": keep-alive\n\n")
                     self.wfile.flush()
                     server.wait_for_change(seen)
-            except (BrokenPipeError, ConnectionResetError):
-                pass  # the page was closed
+            except (BrokenPipeError, ConnectionResetError, TimeoutError):
+                self.close_connection = True  # the page was closed, or stopped reading
 
-        def _json(self, value: Any) -> None:
-            self._send(HTTPStatus.OK, json.dumps(value).encode(), "application/json")
+        def _json(self, value: Any, status: HTTPStatus = HTTPStatus.OK) -> None:
+            self._send(status, json.dumps(value).encode(), "application/json")
 
         def _send(self, status: HTTPStatus, body: bytes, kind: str) -> None:
             self.send_response(status)
@@ -144,9 +171,16 @@ def _handler(server: PageServer) -> type[BaseHTTPRequestHandler]:
     return Handler
 
 
-def _batch_arg(query: str) -> int | None:
+def _batch_arg(query: str) -> int | str:
+    """The query's batch size, or why there is none: a reason for the 400 answer."""
     try:
-        value = int(parse_qs(query).get("batch", [""])[0])
+        values = parse_qs(query, strict_parsing=False, max_num_fields=20).get("batch", [])
     except ValueError:
-        return None
-    return value if value >= 1 else None
+        return "too many query fields"
+    if len(values) != 1:
+        return "give ?batch=N once, N a whole number of 1 or more"
+    text = values[0]
+    if not BATCH_TEXT.fullmatch(text):
+        return f"batch {text[:20]!r}: give a whole number of 1 or more"
+    batch = int(text) if len(text) <= 12 else MAX_BATCH + 1  # a long one is out of range, whatever its digits
+    return batch_problem(batch) or batch

@@ -26,6 +26,7 @@ def render(view: dict[str, Any], width: int = 160) -> RenderableType:
         parts.append(_figures(view))
     if view.get("changes"):
         parts.append(_lines(view["changes"], width))
+    parts += [Text(note, style="dim") for note in view.get("notes", ())]
     return Group(*parts)
 
 

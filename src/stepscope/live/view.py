@@ -4,9 +4,10 @@ as the trace has them: the page escapes them by writing text nodes only)."""
 from __future__ import annotations
 
 import time
+from collections.abc import Sequence
 from typing import Any, Protocol
 
-from stepscope.live.batch import BatchModel, predict
+from stepscope.live.batch import BatchModel, batch_problem, predict
 from stepscope.live.compare import Changes, LineDelta, Shift
 from stepscope.live.engine import Result, Target
 
@@ -28,6 +29,7 @@ class Session(Protocol):
     model: BatchModel | None
     measurements: dict[int, dict]
     batch_flag: object | None
+    notes: Sequence[str]
 
 
 def build(session: Session) -> dict[str, Any]:
@@ -44,6 +46,7 @@ def build(session: Session) -> dict[str, Any]:
         "batch": _batch(session.model, {b: m for b, m in session.measurements.items()
                                         if cur is not None and m.get("for_run") == cur.run_id},
                         session.batch_flag is not None),
+        "notes": list(session.notes),
     }
 
 
@@ -106,7 +109,8 @@ def _changes(c: Changes) -> dict[str, Any]:
 def _batch(model: BatchModel | None, measured: dict[int, dict], settable: bool) -> dict[str, Any] | None:
     if model is None:
         return None
-    sizes = sorted({max(1, round(model.batch_size * f)) for f in BATCH_FACTORS} | set(measured))
+    sizes = sorted(b for b in {max(1, round(model.batch_size * f)) for f in BATCH_FACTORS} | set(measured)
+                   if batch_problem(b) is None)
     rows = []
     for b in sizes:
         p = predict(model, b)

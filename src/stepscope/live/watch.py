@@ -8,12 +8,13 @@ from __future__ import annotations
 import shutil
 import threading
 import time
+from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
 from stepscope.live import view
-from stepscope.live.batch import BatchModel, batch_model
+from stepscope.live.batch import BatchModel, batch_model, batch_problem
 from stepscope.live.compare import Changes, compare
 from stepscope.live.engine import (
     Debouncer,
@@ -30,6 +31,7 @@ from stepscope.live.files import FileWatcher, watched_files
 
 DEBOUNCE_S = 0.3
 FILES_TTL_S = 2.0
+NOTES_KEPT = 3  # the last few one-line notes (a page client that reset, ...) shown under the view
 
 
 @dataclass(frozen=True)
@@ -71,6 +73,7 @@ class WatchSession:
         self.model: BatchModel | None = None  # the batch sizes' model, from the current result
         self.saved_at: float | None = None  # monotonic time of the save behind the run in flight
         self.trigger: str = "start"
+        self.notes: deque[str] = deque(maxlen=NOTES_KEPT)
         self.measurements: dict[int, dict] = {}  # batch size -> a measurement's state and figures
         self._measure_runs: dict[int, int] = {}  # measure engine's run_id -> batch size
         self.engine = Reprofiler(target, on_event=self._on_event, workdir=workdir / "runs")
@@ -109,8 +112,8 @@ class WatchSession:
         """Run the program with `batch` samples per step; None when started, else why it cannot be."""
         if self.batch_flag is None:
             return "the batch size is not settable: give watch --batch-flag (e.g. --batch-flag=--batch-size)"
-        if batch < 1:
-            return "the batch size must be 1 or more"
+        if problem := batch_problem(batch):
+            return problem
         argv = self.batch_flag.apply(self.target.argv, batch)
         self.measurer.target = Target(argv, self.target.cwd, self.target.run_options, self.target.env)
         run_id = self.measurer.submit()  # one measurement at a time: a new one replaces the one in flight
@@ -123,6 +126,12 @@ class WatchSession:
             self.measurements[batch] = {"state": "running", "for_run": self.current.run_id if self.current else None}
         self._changed()
         return None
+
+    def note(self, text: str) -> None:
+        """A one-line note under the view: what went wrong outside a run (a page request), never a traceback."""
+        with self._lock:
+            self.notes.append(" ".join(text.split()))
+        self._changed()
 
     def listen(self, listener: Callable[[int], None]) -> None:
         self._listeners.append(listener)

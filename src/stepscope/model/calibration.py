@@ -32,3 +32,18 @@ class ProfilerCost:
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> ProfilerCost:
         return cls(**{k: data[k] for k in cls.__dataclass_fields__ if k in data})
+
+
+MAX_EVENT_NS = 1e9  # a second per recorded event: no profiler costs that much
+
+
+def calibration_problem(cost: ProfilerCost) -> str | None:
+    """Why a calibration read back cannot be a measured cost (every figure a time or a count, none negative),
+    None when it can be."""
+    figures = {k: v for k, v in cost.to_dict().items() if isinstance(v, float)}
+    for loop in (cost.events_per_iteration or {}).values():
+        figures.update({f"events_per_iteration {k}": v for k, v in loop.items()})
+    for name, value in figures.items():
+        if not 0 <= value <= MAX_EVENT_NS:
+            return f"{name} is {value}: 0 to {MAX_EVENT_NS:.0e} ns"
+    return None

@@ -1,6 +1,7 @@
 """The step meter's file, `meter.json` (`stepscope.meter/1`): every step of the program measured unprofiled, its
 phases, the spans the profiler ran in, and the DataLoader workers' batches. capture writes it from inside the
-user's program, so this module imports nothing of ours (a leaf, like `runfolder` and `telemetry`).
+user's program, so this module imports nothing of ours but the leaf `runfile` (a leaf, like `runfolder` and
+`telemetry`).
 
 Phases are the main thread's exclusive time: waiting for the DataLoader (`data`), the model's top-level forward,
 the backward pass, the optimizer step, blocked in a device sync (`sync`); `other` is the rest of the wall time, so
@@ -10,6 +11,8 @@ events at the step boundaries, read a step later with no sync): -1 where it is n
 from __future__ import annotations
 
 import msgspec
+
+from stepscope.model.runfile import negative
 
 METER_SCHEMA = "stepscope.meter/1"
 PHASES = ("data", "forward", "backward", "optimizer", "sync")  # `other` = wall - their sum
@@ -79,9 +82,44 @@ def meter_to_json(record: MeterRecord) -> bytes:
 
 def meter_from_json(data: bytes) -> MeterRecord:
     record = msgspec.json.decode(data, type=MeterRecord)
-    if record.schema != METER_SCHEMA:
-        raise ValueError(f"not a {METER_SCHEMA} file (schema {record.schema!r})")
+    if problem := meter_problem(record):
+        raise ValueError(problem)
     return record
+
+
+HOST_PHASES = ("wall_ns", "data_ns", "forward_ns", "backward_ns", "optimizer_ns", "sync_ns")
+DEVICE_ARRAYS = ("device_ns", "device_forward_ns", "device_backward_ns", "device_optimizer_ns")
+
+
+def meter_problem(record: MeterRecord, max_ns: int = 10**15) -> str | None:
+    """Why the record cannot be what a meter measured (its arrays one per step, every number a count or a time),
+    None when it can be; `max_ns` bounds a step's time and its phases'."""
+    if record.schema != METER_SCHEMA:
+        return f"not a {METER_SCHEMA} file (schema {record.schema!r})"
+    steps = record.steps
+    unknown_allowed = {name: [] for name in DEVICE_ARRAYS}  # -1: the device's time not known for that step
+    if (where := negative(msgspec.structs.replace(record, steps=msgspec.structs.replace(steps, **unknown_allowed)))):
+        return f"a negative number at {where}"
+    if any(v < -1 for name in DEVICE_ARRAYS for v in getattr(steps, name)):
+        return "a device time under -1 (-1: not known)"
+    n = len(steps.end_ns)
+    for name in HOST_PHASES + DEVICE_ARRAYS:
+        values = getattr(steps, name)
+        if len(values) != n and not (name in (*DEVICE_ARRAYS, "sync_ns") and not values):
+            return f"steps.{name} has {len(values)} entries, steps.end_ns {n}: one per step"
+        if any(v > max_ns for v in values):
+            return f"steps.{name} holds a time over {max_ns / 8.64e13:.0f} days"
+    if record.profiled is not None and (len(record.profiled) != 2 or record.profiled[0] > record.profiled[1]):
+        return f"profiled is {record.profiled[:4]}: [first step, last step]"
+    rows = (("profiled_spans", record.profiled_spans, 2), ("device_busy", record.device_busy, 2),
+            ("host_cpu", record.host_cpu, 3))
+    for name, table, width in rows:
+        if any(len(row) != width for row in table):
+            return f"{name} rows must hold {width} numbers each"
+    w = record.workers
+    if w is not None and len({len(w.worker_id), len(w.start_ns), len(w.ready_ns), len(w.cpu_ns)}) > 1:
+        return "workers' arrays differ in length: one entry per batch"
+    return None
 
 
 # -- the report's `meter` section (stepscope.report/1): what the meter says of the job ---------------------------

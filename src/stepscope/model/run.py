@@ -8,6 +8,7 @@ from typing import Any
 
 import msgspec
 
+from stepscope.model.runfile import negative
 from stepscope.model.telemetry import WindowSummary
 
 
@@ -137,3 +138,23 @@ class Replay(Struct, kw_only=True):
     # How profiler_cost_ns was sized: "calibration" (measured on the capturing machine) | "fitted" (the default cost
     # per event scaled until the replayed step reaches the top of the unprofiled steps' spread); None: none taken out.
     cost_source: str | None = None
+
+
+MAX_SAMPLES = 10**7  # samples per step: beyond any batch that fits a machine (live.batch.MAX_BATCH, the same bound)
+
+
+def run_problem(run: Run) -> str | None:
+    """Why a run section read back cannot be what a capture wrote (the analysis of its folder takes its batch, its
+    reference steps and its settings), None when it can be."""
+    for name in ("batch_size", "samples_per_step", "grad_accumulation"):
+        value = getattr(run, name)
+        if value is not None and not 1 <= value <= MAX_SAMPLES:
+            return f"run.{name} is {value}: 1 to {MAX_SAMPLES:,}"
+    if min(run.skip, run.warmup, run.steps_requested, run.steps_recorded) < 0:
+        return "run.skip, warmup and steps must be 0 or more"
+    ref = run.reference
+    if ref is not None and (ref.step_us <= 0 or ref.noise < 0 or ref.steps < 0 or any(v < 0 for v in ref.values_us)):
+        return "run.reference: a step time must be above 0, its values and noise 0 or more"
+    if run.settings is not None and (where := negative(run.settings, "run.settings")) is not None:
+        return f"{where} is negative: a count, 0 or more"
+    return None

@@ -1,6 +1,9 @@
 """The run folder's file names, the one place they are spelled: what `stepscope run`, the API and the callbacks
 write into `stepscope-runs/NAME-TIME/`, and what `analyze`, `report`, `predict` and `tune` read back. Imports
-nothing, so that capture, inside the user's program, can name them without loading anything."""
+nothing of ours, so that capture, inside the user's program, can name them without loading anything."""
+
+import os
+from pathlib import Path
 
 TRACE = "trace.json.gz"  # the recorded window (Kineto JSON)
 REPORT_JSON = "report.json"  # stepscope.report/1
@@ -14,3 +17,10 @@ METER = "meter.json"  # stepscope.meter/1: every step measured unprofiled, its p
 
 # What a run writes, for `--force` to replace them all and nothing else.
 RUN_FILES = (TRACE, REPORT_JSON, REPORT_TEXT, REPORT_HTML, TELEMETRY, CENSUS, CALIBRATION, TIMING, METER)
+
+
+def is_run_folder(path: Path) -> bool:
+    """A `stepscope run` folder: its trace and at least one other file only a run writes (report.json or not: a
+    run cut short has no report, and its timing trace is not a second rank)."""
+    return path.is_dir() and os.path.lexists(path / TRACE) and any(
+        os.path.lexists(path / name) for name in RUN_FILES if name != TRACE)

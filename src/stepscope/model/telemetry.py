@@ -1,12 +1,14 @@
 """The run's telemetry (`stepscope.telemetry/1`, the run folder's telemetry.json): CPU per core and NVML
 readings over the run, and their summary over the profiled window, which the report's run section carries.
 Capture fills these in (capture/telemetry.py, capture/nvml.py); the pipeline, predict and the renderers read
-them. Imports nothing of ours (capture loads it inside the user's program). Fields are added, never renamed or
-removed, within the schema version."""
+them. Imports nothing of ours but the leaf `runfile` (capture loads it inside the user's program). Fields are
+added, never renamed or removed, within the schema version."""
 
 from __future__ import annotations
 
 import msgspec
+
+from stepscope.model.runfile import negative
 
 SCHEMA = "stepscope.telemetry/1"
 
@@ -71,6 +73,16 @@ def telemetry_to_json(report: TelemetryReport) -> bytes:
 def telemetry_from_json(data: bytes) -> TelemetryReport:
     """Decode a stepscope.telemetry/1 document; raises msgspec errors or ValueError on anything else."""
     report = msgspec.json.decode(data, type=TelemetryReport)
-    if not report.schema.startswith("stepscope.telemetry/"):
-        raise ValueError(f"unsupported schema {report.schema!r} (expected {SCHEMA})")
+    if problem := telemetry_problem(report):
+        raise ValueError(problem)
     return report
+
+
+def telemetry_problem(report: TelemetryReport) -> str | None:
+    """Why the document cannot be readings (every number is a time, a share, a size, a clock or a count), None
+    when it can be."""
+    if not report.schema.startswith("stepscope.telemetry/"):
+        return f"unsupported schema {report.schema!r} (expected {SCHEMA})"
+    if (where := negative(report)) is not None:
+        return f"a negative number at {where}"
+    return None

@@ -26,6 +26,7 @@ class Timeline:
     facts: Facts  # what the report is made of
     deperturbed: Deperturbed | None  # a live capture's replay (None for a trace read from a file)
     timeline_path: str  # the trace the steps' timeline comes from
+    notes: tuple[str, ...] = ()  # the run folder's files beside the trace left out, and why
 
 
 def timeline_facts(trace: Trace, options: AnalyzeOptions) -> Timeline:
@@ -42,7 +43,8 @@ def timeline_facts(trace: Trace, options: AnalyzeOptions) -> Timeline:
     facts = compute_facts(base, options.step_range, census=census)
     if timing is not None:
         facts = _with_attribution(facts, compute_facts(trace, options.step_range, census=census))
-    return Timeline(facts, dep, (timing if timing is not None else trace).meta.path)
+    return Timeline(facts, dep, (timing if timing is not None else trace).meta.path,
+                    census.notes if census is not None else ())
 
 
 def _timing_trace(timing: str | Path | Trace | None) -> Trace | None:

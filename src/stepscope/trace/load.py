@@ -6,7 +6,7 @@ from collections.abc import Callable, Iterable
 from pathlib import Path
 
 from stepscope.errors import StepscopeError
-from stepscope.model.runfolder import REPORT_JSON, TRACE
+from stepscope.model.runfolder import TRACE, is_run_folder
 from stepscope.trace.kineto import read_kineto
 from stepscope.trace.model import Trace
 
@@ -29,7 +29,10 @@ def expand(paths: Iterable[str | Path]) -> list[Path]:
         path = Path(raw)
         if not path.exists():
             raise StepscopeError(f"{path}: no such file or folder")
-        if path.is_dir() and (path / TRACE).is_file() and (path / REPORT_JSON).is_file():
+        if is_run_folder(path):
+            if not (path / TRACE).is_file():  # a FIFO waits for a writer, /dev/zero never ends
+                raise StepscopeError(f"{path / TRACE}: not a regular file (a FIFO, a device or a link to one): "
+                                     "the run folder's trace is not read")
             files.append(path / TRACE)  # a `stepscope run` folder: its trace, not its report or telemetry
         elif path.is_dir():
             inside = sorted(
