@@ -16,6 +16,8 @@ from pathlib import Path
 from typing import Any
 
 from stepscope.attribution import torch_compile_in_use
+from stepscope.attribution.usercode import UserCode
+from stepscope.frameworks.detect import detect
 
 CPUINFO = Path("/proc/cpuinfo")
 # CPU flags under which bf16 matmuls and convolutions run natively, best first.
@@ -73,9 +75,6 @@ class Settings:
 
 def framework_settings(frame: Any) -> FrameworkSettings | None:
     """The framework whose loop is on the stack from `frame` outwards, and its lines (None for a plain loop)."""
-    from stepscope.attribution.usercode import UserCode
-    from stepscope.frameworks.detect import detect
-
     try:
         user = UserCode()
         seen = detect(frame, user)

@@ -39,7 +39,7 @@ class Framework:
     label: str  # as the user knows it
     packages: tuple[str, ...]  # top-level packages whose frames on the stack mean this framework runs the step
     config: tuple[str, ...]  # the call(s) the user configures it with, by name
-    modules: dict[str, str]  # package -> the module holding the configuration class (tune patches its constructor)
+    modules: dict[str, str]  # package -> the module defining the configuration class (tune patches its constructor)
     keywords: dict[str, Keywords] = field(default_factory=dict)  # fix id -> the configuration call's keywords
     # fix id -> what to write instead of the plain-PyTorch code, at the line that calls into the framework
     at_call: dict[str, str] = field(default_factory=dict)
@@ -48,7 +48,7 @@ class Framework:
 
 HUGGINGFACE = Framework(
     name="huggingface", label="Hugging Face Trainer", packages=("transformers",),
-    config=("TrainingArguments", "Seq2SeqTrainingArguments"), modules={"transformers": "transformers"},
+    config=("TrainingArguments", "Seq2SeqTrainingArguments"), modules={"transformers": "transformers.training_args"},
     keywords={
         "dataloader_workers": lambda p: {"dataloader_num_workers": int(p.get("num_workers", 4))},
         "pin_memory": lambda p: {"dataloader_pin_memory": True},
@@ -62,13 +62,14 @@ HUGGINGFACE = Framework(
 
 LIGHTNING = Framework(
     name="lightning", label="Lightning", packages=("lightning", "pytorch_lightning"), config=("Trainer",),
-    modules={"lightning": "lightning.pytorch", "pytorch_lightning": "pytorch_lightning"},
+    modules={"lightning": "lightning.pytorch.trainer.trainer",
+             "pytorch_lightning": "pytorch_lightning.trainer.trainer"},
     keywords={"amp": _half("bf16-mixed", "16-mixed", "precision")},
     at_call={"torch_compile": "model = torch.compile(model) before trainer.fit(model, ...)"})
 
 ACCELERATE = Framework(
     name="accelerate", label="accelerate", packages=("accelerate",), config=("Accelerator",),
-    modules={"accelerate": "accelerate"},
+    modules={"accelerate": "accelerate.accelerator"},
     keywords={"amp": _half("bf16", "fp16", "mixed_precision"),
               "torch_compile": lambda p: {"dynamo_backend": "inductor"}})
 
