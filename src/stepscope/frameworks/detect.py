@@ -3,7 +3,9 @@
 At a step boundary (or the model's first forward) the stack holds the framework's loop: frames of `transformers`,
 `lightning` or `accelerate` between the hook and the user's `trainer.train()`. The configuration call
 (`TrainingArguments(`, `Trainer(`, `Accelerator(`) is then found with `ast` in the user's files on that stack, the
-innermost file first, the first such call in it; the files are read, never changed.
+innermost file first: the last such call before the user's call into the framework's loop in the same function
+(`args = TrainingArguments(...)` above `trainer.train()`), else the first in the file; the files are read, never
+changed.
 """
 
 from __future__ import annotations
@@ -78,7 +80,7 @@ def detect(frame: FrameType | None, user: UserCode | None = None) -> Seen | None
     if name is None:
         return None
     fw = FRAMEWORKS[name]
-    config = first_call(files, fw.config)
+    config = _config_before(calls.get(name), fw.config) or first_call(files, fw.config)
     loader = first_call(files, ("DataLoader",)) if name == "accelerate" else None
     return Seen(name=name, package=packages[name], config_name=_called_name(config, fw), config=config,
                 call=calls.get(name), loader=loader)
@@ -94,6 +96,15 @@ def _called_name(site: Site | None, fw: Framework) -> str | None:
     if site is None:
         return None
     return next((n for n in fw.config if n + "(" in site.code), fw.config[0])
+
+
+def _config_before(call: Site | None, names: tuple[str, ...]) -> Site | None:
+    """The last configuration call above the call into the loop, in the same function (a file may build several)."""
+    if call is None:
+        return None
+    function = call.function.rsplit(".", 1)[-1]
+    before = [s for s in _calls(call.file, names) if s.function == function and s.line <= call.line]
+    return before[-1] if before else None
 
 
 def first_call(files: list[str], names: tuple[str, ...]) -> Site | None:
