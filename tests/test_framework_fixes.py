@@ -100,6 +100,10 @@ TITLES = {  # advice/rules/ and advice/meter.py, verbatim in their form
     "torch_compile": ("Compile the model: model = torch.compile(model)", {}),
     "larger_batch": ("Use a bigger batch (2x shown) to spread the per-step host overhead over more samples; rescale "
                      "the learning rate", {"batch_factor": 2}),
+    "cuda_graphs": ("Capture the step in a CUDA graph (torch.compile(model, mode='reduce-overhead')) if its shapes "
+                    "are static", {}),
+    "tf32": ("Allow TF32 for fp32 matmuls (Ampere or newer): torch.backends.cuda.matmul.allow_tf32 = True "
+             "or torch.set_float32_matmul_precision('high')", {}),
     "fused_optimizer": ("Use a fused optimizer (40 small optimizer kernels per step): e.g. torch.optim.AdamW(..., "
                         "fused=True) or foreach=True", {}),
 }
@@ -131,6 +135,8 @@ HF_SETTINGS = {  # what the user writes in TrainingArguments(...) for each fix
     "torch_compile": "TrainingArguments(torch_compile=True)",
     "larger_batch": "TrainingArguments(per_device_train_batch_size=8)",  # 2 x the 4 it has
     "fused_optimizer": 'TrainingArguments(optim="adamw_torch_fused")',
+    "cuda_graphs": 'TrainingArguments(torch_compile=True, torch_compile_mode="reduce-overhead")',
+    "tf32": "TrainingArguments(tf32=True)",
 }
 
 
@@ -138,7 +144,8 @@ HF_SETTINGS = {  # what the user writes in TrainingArguments(...) for each fix
 def test_every_trainer_fix_is_its_trainingarguments_field(rec_id: str) -> None:
     rec = in_framework(_rec(rec_id, 31), _settings("huggingface", 25, 31))
     assert HF_SETTINGS[rec_id] in rec.title
-    assert not any(code in rec.title for code in ("DataLoader(", "torch.autocast", "torch.compile(", "AdamW("))
+    assert not any(code in rec.title for code in ("DataLoader(", "torch.autocast", "torch.compile(", "AdamW(",
+                                                  "torch.backends", "set_float32_matmul_precision"))
     assert rec.location is not None and rec.location["line"] == 25
     assert rec.evidence["framework_setting"] == HF_SETTINGS[rec_id]
 

@@ -29,6 +29,10 @@ PLAIN_CODE = {
     "amp": re.compile(r"torch\.autocast\('cuda', dtype=torch\.\w+\)"),
     "cpu_bf16": re.compile(r"with torch\.autocast\('cpu', dtype=torch\.bfloat16\): around the forward"),
     "torch_compile": re.compile(r"model = torch\.compile\(model\)"),
+    "cuda_graphs": re.compile(r"torch\.compile\(model, mode='reduce-overhead'\)"
+                              r"|mode='reduce-overhead' in the torch\.compile call already used"),
+    "tf32": re.compile(r"torch\.backends\.cuda\.matmul\.allow_tf32 = True or "
+                       r"torch\.set_float32_matmul_precision\('high'\)"),
     "fused_optimizer": re.compile(r"e\.g\. torch\.optim\.AdamW\(\.\.\., fused=True\) or foreach=True"),
 }
 

@@ -29,14 +29,14 @@ class Scaled:
 Keywords = Callable[[Params], dict[str, Any]]
 
 
-def _half(true_bf16: str, true_fp16: str, key: str) -> Keywords:
-    return lambda p: {key: true_bf16 if p.get("dtype", "bfloat16") == "bfloat16" else true_fp16}
+def _precision(key: str, bf16: str, fp16: str) -> Keywords:
+    """`key=bf16` for bfloat16 autocast (the fix's dtype), else `key=fp16`."""
+    return lambda p: {key: bf16 if p.get("dtype", "bfloat16") == "bfloat16" else fp16}
 
 
 @dataclass(frozen=True)
 class Framework:
     name: str  # the step source's name where the framework has one ("huggingface", "lightning"), else "accelerate"
-    label: str  # as the user knows it
     packages: tuple[str, ...]  # top-level packages whose frames on the stack mean this framework runs the step
     config: tuple[str, ...]  # the call(s) the user configures it with, by name
     modules: dict[str, str]  # package -> the module defining the configuration class (tune patches its constructor)
@@ -47,7 +47,7 @@ class Framework:
 
 
 HUGGINGFACE = Framework(
-    name="huggingface", label="Hugging Face Trainer", packages=("transformers",),
+    name="huggingface", packages=("transformers",),
     config=("TrainingArguments", "Seq2SeqTrainingArguments"), modules={"transformers": "transformers.training_args"},
     keywords={
         "dataloader_workers": lambda p: {"dataloader_num_workers": int(p.get("num_workers", 4))},
@@ -56,21 +56,23 @@ HUGGINGFACE = Framework(
         "larger_batch": lambda p: {"per_device_train_batch_size": Scaled(int(p.get("factor", 2)), 8)},
         "amp": lambda p: {"bf16": True} if p.get("dtype", "bfloat16") == "bfloat16" else {"fp16": True},
         "torch_compile": lambda p: {"torch_compile": True},
+        "cuda_graphs": lambda p: {"torch_compile": True, "torch_compile_mode": "reduce-overhead"},
+        "tf32": lambda p: {"tf32": True},
         "fused_optimizer": lambda p: {"optim": "adamw_torch_fused"},
     },
     loader_in_user_code=False)
 
 LIGHTNING = Framework(
-    name="lightning", label="Lightning", packages=("lightning", "pytorch_lightning"), config=("Trainer",),
+    name="lightning", packages=("lightning", "pytorch_lightning"), config=("Trainer",),
     modules={"lightning": "lightning.pytorch.trainer.trainer",
              "pytorch_lightning": "pytorch_lightning.trainer.trainer"},
-    keywords={"amp": _half("bf16-mixed", "16-mixed", "precision")},
+    keywords={"amp": _precision("precision", "bf16-mixed", "16-mixed")},
     at_call={"torch_compile": "model = torch.compile(model) before trainer.fit(model, ...)"})
 
 ACCELERATE = Framework(
-    name="accelerate", label="accelerate", packages=("accelerate",), config=("Accelerator",),
+    name="accelerate", packages=("accelerate",), config=("Accelerator",),
     modules={"accelerate": "accelerate.accelerator"},
-    keywords={"amp": _half("bf16", "fp16", "mixed_precision"),
+    keywords={"amp": _precision("mixed_precision", "bf16", "fp16"),
               "torch_compile": lambda p: {"dynamo_backend": "inductor"}})
 
 # Precedence: the Trainer and Lightning run their loops through accelerate's wrappers too.
