@@ -18,6 +18,7 @@ from stepscope.advice.recommendation import in_framework
 from stepscope.frameworks import FRAMEWORKS
 from stepscope.frameworks.detect import detect, first_call
 from stepscope.model import report as s
+from stepscope.model.run import FrameworkSettings
 
 pytest.importorskip("torch")
 
@@ -115,7 +116,7 @@ def _settings(name: str, config: int, call: int, loader: int | None = None) -> s
 
     return s.Settings(dataloader=s.LoaderSettings(num_workers=0, pin_memory=False, persistent_workers=False,
                                                   batch_size=4, location=at(call)),
-                      framework=s.FrameworkSettings(name=name, config_name=FRAMEWORKS[name].config[0],
+                      framework=FrameworkSettings(name=name, config_name=FRAMEWORKS[name].config[0],
                                                     config=at(config), call=at(call),
                                                     loader=at(loader) if loader else None))
 

@@ -17,7 +17,6 @@ from stepscope.model.ranks import (  # noqa: F401 - part of the Report's namespa
     StragglerCause,
 )
 from stepscope.model.run import (  # noqa: F401 - part of the Report's namespace
-    FrameworkSettings,
     LoaderSettings,
     OptimizerSettings,
     OverheadCorrection,
