@@ -20,18 +20,20 @@ ALLOWED: dict[str, set[str]] = {
     "trace": {"errors", "model.runfolder"},
     "analysis": {"trace", "errors", "hardware", "units"},  # the hardware table: peaks for MFU and the roofline
     "attribution": {"trace", "patches"},
+    # The training frameworks' settings for each fix, and which framework runs the step: read by advice and tune.
+    "frameworks": {"attribution"},
     # The step's graph and its replay: below advice and predict, above analysis (steps, launch links, syncs).
     "replay": {"analysis", "trace", "errors"},
-    "advice": {"analysis", "replay", "trace", "model", "errors", "units"},
+    "advice": {"analysis", "replay", "trace", "model", "errors", "units", "frameworks"},
     # Renderers format what they are handed; the Perfetto renderer is handed the trace and its annotations.
     "report": {"model", "trace.model", "analysis.annotations", "errors", "version", "units", "stats"},
     "capture": {"attribution", "trace", "errors", "version", "atomic", "model.runfolder", "model.telemetry",
-                "model.meter", "model.calibration", "stats", "patches"},
+                "model.meter", "model.calibration", "stats", "patches", "frameworks"},
     # Predict reads the facts (and the pattern classifier, to name a replayed step's bottleneck) and the hardware.
     "predict": {"analysis", "advice", "replay", "trace", "hardware", "model", "errors", "units"},
     # Tune runs programs through capture in child processes and reads the reports they write; the profiled child
     # writes them through runreport, as `stepscope run` does.
-    "tune": {"capture", "model", "errors", "version", "runreport", "atomic", "stats", "patches"},
+    "tune": {"capture", "model", "errors", "version", "runreport", "atomic", "stats", "patches", "frameworks"},
     # Live re-profiling: captures run as `stepscope run` subprocesses; the engine reads the reports they write and
     # compares them (stepscope.compare), the front ends draw them. Nothing of the analysis is loaded, but by the
     # notebook magic, which captures in the kernel through the Python API and shows the report's and diff's views.

@@ -16,6 +16,7 @@ import math
 import msgspec
 
 from stepscope.advice.found import MIN_SHARE
+from stepscope.advice.recommendation import in_framework
 from stepscope.advice.rules import ranked
 from stepscope.model import report as s
 from stepscope.model.meter import Meter, MeterWorkers
@@ -193,5 +194,5 @@ def _workers_fix(title: str, evidence: dict, speedup: float, text: str, traced: 
     """The recommendation, at the loader's line (the trace's, else the one the run recorded)."""
     location = traced.location if traced is not None else (
         settings.dataloader.location if settings is not None and settings.dataloader is not None else None)
-    return s.Recommendation(id="dataloader_workers", title=title, evidence=evidence, location=location,
-                            estimated_speedup=round(speedup, 2), estimate=text)
+    return in_framework(s.Recommendation(id="dataloader_workers", title=title, evidence=evidence, location=location,
+                                         estimated_speedup=round(speedup, 2), estimate=text), settings)

@@ -50,7 +50,7 @@ def standard_and_torch_folders() -> tuple[str, ...]:
     return tuple(sorted(_folder(p) for p in found if p))
 
 
-def _installed_name(path: str) -> str | None:
+def installed_name(path: str) -> str | None:
     """An installed library's file as its package path (`transformers/trainer.py`); None for other files."""
     for marker in ("site-packages" + os.sep, "dist-packages" + os.sep):
         if marker in path:
@@ -88,7 +88,7 @@ class UserCode:
         if self.libraries:
             if path.startswith(self.never):
                 return None
-            installed = _installed_name(path)
+            installed = installed_name(path)
             if installed is not None:
                 return installed
         elif self.roots is not None:

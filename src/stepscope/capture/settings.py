@@ -16,6 +16,8 @@ from pathlib import Path
 from typing import Any
 
 from stepscope.attribution import torch_compile_in_use
+from stepscope.attribution.usercode import UserCode
+from stepscope.frameworks.detect import detect
 
 CPUINFO = Path("/proc/cpuinfo")
 # CPU flags under which bf16 matmuls and convolutions run natively, best first.
@@ -43,6 +45,17 @@ class OptimizerSettings:
 
 
 @dataclass
+class FrameworkSettings:
+    """The framework that runs the step (frameworks/detect.py): its fixes are its own settings, at its lines."""
+
+    name: str  # "huggingface" | "lightning" | "accelerate"
+    config_name: str | None = None  # the configuration call ("TrainingArguments", "Trainer", "Accelerator")
+    config: dict[str, Any] | None = None  # the line of that call
+    call: dict[str, Any] | None = None  # the user's line that runs the framework's loop (trainer.train())
+    loader: dict[str, Any] | None = None  # accelerate: the user's DataLoader( line (the one stepped is its copy)
+
+
+@dataclass
 class Settings:
     dataloader: LoaderSettings | None = None
     optimizer: OptimizerSettings | None = None
@@ -57,6 +70,22 @@ class Settings:
     intra_op_threads: int | None = None  # torch.get_num_threads()
     cpu_capability: str | None = None  # torch's kernels: "AVX512", "AVX2", "DEFAULT", ...
     cpu_bf16: str | None = None  # the CPU flag for native bf16 ("amx_bf16", "avx512_bf16"), None without
+    framework: FrameworkSettings | None = None  # the Hugging Face Trainer, Lightning or accelerate, when one runs
+
+
+def framework_settings(frame: Any) -> FrameworkSettings | None:
+    """The framework whose loop is on the stack from `frame` outwards, and its lines (None for a plain loop)."""
+    try:
+        user = UserCode()
+        seen = detect(frame, user)
+    except Exception:  # a help, never a failure
+        return None
+    if seen is None:
+        return None
+    return FrameworkSettings(name=seen.name, config_name=seen.config_name,
+                             config=seen.config.location(user) if seen.config else None,
+                             call=seen.call.location(user) if seen.call else None,
+                             loader=seen.loader.location(user) if seen.loader else None)
 
 
 def cpu_bf16_flag(path: Path = CPUINFO) -> str | None:
@@ -200,6 +229,8 @@ class SettingsWatch:
         try:
             model, loader, optimizer = self.objects()
             self.settings = read_settings(model, loader, optimizer, self.locate)
+            # The window starts at a step boundary, inside the training loop: a framework's loop is on the stack.
+            self.settings.framework = framework_settings(sys._getframe(1))
             self._iterators_at_start = self.iterators()
             if model is not None and not self.settings.compiled:  # a hook would make torch.compile recompile
                 self._handle = model.register_forward_pre_hook(self._probe)

@@ -99,6 +99,16 @@ class OptimizerSettings(Struct, kw_only=True):
     location: dict[str, Any] | None = None  # the line that built the optimizer
 
 
+class FrameworkSettings(Struct, kw_only=True):
+    """The framework that runs the step: its fixes are its own settings, at the lines where the user sets them."""
+
+    name: str  # "huggingface" | "lightning" | "accelerate"
+    config_name: str | None = None  # the configuration call ("TrainingArguments", "Trainer", "Accelerator")
+    config: dict[str, Any] | None = None  # the line of that call
+    call: dict[str, Any] | None = None  # the user's line that runs the framework's loop (trainer.train())
+    loader: dict[str, Any] | None = None  # accelerate: the user's DataLoader( line (the one stepped is its copy)
+
+
 class Settings(Struct, kw_only=True):
     """What the program had set when the recorded steps began; None: not known."""
 
@@ -115,6 +125,7 @@ class Settings(Struct, kw_only=True):
     intra_op_threads: int | None = None  # torch.get_num_threads()
     cpu_capability: str | None = None  # the CPU kernels torch uses: "AVX512", "AVX2", ...
     cpu_bf16: str | None = None  # the CPU flag for native bf16 ("amx_bf16", "avx512_bf16"), None without
+    framework: FrameworkSettings | None = None  # the Hugging Face Trainer, Lightning or accelerate, when one runs
 
 
 class Replay(Struct, kw_only=True):

@@ -201,6 +201,7 @@ def run_trial(spec: TrialSpec) -> ChildResult:
         points.loader.on_batch = clock.add_samples
         loaders = points.settings.loaders
         clock.burst_steps = lambda: loaders[0].num_workers + 1 if loaders and loaders[0].num_workers else 0
+    points.framework.site = spec.framework
     patches = install(spec.fixes, points)
     try:
         result = profile(spec, program) if spec.mode == "profile" else measure(spec, program, patches, clock)
@@ -219,12 +220,14 @@ def run_trial(spec: TrialSpec) -> ChildResult:
 
 
 def install(fixes: dict[str, dict], points: Points) -> Points:
-    """Each fix sets its part on the points (its `install`), then every point is put in place."""
+    """Each fix sets its part on the points (its `install`; under a framework with a setting for it, the framework's
+    configuration call), then every point is put in place."""
     unknown = sorted(set(fixes) - set(FIXES))
     if unknown:
         raise ValueError(f"no way to apply {', '.join(unknown)} from outside the program")
     for fix_id, params in fixes.items():
-        FIXES[fix_id].install(points, params)
+        if not points.framework.carries(fix_id, params):
+            FIXES[fix_id].install(points, params)
     points.install()
     return points
 

@@ -124,7 +124,8 @@ class Tuner:
         return TrialSpec(target=self.program.target, args=list(self.program.args), module=self.program.module,
                          fixes=fixes, seed=o.seed, mode=mode, warmup=o.warmup_steps, steps=o.trial_steps,
                          min_seconds=o.min_seconds, windows=o.windows, abort_step_ns=abort_ns,
-                         batch_size=o.batch_size, profile_folder=str(profile_folder) if profile_folder else None)
+                         batch_size=o.batch_size, profile_folder=str(profile_folder) if profile_folder else None,
+                         framework=self.baseline.settings.framework if self.baseline is not None else None)
 
     def _measure(self, fixes: Fixes, arm: str, *, check_budget: bool = True) -> Run | None:
         """One measured run of a configuration (None when the budget has no room for it and the end)."""

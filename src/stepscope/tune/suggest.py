@@ -3,7 +3,8 @@ themselves), with the commands that apply it.
 
 Each fix is placed where the trials saw the program do the thing it changes (its `write` in tune/fixes/): the
 DataLoader call that built the loader, the zero_grad and optimizer calls, the batch copies, the statement that
-calls the model, the statement that built it.
+calls the model, the statement that built it; under a training framework, the framework's own setting in the
+user's configuration call (tune/framework_edit.py).
 """
 
 from __future__ import annotations
@@ -16,6 +17,7 @@ from typing import Any
 
 from stepscope.tune.edits import FileEdits, Patchwork
 from stepscope.tune.fixes import FIXES
+from stepscope.tune.framework_edit import framework_write
 from stepscope.tune.wire import Settings
 
 
@@ -25,9 +27,11 @@ def suggest(applied_params: dict[str, dict[str, Any]], applied: list[str], setti
     apply it from the working folder once it is written at `patch_file`."""
     work = Patchwork()
     for fix_id in applied:
-        fix = FIXES.get(fix_id)
-        if fix is None or fix.write is None or not fix.write(work, applied_params.get(fix_id, {}), settings,
-                                                              device_kind):
+        fix, params = FIXES.get(fix_id), applied_params.get(fix_id, {})
+        placed = framework_write(work, fix_id, params, settings, device_kind)  # under a framework: its setting
+        if placed is None:
+            placed = fix is not None and fix.write is not None and fix.write(work, params, settings, device_kind)
+        if not placed:
             work.unplaced.append(fix_id)
     changed = [edits for edits in work.files.values() if _diff(edits, os.sep)]
     base = patch_base([edits.path for edits in changed])

@@ -11,6 +11,23 @@ class Wire(msgspec.Struct, kw_only=True, omit_defaults=False):
     pass
 
 
+class CallSite(Wire, kw_only=True):
+    file: str | None
+    line: int | None
+    value: Any = None  # e.g. the set_to_none a zero_grad call used
+
+
+class FrameworkSite(Wire, kw_only=True):
+    """The training framework the program runs its steps under (stepscope.frameworks), and its lines."""
+
+    name: str  # "huggingface" | "lightning" | "accelerate"
+    package: str  # the package its frames came from ("lightning" or "pytorch_lightning")
+    config_name: str | None = None  # the configuration call as the user wrote it ("TrainingArguments")
+    config: CallSite | None = None  # that call, where the fixes the framework has a setting for go
+    call: CallSite | None = None  # the user's line that runs the framework's loop
+    loader: CallSite | None = None  # accelerate: the user's DataLoader( call (the loader stepped is its copy)
+
+
 class TrialSpec(Wire, kw_only=True):
     target: str  # a script path, or a module name when `module`
     args: list[str]
@@ -29,6 +46,7 @@ class TrialSpec(Wire, kw_only=True):
     skip: int | None = None  # mode "profile": unprofiled steps before the window (past a compilation)
     ladder: list[LadderEntry] = msgspec.field(default_factory=list)  # mode "profile": what the ladder did
     reference: ReferenceWindows | None = None  # mode "profile": the tune's own measurement of this configuration
+    framework: FrameworkSite | None = None  # the baseline ran under it: fixes it has a setting for go through it
 
 
 class LadderEntry(Wire, kw_only=True):
@@ -66,12 +84,6 @@ class OptimizerSite(Wire, kw_only=True):
     foreach: bool | None
     fused: bool | None
     supports_fused: bool = False
-
-
-class CallSite(Wire, kw_only=True):
-    file: str | None
-    line: int | None
-    value: Any = None  # e.g. the set_to_none a zero_grad call used
 
 
 class ModelInfo(Wire, kw_only=True):
@@ -122,6 +134,7 @@ class Settings(Wire, kw_only=True):
     transforms: list[TransformSite] = msgspec.field(default_factory=list)  # each loader's dataset transform
     batch_copies: list[CallSite] = msgspec.field(default_factory=list)  # where a uint8 image batch was copied
     calls: dict[str, list[CallSite]] = msgspec.field(default_factory=dict)  # fix id -> call sites its patch saw
+    framework: FrameworkSite | None = None  # the Hugging Face Trainer, Lightning or accelerate, when one runs
 
 
 class WindowResult(Wire, kw_only=True):
