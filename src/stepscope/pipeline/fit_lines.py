@@ -5,6 +5,8 @@ the meter phase it ran in (analysis/time_by_line: inside the DataLoader's range,
 backward pass, the rest of the step), and each phase's anchors, all lines and the unattributed together, are
 scaled to fit that phase: never above it, never scaled up. So a line's forward and backward never exceed the phase
 they ran in, and the lines add up to no more than the step. Kernel (GPU) times are the device's own, not scaled.
+A closure optimizer (`opt.step(closure)`, LBFGS) runs its forward inside the optimizer's range: those anchors are
+fitted with the optimizer's part (the meter counts them as forward), so the sum still fits the step, the split less so.
 """
 
 from __future__ import annotations
