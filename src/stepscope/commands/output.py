@@ -1,4 +1,5 @@
-"""Writing report files for the verbs: derived names, nothing overwritten by surprise, '-' for stdout."""
+"""Writing report files for the verbs: '-' for stdout, any other name through user_output (a regular file
+atomically, a device, FIFO or descriptor in place)."""
 
 from __future__ import annotations
 
@@ -6,11 +7,10 @@ import os
 import sys
 from collections.abc import Iterator
 from contextlib import contextmanager
-from pathlib import Path
 from typing import TYPE_CHECKING
 
-from stepscope.atomic import write_atomic
 from stepscope.errors import StepscopeError
+from stepscope.user_output import check_name, write_user_output
 
 if TYPE_CHECKING:
     from rich.console import Console
@@ -25,16 +25,20 @@ def write_output(target: str, data: bytes, what: str) -> str | None:
                 sys.stdout.buffer.write(b"\n")
             sys.stdout.flush()
         return None
-    path = Path(target)
-    if path.is_dir():
-        raise StepscopeError(f"{path}: is a folder; give a file name for the {what}")
-    try:
-        path.parent.mkdir(parents=True, exist_ok=True)
-    except OSError as exc:
-        raise StepscopeError(f"{path.parent}: cannot create the folder for the {what} ({exc.strerror or exc})",
-                             hint="give a file name in a folder you can write to") from None
-    write_atomic(path, data, what=what)
-    return str(path)
+    return str(write_user_output(target, data, what))
+
+
+def outputs_to_stdout(**targets: str | None) -> bool:
+    """Whether one of the outputs asked for (by flag: json="-") is stdout: the terminal report then goes to
+    stderr, so the document on stdout is whole. Checked before any work: two outputs to stdout (one stream of two
+    documents) and a name no file can have (empty, a part over 255 bytes) are a one-line error."""
+    named = {flag: t for flag, t in targets.items() if t is not None}
+    if sum(t == "-" for t in named.values()) > 1:
+        raise StepscopeError("only one output can go to stdout ('-')", hint="give the others file names")
+    for flag, target in named.items():
+        if target != "-":
+            check_name(target, f"--{flag} output")
+    return "-" in named.values()
 
 
 @contextmanager
