@@ -21,7 +21,6 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from stepscope.capture.session import StopProgram
-from stepscope.capture.signals import EXIT_CODE as TERMINATED_EXIT_CODE
 from stepscope.capture.signals import SigtermHandler, Terminated
 from stepscope.errors import StepscopeError
 
@@ -89,8 +88,8 @@ def run_program(program: Program, stopping: Callable[[], bool] = lambda: False,
             _run_script(program.target)
     except StopProgram:
         return Outcome(0, "stopped")
-    except Terminated:
-        return Outcome(TERMINATED_EXIT_CODE, "terminated", "was terminated (SIGTERM)")
+    except Terminated as exc:
+        return Outcome(exc.exit_code, "terminated", f"was terminated ({exc.name})")
     except SystemExit as exc:
         if stopping():
             return Outcome(0, "stopped")

@@ -12,7 +12,7 @@ from stepscope.capture.options import DEFAULTS as D
 from stepscope.capture.options import STEP_SOURCES, CaptureOptions, skipping
 from stepscope.capture.program import Program, check
 from stepscope.capture.runner import capture_program, require_torch
-from stepscope.capture.signals import EXIT_CODE, SigtermHandler
+from stepscope.capture.signals import SigtermHandler
 from stepscope.commands.argtypes import count, positive_int
 from stepscope.commands.predict_options import add_predict_option, request_from_args
 from stepscope.errors import StepscopeError
@@ -118,8 +118,8 @@ def main(args: argparse.Namespace) -> int:
     passes = "twice (a timing pass, then the recorded pass)" if spec.timing_pass else "once"
     print(f"stepscope: running {' '.join(program.command)}: skip {spec.skip}, then {passes} warm up {spec.warmup} "
           f"and record {spec.steps} {steps_on}steps{'' if args.full else ', then stop'}", file=sys.stderr, flush=True)
-    # SIGTERM (timeout, SLURM, Kubernetes) as SIGINT: raised in the program, then only remembered while the
-    # capture is exported and the reports written; the run then ends with 143.
+    # SIGTERM (timeout, SLURM, Kubernetes) and SIGHUP (a closed terminal) as SIGINT: raised in the program, then
+    # only remembered while the capture is exported and the reports written; the run then ends with 143 or 129.
     with SigtermHandler(raising=False) as sigterm:
         captured = capture_program(program, spec, folder, full=args.full, sigterm=sigterm)
         # The analyses, the pipeline and the renderers load only now that the program has ended: it ran in this
@@ -128,7 +128,7 @@ def main(args: argparse.Namespace) -> int:
 
         sys.stdout.flush()
         code = finish(program, spec, folder, captured, width=args.width, predict=request)
-    return EXIT_CODE if sigterm.received else code
+    return sigterm.exit_code if sigterm.received else code
 
 
 def _clear_run_files(folder: Path) -> None:
