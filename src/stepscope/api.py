@@ -138,9 +138,9 @@ class Profile:
         self._meter = session.meter = StepMeter(self.folder, syncs=self.spec.meter_syncs,
                                                 batch_size=lambda: session.batch_size).install()
         self._previous = activate(self._session)
-        # SIGTERM or SIGHUP ends the program as it would have, but through its `with` blocks and its exit handlers (which
-        # stop a capture nobody stopped, as a trainer callback without an exception hook leaves it): the window
-        # is kept.
+        # SIGTERM or SIGHUP ends the program as it would have, but through its `with` blocks and its exit handlers
+        # (which stop a capture nobody stopped, as a trainer callback without an exception hook leaves it): the
+        # window is kept.
         self._sigterm = SigtermHandler(exiting=True).__enter__()
         atexit.register(self._stop_at_exit)
         if self._hooks is not None:
