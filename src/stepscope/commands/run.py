@@ -16,6 +16,7 @@ from stepscope.capture.signals import SigtermHandler
 from stepscope.commands.argtypes import count, positive_int
 from stepscope.commands.predict_options import add_predict_option, request_from_args
 from stepscope.errors import StepscopeError
+from stepscope.lifeline import follow_parent
 from stepscope.model.runfolder import RUN_FILES
 
 
@@ -106,6 +107,7 @@ def program_from_args(args: argparse.Namespace) -> Program:
 
 
 def main(args: argparse.Namespace) -> int:
+    follow_parent()  # a capture of watch or lsp ends with its front end, even one killed with SIGKILL
     program = program_from_args(args)
     spec = options_from_args(args)
     request = request_from_args(args, args.predict)
