@@ -7,9 +7,12 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import os
+import pty
+import select
 import signal
 import subprocess
 import sys
+import threading
 import time
 from pathlib import Path
 from typing import Any
@@ -106,3 +109,44 @@ def test_no_capture_outlives_the_language_server(tmp_path: Path, how: int) -> No
     if how != signal.SIGKILL:
         assert code == 0, code
         assert not list(tmp_path.glob("stepscope-lsp-*"))  # its temporary folder removed
+
+
+def test_watch_ends_cleanly_when_its_terminal_closes(tmp_path: Path) -> None:
+    """The terminal closes, then the hangup comes (as the kernel sends it): watch ends as on Ctrl-C, where its last
+    lines to the gone terminal raised an OSError (EIO) traceback."""
+    script = tmp_path / "train.py"
+    script.write_text(LONG)
+    master, slave = pty.openpty()
+    err = tmp_path / "stderr.txt"
+    with err.open("wb") as err_file:
+        proc = subprocess.Popen([sys.executable, "-m", "stepscope", "watch", *CAPTURE_OPTIONS, str(script)],
+                                cwd=tmp_path, env={**os.environ, "OMP_NUM_THREADS": "1", "TMPDIR": str(tmp_path),
+                                                   "TERM": "xterm"},  # a terminal rich redraws (not "dumb")
+                                stdin=subprocess.DEVNULL, stdout=slave, stderr=err_file)
+    os.close(slave)
+    stop = threading.Event()
+    drain = threading.Thread(target=_drain, args=(master, stop), daemon=True)
+    drain.start()
+    try:
+        children = _captures(proc.pid)
+        stop.set()
+        drain.join(10)  # no read in flight: a read holds the terminal open past its close
+        os.close(master)  # the terminal is gone: every write to it fails with EIO from now on
+        time.sleep(0.5)
+        proc.send_signal(signal.SIGHUP)
+        code = proc.wait(60)
+        _, alive = psutil.wait_procs(children, timeout=3)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    assert code == 0 and "Traceback" not in err.read_text(), err.read_text()
+    assert alive == [], [c.cmdline() for c in alive]
+    assert not list(tmp_path.glob("stepscope-watch-*"))
+
+
+def _drain(fd: int, stop: threading.Event) -> None:
+    """Read what watch draws (a terminal that is not read fills, and its writer blocks) until told to stop."""
+    with contextlib.suppress(OSError):
+        while not stop.is_set():
+            if select.select([fd], [], [], 0.1)[0] and not os.read(fd, 65536):
+                return

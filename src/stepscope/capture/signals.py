@@ -68,7 +68,7 @@ class SigtermHandler:
                 if signal.getsignal(sig) == signal.SIG_DFL:
                     self._previous[sig] = signal.signal(sig, self._handle)
             self.installed = bool(self._previous)
-            self._terminals = [fd for fd in (1, 2) if _is_terminal(fd)]  # known now: a hung-up one may not say
+            self._terminals = terminals()
         return self
 
     def __exit__(self, exc_type: type[BaseException] | None, exc: BaseException | None,
@@ -86,13 +86,18 @@ class SigtermHandler:
         if self.signum is None:
             self.signum = signum
         if signum == HANGUP:
-            _away_from(self._terminals)
+            away_from(self._terminals)
         if not self.raising:
             return
         self.raising = False  # once: a second signal while unwinding must not cut the export short
         if self.exiting:
             raise SystemExit(128 + signum)
         raise Terminated(signum)
+
+
+def terminals() -> list[int]:
+    """stdout and stderr where they are a terminal, asked before a hangup: a hung-up terminal no longer says."""
+    return [fd for fd in (1, 2) if _is_terminal(fd)]
 
 
 def _is_terminal(fd: int) -> bool:
@@ -102,7 +107,7 @@ def _is_terminal(fd: int) -> bool:
         return False
 
 
-def _away_from(terminals: list[int]) -> None:
+def away_from(terminals: list[int]) -> None:
     """Point the standard streams that were the closed terminal at the null device (opened, never replaced)."""
     if not terminals:
         return

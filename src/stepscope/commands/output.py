@@ -3,6 +3,7 @@ atomically, a device, FIFO or descriptor in place)."""
 
 from __future__ import annotations
 
+import contextlib
 import os
 import sys
 from collections.abc import Iterator
@@ -63,6 +64,19 @@ def going_on_when_reader_leaves(console: Console) -> Console:
 
     console.on_broken_pipe = reader_gone  # type: ignore[method-assign]  # rich's documented hook
     return console
+
+
+def streams_to_devnull() -> None:
+    """stdout and stderr pointed at the null device (opened, never replaced): their terminal or reader is gone, and
+    what is still to be printed must not raise again."""
+    for stream in (sys.stdout, sys.stderr):
+        with contextlib.suppress(OSError, ValueError):
+            stream.flush()
+    devnull = os.open(os.devnull, os.O_WRONLY)
+    for fd in (1, 2):
+        with contextlib.suppress(OSError):
+            os.dup2(devnull, fd)
+    os.close(devnull)
 
 
 def _stdout_to_devnull() -> None:
