@@ -154,3 +154,9 @@ def test_one_output_to_stdout_and_the_terminal_report_to_stderr(capsys) -> None:
     assert "verdict" in err
     assert main(["analyze", trace, "--html", "-", "--json", "-"]) == 2
     assert "only one output can go to stdout" in capsys.readouterr().err
+
+
+def test_the_annotated_trace_to_stdout_is_whole_json(capsysbinary) -> None:
+    trace = str(kineto_trace("a100_event_sync_tiny.json.gz"))
+    assert main(["analyze", trace, "--perfetto", "-", "-q"]) == 0
+    assert json.loads(capsysbinary.readouterr().out)["traceEvents"]
