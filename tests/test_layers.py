@@ -15,7 +15,7 @@ PACKAGE = Path(__file__).resolve().parents[1] / "src" / "stepscope"
 # For each layer, the other stepscope layers it may import. Anything not listed is forbidden.
 ALLOWED: dict[str, set[str]] = {
     "model": set(),
-    "hardware": {"errors", "atomic"},
+    "hardware": {"errors", "atomic", "user_output"},  # measure --json FILE: the user's own output
     # The run folder's file names and the telemetry's types: leaves of model that import nothing of ours.
     "trace": {"errors", "model.runfolder", "model.telemetry", "model.runfile"},  # census.py reads the run's side files
     "analysis": {"trace", "errors", "hardware", "units"},  # the hardware table: peaks for MFU and the roofline
@@ -37,7 +37,7 @@ ALLOWED: dict[str, set[str]] = {
     # Live re-profiling: captures run as `stepscope run` subprocesses; the engine reads the reports they write and
     # compares them (stepscope.compare), the front ends draw them. Nothing of the analysis is loaded, but by the
     # notebook magic, which captures in the kernel through the Python API and shows the report's and diff's views.
-    "live": {"model", "compare", "errors", "units", "version", "api", "report", "stats"},
+    "live": {"model", "compare", "errors", "units", "version", "api", "report", "stats", "lifeline"},
     # Below the pipeline: the per-rank tasks and the reduce, never the renderers nor the CLI.
     "ranks": {"analysis", "advice", "trace", "model", "errors", "units"},
 }

@@ -151,8 +151,13 @@ def test_run_on_a_disk_without_room_for_the_page(tmp_path: Path) -> None:
         assert f"{out / 'report.html'}: cannot write the report (no space left on device)" in done.stderr
         names = {p.name for p in out.iterdir()}
         assert "report.html" not in names and not leftovers(out)
-        assert json.loads((out / "report.json").read_bytes())["run"]["status"] == "window recorded"
-        assert (out / "report.txt").read_text().strip()
+        run = json.loads((out / "report.json").read_bytes())["run"]
+        assert run["status"] == "window recorded"
+        # the run's list of files names only what is in the folder (it listed the page that was never written)
+        assert set(run["files"]) <= names and {"report.json", "report.txt", "trace.json.gz"} <= set(run["files"])
+        listed = re.search(r"run folder: [^(]*\(([^)]*)\)", (out / "report.txt").read_text())
+        assert listed is not None
+        assert set(re.split(r",\s*", listed.group(1).strip())) == set(run["files"])  # (wrapped over lines)
         assert json.loads((out / "telemetry.json").read_bytes())["schema"].startswith("stepscope.telemetry/")
 
 

@@ -34,7 +34,6 @@ from stepscope.capture.options import DEFAULTS, CaptureOptions, skipping
 from stepscope.capture.runfolder import new_run_folder
 from stepscope.capture.session import CaptureResult, CaptureSession, activate, active
 from stepscope.capture.settings import SettingsWatch
-from stepscope.capture.signals import EXIT_CODE as SIGTERM_EXIT_CODE
 from stepscope.capture.signals import SigtermHandler
 from stepscope.capture.telemetry import Telemetry
 from stepscope.errors import StepscopeError
@@ -139,10 +138,10 @@ class Profile:
         self._meter = session.meter = StepMeter(self.folder, syncs=self.spec.meter_syncs,
                                                 batch_size=lambda: session.batch_size).install()
         self._previous = activate(self._session)
-        # SIGTERM ends the program as it would have, but through its `with` blocks and its exit handlers (which
-        # stop a capture nobody stopped, as a trainer callback without an exception hook leaves it): the window
-        # is kept.
-        self._sigterm = SigtermHandler(exit_code=SIGTERM_EXIT_CODE).__enter__()
+        # SIGTERM or SIGHUP ends the program as it would have, but through its `with` blocks and its exit handlers
+        # (which stop a capture nobody stopped, as a trainer callback without an exception hook leaves it): the
+        # window is kept.
+        self._sigterm = SigtermHandler(exiting=True).__enter__()
         atexit.register(self._stop_at_exit)
         if self._hooks is not None:
             self._hooks.install(self._meter)

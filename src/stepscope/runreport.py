@@ -147,24 +147,46 @@ def text_report(report: s.Report, extra_lines: list[str] | None = None, width: i
 
 def write_report_files(report: s.Report, folder: Path, extra_lines: list[str] | None = None,
                        telemetry: TelemetryReport | None = None, names: tuple[str, ...] | None = None) -> list[str]:
-    """report.json, report.txt and report.html beside the trace (or those of them `names` lists), each written whole
-    or not at all; returns the names written. A file that cannot be written is said on stderr and the others are
-    still tried."""
-    pages = {runfolder.REPORT_JSON: lambda: render("json", report),
-             runfolder.REPORT_TEXT: lambda: text_report(report, extra_lines),
-             runfolder.REPORT_HTML: lambda: render("html", report, telemetry=telemetry)}
-    written = []
+    """report.html, report.txt and report.json beside the trace (or those of them `names` lists), each written
+    whole or not at all; returns the names written. A file that cannot be written is said on stderr, the others are
+    still tried, and the run's list of files (run.files) in each one written names only the files that were: the
+    page, the largest and the one a full disk refuses first, is written first, and a file written before a later
+    one failed is written again without it."""
+    pages = {runfolder.REPORT_HTML: lambda r: render("html", r, telemetry=telemetry),
+             runfolder.REPORT_TEXT: lambda r: text_report(r, extra_lines),
+             runfolder.REPORT_JSON: lambda r: render("json", r)}
+    if names is not None:
+        pages = {name: make for name, make in pages.items() if name in names}
+    failed: set[str] = set()
+    claimed: dict[str, frozenset[str]] = {}  # name written -> the failures known when it was rendered
     for name, make in pages.items():
-        if names is not None and name not in names:
-            continue
-        try:
-            write_atomic(folder / name, make(), what="report", hint=WRITE_HINT)
-            written.append(name)
-        except StepscopeError as exc:
-            print(f"stepscope: {exc.message}" + (f"\n  hint: {exc.hint}" if exc.hint else ""), file=sys.stderr)
-        except Exception as exc:  # the page is a convenience: never let it cost the run its other files
-            print(f"stepscope: {name} was not written ({type(exc).__name__}: {exc})", file=sys.stderr)
-    return written
+        if _write_page(folder / name, make, _without(report, failed)):
+            claimed[name] = frozenset(failed)
+        else:
+            failed.add(name)
+    for name, known in claimed.items():
+        if known != failed:  # it lists a file that then failed: once more, best effort (the first copy stays)
+            _write_page(folder / name, pages[name], _without(report, failed))
+    return [name for name in pages if name in claimed]
+
+
+def _without(report: s.Report, failed: set[str]) -> s.Report:
+    """The report whose run.files leaves out the files that could not be written."""
+    if report.run is None or not failed:
+        return report
+    files = [f for f in report.run.files if f not in failed]
+    return msgspec.structs.replace(report, run=msgspec.structs.replace(report.run, files=files))
+
+
+def _write_page(path: Path, make: Callable[[s.Report], bytes | str], report: s.Report) -> bool:
+    try:
+        write_atomic(path, make(report), what="report", hint=WRITE_HINT)
+        return True
+    except StepscopeError as exc:
+        print(f"stepscope: {exc.message}" + (f"\n  hint: {exc.hint}" if exc.hint else ""), file=sys.stderr)
+    except Exception as exc:  # the page is a convenience: never let it cost the run its other files
+        print(f"stepscope: {path.name} was not written ({type(exc).__name__}: {exc})", file=sys.stderr)
+    return False
 
 
 WRITE_HINT = "give a folder you can write to, on a disk with room (stepscope run --out DIR, or out= in the API)"

@@ -13,6 +13,7 @@ import io
 import os
 import runpy
 import sys
+import tokenize
 import traceback
 import types
 import zipfile
@@ -21,7 +22,6 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from stepscope.capture.session import StopProgram
-from stepscope.capture.signals import EXIT_CODE as TERMINATED_EXIT_CODE
 from stepscope.capture.signals import SigtermHandler, Terminated
 from stepscope.errors import StepscopeError
 
@@ -71,6 +71,45 @@ def check(program: Program) -> None:
             raise StepscopeError(f"No module named {program.target}", exit_code=1)
     elif not os.path.exists(program.target):
         raise StepscopeError(f"can't open file {program.target!r}: no such file", exit_code=2)
+    elif os.path.isfile(program.target):
+        _check_encoding(program.target)
+
+
+def _decodes(data: bytes, encoding: str) -> bool:
+    try:
+        data.decode(encoding)
+    except UnicodeDecodeError:
+        return False
+    return True
+
+
+def _check_encoding(path: str) -> None:
+    """Refuse, as python does (exit 1), a script whose bytes are not in its declared encoding (UTF-8 unless a
+    coding line says otherwise): compile() of the bytes takes a comment python refuses, and every line's code
+    would then be unreadable in the report."""
+    try:
+        with io.open_code(os.path.abspath(path)) as f:
+            data = f.read()
+    except OSError:
+        return  # the run itself says why it cannot be read
+    try:
+        encoding, _ = tokenize.detect_encoding(io.BytesIO(data).readline)
+    except SyntaxError as exc:  # a coding line naming no codec, or the first two lines not UTF-8 (said below)
+        first_two = b"".join(data.splitlines(keepends=True)[:2])
+        if _decodes(first_two, "utf-8"):
+            raise StepscopeError(f"{path}: {exc.msg} (python refuses to run it)", exit_code=1) from None
+        encoding = "utf-8"
+    try:
+        data.decode(encoding)
+    except UnicodeDecodeError as exc:
+        line = data.count(b"\n", 0, exc.start) + 1
+        if encoding == "utf-8":  # python's own words
+            what = f"Non-UTF-8 code starting with '\\x{data[exc.start]:02x}' on line {line}, but no encoding declared"
+        else:
+            what = f"line {line} is not {encoding}, the encoding it declares"
+        raise StepscopeError(f"{path}: {what} (python refuses to run it)",
+                             hint="save the file as UTF-8, or declare its encoding (# -*- coding: latin-1 -*-, "
+                                  "PEP 263)", exit_code=1) from None
 
 
 def run_program(program: Program, stopping: Callable[[], bool] = lambda: False,
@@ -89,8 +128,8 @@ def run_program(program: Program, stopping: Callable[[], bool] = lambda: False,
             _run_script(program.target)
     except StopProgram:
         return Outcome(0, "stopped")
-    except Terminated:
-        return Outcome(TERMINATED_EXIT_CODE, "terminated", "was terminated (SIGTERM)")
+    except Terminated as exc:
+        return Outcome(exc.exit_code, "terminated", f"was terminated ({exc.name})")
     except SystemExit as exc:
         if stopping():
             return Outcome(0, "stopped")

@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING
 
 from stepscope.commands import ranks
 from stepscope.commands.argtypes import positive_int
-from stepscope.commands.output import going_on_when_reader_leaves, reader_may_leave, write_output
+from stepscope.commands.output import going_on_when_reader_leaves, outputs_to_stdout, reader_may_leave, write_output
 from stepscope.commands.predict import origin_power
 from stepscope.commands.predict_options import add_predict_option, request_from_args
 from stepscope.commands.progress import ReadingProgress
@@ -48,6 +48,7 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
+    to_stdout = outputs_to_stdout(json=args.json, html=args.html, perfetto=args.perfetto)
     request = request_from_args(args, args.predict)
     ranks.take_paths_from_ray(args)
     if not args.paths:
@@ -69,17 +70,16 @@ def run(args: argparse.Namespace) -> int:
         finally:
             if progress is not None:
                 progress.close()
-    to_stdout = args.json == "-"
     console = going_on_when_reader_leaves(make_console(width=args.width, stderr=to_stdout))
     if not args.quiet:
         console.print(render("terminal", report))
     ranks.warn(report, args.quiet)
     written = []
-    if args.json:
+    if args.json is not None:
         path = write_output(args.json, render("json", report), "JSON report")
         if path:
             written.append(path)
-    if args.html and (path := write_output(args.html, render("html", report), "HTML report")):
+    if args.html is not None and (path := write_output(args.html, render("html", report), "HTML report")):
         written.append(path)
     if kept:
         data = _annotated_trace(kept[0], report, compress=args.perfetto.endswith(".gz"))

@@ -8,7 +8,7 @@ import sys
 
 from stepscope.commands.argtypes import positive_int
 from stepscope.commands.inputs import load_report
-from stepscope.commands.output import write_output
+from stepscope.commands.output import outputs_to_stdout, write_output
 from stepscope.compare import compare, slower_by
 from stepscope.errors import StepscopeError
 from stepscope.model.diff import diff_to_json
@@ -49,16 +49,16 @@ def _percentage(text: str) -> float:
 
 
 def run(args: argparse.Namespace) -> int:
+    to_stdout = outputs_to_stdout(json=args.json, html=args.html)
     before, after = (load_report(p, step_range=args.step_range, batch_size=args.batch_size)
                      for p in (args.before, args.after))
     diff = compare(before, after)
-    to_stdout = args.json == "-"
     if not args.quiet:
         make_console(width=args.width, stderr=to_stdout).print(DiffTerminalRenderer().render(diff))
     written = []
-    if args.json:
+    if args.json is not None:
         written.append(write_output(args.json, diff_to_json(diff), "JSON diff"))
-    if args.html:
+    if args.html is not None:
         written.append(write_output(args.html, render("diff-html", diff), "HTML diff"))
     paths = [p for p in written if p]
     if paths and not args.quiet:

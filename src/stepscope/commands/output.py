@@ -1,16 +1,17 @@
-"""Writing report files for the verbs: derived names, nothing overwritten by surprise, '-' for stdout."""
+"""Writing report files for the verbs: '-' for stdout, any other name through user_output (a regular file
+atomically, a device, FIFO or descriptor in place)."""
 
 from __future__ import annotations
 
+import contextlib
 import os
 import sys
 from collections.abc import Iterator
 from contextlib import contextmanager
-from pathlib import Path
 from typing import TYPE_CHECKING
 
-from stepscope.atomic import write_atomic
 from stepscope.errors import StepscopeError
+from stepscope.user_output import check_name, write_user_output
 
 if TYPE_CHECKING:
     from rich.console import Console
@@ -25,16 +26,20 @@ def write_output(target: str, data: bytes, what: str) -> str | None:
                 sys.stdout.buffer.write(b"\n")
             sys.stdout.flush()
         return None
-    path = Path(target)
-    if path.is_dir():
-        raise StepscopeError(f"{path}: is a folder; give a file name for the {what}")
-    try:
-        path.parent.mkdir(parents=True, exist_ok=True)
-    except OSError as exc:
-        raise StepscopeError(f"{path.parent}: cannot create the folder for the {what} ({exc.strerror or exc})",
-                             hint="give a file name in a folder you can write to") from None
-    write_atomic(path, data, what=what)
-    return str(path)
+    return str(write_user_output(target, data, what))
+
+
+def outputs_to_stdout(**targets: str | None) -> bool:
+    """Whether one of the outputs asked for (by flag: json="-") is stdout: the terminal report then goes to
+    stderr, so the document on stdout is whole. Checked before any work: two outputs to stdout (one stream of two
+    documents) and a name no file can have (empty, a part over 255 bytes) are a one-line error."""
+    named = {flag: t for flag, t in targets.items() if t is not None}
+    if sum(t == "-" for t in named.values()) > 1:
+        raise StepscopeError("only one output can go to stdout ('-')", hint="give the others file names")
+    for flag, target in named.items():
+        if target != "-":
+            check_name(target, f"--{flag} output")
+    return "-" in named.values()
 
 
 @contextmanager
@@ -59,6 +64,19 @@ def going_on_when_reader_leaves(console: Console) -> Console:
 
     console.on_broken_pipe = reader_gone  # type: ignore[method-assign]  # rich's documented hook
     return console
+
+
+def streams_to_devnull() -> None:
+    """stdout and stderr pointed at the null device (opened, never replaced): their terminal or reader is gone, and
+    what is still to be printed must not raise again."""
+    for stream in (sys.stdout, sys.stderr):
+        with contextlib.suppress(OSError, ValueError):
+            stream.flush()
+    devnull = os.open(os.devnull, os.O_WRONLY)
+    for fd in (1, 2):
+        with contextlib.suppress(OSError):
+            os.dup2(devnull, fd)
+    os.close(devnull)
 
 
 def _stdout_to_devnull() -> None:

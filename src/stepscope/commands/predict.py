@@ -10,7 +10,7 @@ from typing import Any
 
 from stepscope.commands.argtypes import positive_float, positive_int
 from stepscope.commands.inputs import is_report_file, load_report, load_telemetry
-from stepscope.commands.output import write_output
+from stepscope.commands.output import outputs_to_stdout, write_output
 from stepscope.commands.predict_options import add_cost_options, request_from_args
 from stepscope.errors import StepscopeError
 from stepscope.model.runfolder import REPORT_JSON, TRACE
@@ -90,6 +90,7 @@ def _batch(report: Any) -> int | None:
 
 
 def run(args: argparse.Namespace) -> int:
+    to_stdout = outputs_to_stdout(json=args.json, html=args.html)
     request = request_from_args(args, args.gpu)
     trace_path, window, batch = _inputs(Path(args.path))
     report = analyze(trace_path, step_range=args.step_range, batch_size=args.batch_size or batch, predict=request,
@@ -97,15 +98,14 @@ def run(args: argparse.Namespace) -> int:
     if report.prediction is None:
         reason = next((n for n in report.notes if n.startswith("no prediction: ")), "no prediction")
         raise StepscopeError(f"{trace_path}: {reason.removeprefix('no prediction: ')}")
-    to_stdout = args.json == "-"
     if not args.quiet:
         section = prediction(report)
         if section is not None:
             make_console(width=args.width, stderr=to_stdout).print(render_section(section))
     written = []
-    if args.json and (out := write_output(args.json, render("json", report), "JSON report")):
+    if args.json is not None and (out := write_output(args.json, render("json", report), "JSON report")):
         written.append(out)
-    if args.html and (out := write_output(args.html, render("html", report), "HTML report")):
+    if args.html is not None and (out := write_output(args.html, render("html", report), "HTML report")):
         written.append(out)
     if written and not args.quiet:
         print(f"wrote {', '.join(written)}", file=sys.stderr if to_stdout else sys.stdout)

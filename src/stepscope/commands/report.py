@@ -13,7 +13,7 @@ import msgspec
 
 from stepscope.commands.argtypes import positive_int
 from stepscope.commands.inputs import load_report, load_telemetry
-from stepscope.commands.output import write_output
+from stepscope.commands.output import outputs_to_stdout, write_output
 from stepscope.errors import StepscopeError
 from stepscope.model.tune import tune_from_json, tune_to_json
 from stepscope.report import render
@@ -39,6 +39,7 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
+    outputs_to_stdout(json=args.json, html=args.html)  # a bad output name is said before anything is read
     tune_json = _tune_json(Path(args.source))
     if tune_json is not None:
         return _tune(tune_json, args)
@@ -52,12 +53,12 @@ def run(args: argparse.Namespace) -> int:
 def _emit(args: argparse.Namespace, terminal: Callable[[], Any], html: tuple[str, Callable[[], bytes]],
           json: tuple[str, Callable[[], bytes]]) -> int:
     """The terminal view (unless quiet or only HTML is asked for), then the files asked for, each made only then."""
-    to_stdout = args.json == "-"
+    to_stdout = outputs_to_stdout(json=args.json, html=args.html)
     if not args.quiet and not args.html:
         make_console(width=args.width, stderr=to_stdout).print(terminal())
     written = []
     for target, (what, make) in ((args.html, html), (args.json, json)):
-        if target:
+        if target is not None:
             written.append(write_output(target, make(), what))
     paths = [p for p in written if p]
     if paths and not args.quiet:

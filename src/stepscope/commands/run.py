@@ -13,10 +13,11 @@ from stepscope.capture.options import STEP_SOURCES, CaptureOptions, skipping
 from stepscope.capture.program import Program, check
 from stepscope.capture.runfolder import rank_folder
 from stepscope.capture.runner import capture_program, require_torch
-from stepscope.capture.signals import EXIT_CODE, SigtermHandler
+from stepscope.capture.signals import SigtermHandler
 from stepscope.commands.argtypes import count, positive_int
 from stepscope.commands.predict_options import add_predict_option, request_from_args
 from stepscope.errors import StepscopeError
+from stepscope.lifeline import follow_parent
 from stepscope.model.runfolder import RUN_FILES
 
 
@@ -110,6 +111,7 @@ def program_from_args(args: argparse.Namespace) -> Program:
 
 
 def main(args: argparse.Namespace) -> int:
+    follow_parent()  # a capture of watch or lsp ends with its front end, even one killed with SIGKILL
     program = program_from_args(args)
     spec = options_from_args(args)
     request = request_from_args(args, args.predict)
@@ -124,8 +126,8 @@ def main(args: argparse.Namespace) -> int:
     # Under a launcher the program always runs on: a rank that stopped would fail the next collective of the others.
     full = args.full or launch is not None
     print(f"stepscope: {_first_line(program, spec, full, launch)}", file=sys.stderr, flush=True)
-    # SIGTERM (timeout, SLURM, Kubernetes) as SIGINT: raised in the program, then only remembered while the
-    # capture is exported and the reports written; the run then ends with 143.
+    # SIGTERM (timeout, SLURM, Kubernetes) and SIGHUP (a closed terminal) as SIGINT: raised in the program, then
+    # only remembered while the capture is exported and the reports written; the run then ends with 143 or 129.
     with SigtermHandler(raising=False) as sigterm:
         captured = capture_program(program, spec, folder, full=full, sigterm=sigterm)
         # The analyses, the pipeline and the renderers load only now that the program has ended: it ran in this
@@ -135,7 +137,7 @@ def main(args: argparse.Namespace) -> int:
         sys.stdout.flush()
         code = finish(program, spec, folder, captured, width=args.width, predict=request,
                       launch=None if sigterm.received else launch)
-    return EXIT_CODE if sigterm.received else code
+    return sigterm.exit_code if sigterm.received else code
 
 
 def _clear_run_files(folder: Path) -> None:

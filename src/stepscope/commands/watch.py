@@ -4,10 +4,13 @@ the user's modules it imports, and show what changed (terminal, and a live page 
 from __future__ import annotations
 
 import argparse
+import contextlib
+import errno
 import shutil
 import signal
 import tempfile
 import threading
+from functools import partial
 from pathlib import Path
 
 from rich.console import Console
@@ -15,7 +18,9 @@ from rich.live import Live
 
 from stepscope.capture.options import CaptureOptions
 from stepscope.capture.program import check
+from stepscope.capture.signals import away_from, terminals
 from stepscope.commands.argtypes import count
+from stepscope.commands.output import streams_to_devnull
 from stepscope.commands.run import add_capture_options, program_from_args
 from stepscope.errors import StepscopeError
 from stepscope.live.engine import Target
@@ -98,7 +103,8 @@ def main(args: argparse.Namespace) -> int:
                            batch_flag=BatchFlag(batch_flag) if batch_flag else None)
     console = Console(stderr=False)
     page = None
-    previous = {sig: signal.signal(sig, _interrupt) for sig in (signal.SIGTERM, signal.SIGHUP)}
+    on_terminal = terminals()
+    previous = {sig: signal.signal(sig, partial(_interrupt, on_terminal)) for sig in (signal.SIGTERM, signal.SIGHUP)}
     try:
         if args.page:
             try:
@@ -111,6 +117,10 @@ def main(args: argparse.Namespace) -> int:
         _show(session, console)
     except KeyboardInterrupt:
         pass
+    except OSError as exc:  # the terminal closed (EIO) or the reader of stdout left (EPIPE): nobody sees the view
+        if exc.errno not in (errno.EIO, errno.EPIPE):
+            raise
+        streams_to_devnull()  # the last lines go nowhere instead of raising again
     finally:
         session.close()
         if page is not None:
@@ -119,7 +129,8 @@ def main(args: argparse.Namespace) -> int:
             shutil.rmtree(workdir, ignore_errors=True)
         for sig, handler in previous.items():
             signal.signal(sig, handler)
-    console.print("stepscope: watch ended")
+    with contextlib.suppress(OSError):  # a terminal gone without a hangup (EIO): the last line goes nowhere
+        console.print("stepscope: watch ended")
     return 0
 
 
@@ -132,9 +143,12 @@ def _batch_flag_in(argv: tuple[str, ...]) -> str | None:
     return None
 
 
-def _interrupt(signum: int, frame: object) -> None:
+def _interrupt(on_terminal: list[int], signum: int, frame: object) -> None:
     """SIGTERM and SIGHUP (the terminal closed) end watch as Ctrl-C does: its captures run in sessions of their
-    own, out of reach of the signals sent to watch's group, so they must be ended by watch itself."""
+    own, out of reach of the signals sent to watch's group, so they must be ended by watch itself. After a hangup
+    the streams that were the terminal point at the null device: the last lines would fail with EIO."""
+    if signum == signal.SIGHUP:
+        away_from(on_terminal)
     raise KeyboardInterrupt
 
 

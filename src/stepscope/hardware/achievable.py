@@ -16,8 +16,10 @@ from pathlib import Path
 from typing import Any
 
 from stepscope.atomic import write_atomic
+from stepscope.errors import StepscopeError
 from stepscope.hardware.rows import dtype_key
 from stepscope.hardware.table import normalize_name
+from stepscope.hardware.userpaths import skip, there, user_folder
 
 CACHE_ENV = "STEPSCOPE_CACHE_DIR"
 
@@ -38,20 +40,22 @@ class Achievable:
         return self.flops_per_s.get(key) if key else None
 
 
-def cache_dir() -> Path:
+def cache_dir() -> Path | None:
+    """The cache folder; None when there is no home folder to find it in."""
     explicit = os.environ.get(CACHE_ENV)
     if explicit:
         return Path(explicit).expanduser()
-    base = os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache"
-    return Path(base) / "stepscope"
+    base = user_folder("XDG_CACHE_HOME", ".cache")
+    return None if base is None else base / "stepscope"
 
 
 def _slug(device: str) -> str:
     return re.sub(r"[^a-z0-9]+", "-", normalize_name(device)).strip("-") or "device"
 
 
-def cache_file(device: str, directory: Path | None = None) -> Path:
-    return (directory or cache_dir()) / "achievable" / f"{_slug(device)}.json"
+def cache_file(device: str, directory: Path | None = None) -> Path | None:
+    folder = directory or cache_dir()
+    return None if folder is None else folder / "achievable" / f"{_slug(device)}.json"
 
 
 def from_measurement(raw: dict[str, Any], origin: str) -> Achievable:
@@ -71,7 +75,13 @@ def save_achievable(measurement: dict[str, Any], directory: Path | None = None) 
     """Keep a measurement for its device in the cache; returns the file written (an older one is replaced:
     the newest measurement of a device is the one that counts)."""
     path = cache_file(str(measurement["device"]), directory)
-    path.parent.mkdir(parents=True, exist_ok=True)
+    if path is None:
+        raise StepscopeError("no home folder to keep the measurement in", hint=f"set {CACHE_ENV} to a folder")
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+    except OSError as exc:
+        raise StepscopeError(f"{path.parent}: cannot create the cache folder ({(exc.strerror or str(exc)).lower()})",
+                             hint=f"set {CACHE_ENV} to a folder you can write to") from None
     return write_atomic(path, json.dumps(measurement, indent=1), what="measurement")
 
 
@@ -84,10 +94,12 @@ def achievable_for(device: str, directory: Path | None = None) -> Achievable | N
     """The measurement for a device name: the user's own if kept, else a shipped one, else None (only the
     datasheet is known). An unreadable cache file counts as absent: it is a cache."""
     path = cache_file(device, directory)
-    if path.exists():
+    if path is not None and there(path, "the measurement kept there"):
         try:
             return from_measurement(json.loads(path.read_text()), str(path))
-        except (OSError, ValueError, KeyError, TypeError):
+        except OSError as exc:
+            skip(path, "the measurement kept there", exc)
+        except (ValueError, KeyError, TypeError):
             pass
     key = normalize_name(device)
     return next((a for a in _shipped() if normalize_name(a.device) == key), None)

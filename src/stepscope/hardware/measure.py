@@ -13,9 +13,9 @@ import sys
 import time
 from typing import Any
 
-from stepscope.atomic import write_atomic
 from stepscope.errors import StepscopeError
 from stepscope.hardware.achievable import save_achievable
+from stepscope.user_output import write_user_output
 
 GEMM_SIZE = 8192
 DTYPES = ("float32", "tf32", "bfloat16", "float16")
@@ -92,8 +92,8 @@ def main(argv: list[str] | None = None) -> int:
         print(f"{result['device']}: {dtype:9s} GEMM {GEMM_SIZE}^3: {value / 1e12:7.1f} TFLOP/s")
     print(f"{result['device']}: device copy: {result['memory_bytes_per_s'] / 1e9:7.1f} GB/s (read + write)")
     try:
-        if args.json:
-            write_atomic(args.json, json.dumps(result, indent=1), what="measurement")
+        if args.json is not None:
+            write_user_output(args.json, json.dumps(result, indent=1).encode(), what="measurement")
         if not args.no_save:
             print(f"kept as the achievable figures of {result['device']} in {save_achievable(result)}")
     except StepscopeError as exc:

@@ -9,7 +9,7 @@ from pathlib import Path
 from typing import Any
 
 from stepscope.errors import StepscopeError
-from stepscope.hardware import userfile
+from stepscope.hardware import userfile, userpaths
 from stepscope.hardware.parse import TableError, parse_gpu, parse_interconnect, parse_price, parse_source
 from stepscope.hardware.rows import GpuMatch, GpuSpec, Interconnect, Price, Source
 
@@ -125,9 +125,18 @@ def load_table(user_file: str | Path | None = None, use_user_file: bool = True) 
     it exists). Raises StepscopeError naming the file when the user's file cannot be used."""
     if not use_user_file:
         return build_table(_shipped())
-    path = Path(user_file).expanduser() if user_file is not None else userfile.default_user_file()
-    if user_file is None and not path.exists():
-        return build_table(_shipped())
+    if user_file is not None:
+        path = Path(user_file).expanduser()
+    else:  # the default place: one that cannot be looked into or read is skipped, with a note
+        default = userfile.default_user_file()
+        if default is None or not userpaths.there(default, "the user's hardware file"):
+            return build_table(_shipped())
+        path = default
+        try:
+            path.read_bytes()
+        except OSError as exc:
+            userpaths.skip(path, "the user's hardware file", exc)
+            return build_table(_shipped())
     try:
         merged = userfile.merge(_shipped(), userfile.read_user_file(path), path)
         return build_table(merged, user_file=path)

@@ -15,16 +15,19 @@ import os
 from pathlib import Path
 from typing import Any
 
+from stepscope.hardware.userpaths import user_folder
+
 USER_FILE_ENV = "STEPSCOPE_HARDWARE_FILE"
 USER_SOURCE_ID = "user-file"
 
 
-def default_user_file() -> Path:
+def default_user_file() -> Path | None:
+    """$STEPSCOPE_HARDWARE_FILE, else the config folder's; None when there is no home folder to look in."""
     explicit = os.environ.get(USER_FILE_ENV)
     if explicit:
         return Path(explicit).expanduser()
-    config = os.environ.get("XDG_CONFIG_HOME") or Path.home() / ".config"
-    return Path(config) / "stepscope" / "hardware.json"
+    config = user_folder("XDG_CONFIG_HOME", ".config")
+    return None if config is None else config / "stepscope" / "hardware.json"
 
 
 def read_user_file(path: Path) -> dict[str, Any]:

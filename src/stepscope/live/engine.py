@@ -21,6 +21,7 @@ from pathlib import Path
 
 import msgspec
 
+from stepscope.lifeline import for_child as lifeline_for_child
 from stepscope.model.report import Report, from_json
 from stepscope.model.runfolder import REPORT_JSON
 
@@ -150,10 +151,13 @@ class Reprofiler:
             cmd = self.command(folder)
             env = dict(os.environ if self.target.env is None else self.target.env)
             env.setdefault("PYTHONUNBUFFERED", "1")
+            lifeline, entry = lifeline_for_child()  # the child ends when this process does, however it ends
+            env.update(entry)
             # A session of its own: cancelling kills the whole group (DataLoader workers, anything the program
             # started), and the terminal's Ctrl-C reaches only the front end, which then closes us.
             proc = subprocess.Popen(cmd, cwd=self.target.cwd, env=env, stdin=subprocess.DEVNULL,
-                                    stdout=subprocess.PIPE, stderr=subprocess.STDOUT, start_new_session=True)
+                                    stdout=subprocess.PIPE, stderr=subprocess.STDOUT, start_new_session=True,
+                                    pass_fds=(lifeline,))
             capture = _Capture(run_id, proc, folder, time.monotonic())
             self._current = capture
             self._live.add(capture)

@@ -13,7 +13,9 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import os
 import shutil
+import signal
 import sys
 import tempfile
 from collections.abc import Callable
@@ -308,9 +310,22 @@ def make_server(debounce_s: float = DEBOUNCE_S) -> StepscopeServer:
 
 
 def serve(debounce_s: float = DEBOUNCE_S) -> None:
-    """Serve over stdin and stdout until the client says exit (or goes away)."""
+    """Serve over stdin and stdout until the client says exit (or goes away). SIGTERM and SIGHUP stop the capture in
+    flight, remove the temporary folder and end the process at once: pygls's own ending waits for its stdin reader,
+    which the client may hold open for ever."""
     server = make_server(debounce_s)
+
+    def end(signum: int, frame: object) -> None:
+        server.close()
+        os._exit(0)
+
+    previous = {sig: signal.signal(sig, end) for sig in ENDING if signal.getsignal(sig) == signal.SIG_DFL}
     try:
         serve_io(server, sys.stdin.buffer, sys.stdout.buffer)  # pygls's start_io, with its framing made safe
     finally:
         server.close()
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)
+
+
+ENDING = tuple(s for s in (signal.SIGTERM, getattr(signal, "SIGHUP", None)) if s is not None)

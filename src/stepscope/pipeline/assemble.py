@@ -10,6 +10,7 @@ import msgspec
 
 from stepscope.advice import Advice
 from stepscope.analysis.facts import Facts
+from stepscope.hardware import userpaths
 from stepscope.model import report as s
 from stepscope.noise import headline_noise
 from stepscope.pipeline import sections
@@ -35,7 +36,7 @@ def report(facts: Facts, advice: Advice, options: AnalyzeOptions, batch: Batch,
            timeline: Timeline | None = None, meter: s.Meter | None = None) -> s.Report:
     """One trace's Report. Notes: the capture's, the trace's, what the step meter's headline stands on, how the
     timeline was made, the batch size when it was not given, how the verdict was taken, the prediction's, then the
-    recommendations left out as settled (`options.settled`)."""
+    recommendations left out as settled (`options.settled`), then the user's places that could not be read."""
     trace = facts.trace
     dep = timeline.deperturbed if timeline is not None else None
     replay = replay_section(dep, timeline.timeline_path) if dep is not None and timeline is not None else None
@@ -47,6 +48,7 @@ def report(facts: Facts, advice: Advice, options: AnalyzeOptions, batch: Batch,
                                       noise=headline_noise(options.reference, [r.duration_us for r in steps]))
     devices = sections.devices(trace)
     recommendations, settled_notes = unsettled(advice.recommendations, options)
+    utilization = utilization_section(facts)  # before the notes: the hardware files it skipped are said there
     return s.Report(
         generator=GENERATOR,
         source=s.Source(paths=[trace.meta.path], format=trace.meta.format),
@@ -66,11 +68,11 @@ def report(facts: Facts, advice: Advice, options: AnalyzeOptions, batch: Batch,
         recommendations=recommendations,
         notes=[*options.capture_notes, *(timeline.notes if timeline else ()), *trace.meta.notes,
                *meter_notes(meter), *replay_notes(replay), *([batch.note] if batch.note else []), *advice.notes,
-               *prediction_notes, *settled_notes],
+               *prediction_notes, *settled_notes, *userpaths.take_notes()],
         lines=sections.lines(facts, meter),
         modules=sections.modules(facts, meter),
         timeline=sections.timeline(facts),
-        utilization=utilization_section(facts),
+        utilization=utilization,
         memory_usage=memory_section(facts, batch.size),
         run=run_section(options.run, dep, summary.step_time_us) if options.run is not None else None,
         prediction=prediction,
