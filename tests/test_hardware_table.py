@@ -254,3 +254,17 @@ def test_the_docs_list_every_row_and_source(table) -> None:
         assert f"`{spec.id}`" in doc, spec.id
     for source in table.sources.values():
         assert f"`{source.id}`" in doc and (not source.url or source.url in doc), source.id
+
+
+def test_measure_json_to_stdout_is_the_json_alone(capsys, monkeypatch, tmp_path) -> None:
+    """`measure --json -`: the document alone on stdout (it wrote a file named '-'), the figures on stderr."""
+    import json
+
+    from stepscope.hardware import measure as m
+
+    planted = {"device": "NVIDIA L4", "flops_per_s": {"bfloat16": 9.0e13}, "memory_bytes_per_s": 2.5e11}
+    monkeypatch.setattr(m, "measure", lambda: planted)
+    monkeypatch.chdir(tmp_path)
+    assert m.main(["--json", "-", "--no-save"]) == 0
+    out = capsys.readouterr()
+    assert json.loads(out.out) == planted and "90.0 TFLOP/s" in out.err and not (tmp_path / "-").exists()

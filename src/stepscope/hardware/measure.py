@@ -80,7 +80,7 @@ def measure() -> dict[str, Any]:
 
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    p.add_argument("--json", metavar="FILE", help="also write the figures as JSON")
+    p.add_argument("--json", metavar="FILE", help="also write the figures as JSON ('-' for stdout)")
     p.add_argument("--no-save", action="store_true", help="do not keep the figures in the cache directory")
     args = p.parse_args(argv)
     try:
@@ -88,14 +88,18 @@ def main(argv: list[str] | None = None) -> int:
     except RuntimeError as exc:
         print(f"stepscope: error: {exc}", file=sys.stderr)
         return 2
+    said = sys.stderr if args.json == "-" else sys.stdout  # the JSON alone on stdout, whole
     for dtype, value in result["flops_per_s"].items():
-        print(f"{result['device']}: {dtype:9s} GEMM {GEMM_SIZE}^3: {value / 1e12:7.1f} TFLOP/s")
-    print(f"{result['device']}: device copy: {result['memory_bytes_per_s'] / 1e9:7.1f} GB/s (read + write)")
+        print(f"{result['device']}: {dtype:9s} GEMM {GEMM_SIZE}^3: {value / 1e12:7.1f} TFLOP/s", file=said)
+    print(f"{result['device']}: device copy: {result['memory_bytes_per_s'] / 1e9:7.1f} GB/s (read + write)",
+          file=said)
     try:
-        if args.json is not None:
+        if args.json == "-":
+            sys.stdout.write(json.dumps(result, indent=1) + "\n")
+        elif args.json is not None:
             write_user_output(args.json, json.dumps(result, indent=1).encode(), what="measurement")
         if not args.no_save:
-            print(f"kept as the achievable figures of {result['device']} in {save_achievable(result)}")
+            print(f"kept as the achievable figures of {result['device']} in {save_achievable(result)}", file=said)
     except StepscopeError as exc:
         print(f"stepscope: error: {exc.message}", file=sys.stderr)
         return 2
