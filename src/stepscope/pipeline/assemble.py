@@ -10,7 +10,7 @@ import msgspec
 
 from stepscope.advice import Advice
 from stepscope.analysis.facts import Facts
-from stepscope.analysis.untimed import untimed_ops_note
+from stepscope.analysis.trace_checks import late_kernels_note, untimed_ops_note
 from stepscope.hardware import userpaths
 from stepscope.model import report as s
 from stepscope.noise import headline_noise
@@ -68,7 +68,7 @@ def report(facts: Facts, advice: Advice, options: AnalyzeOptions, batch: Batch,
         patterns=advice.patterns,
         recommendations=recommendations,
         notes=[*options.capture_notes, *(timeline.notes if timeline else ()), *trace.meta.notes,
-               *filter(None, [untimed_ops_note(trace)]),
+               *filter(None, [untimed_ops_note(trace), late_kernels_note(facts.kernels.launch_delay_ns)]),
                *meter_notes(meter), *replay_notes(replay), *([batch.note] if batch.note else []), *advice.notes,
                *prediction_notes, *settled_notes, *userpaths.take_notes()],
         lines=sections.lines(facts, meter),
