@@ -101,7 +101,7 @@ def _judged(speedup: float | None,
         return "inconclusive", None
     noise = stats.combined(noises[0].relative, noises[1].relative)
     found = stats.verdict(1.0, speedup, noise, lower_is_faster=False)
-    return found, noise  # type: ignore[return-value]  # stats.VERDICTS are DiffVerdict's values
+    return found, noise  # type: ignore[return-value]  # stats.verdict's words are DiffVerdict's
 
 
 def _phases(before: Report, after: Report, batches: tuple[int | None, int | None]) -> list[CategoryDelta]:

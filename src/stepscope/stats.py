@@ -33,7 +33,6 @@ Z = 2.0  # about 95%: two standard errors of the log ratio
 WARMING = 0.03  # the MLP workload's steps 4-11 ran 3.7-4% above its steps 12-19, still 3% above the plain steady step
 SD_PER_MAD = 1.4826  # standard deviations of normal data per median absolute deviation
 SPREAD_PER_SD = 1.2816  # (p90 - p10) / 2 of normal data, in standard deviations
-VERDICTS = ("faster", "slower", "within_noise", "inconclusive")
 
 
 def quantile(values: Sequence[float], q: float) -> float:

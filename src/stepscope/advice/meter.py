@@ -114,15 +114,16 @@ def workers_recommendation(meter: Meter, settings: s.Settings | None,
         target = workers * 2
     else:  # loading in the main thread: the whole wait is the batch's cost; on a CPU, at most the process's CPU
         batch, cpu, target = wait, _fetch_cpu(meter, wait), FIRST_WORKERS
-        if cpu < WAITING_SHARE * wait:  # it mostly waits: enough workers to hide the wait behind the step's work
-            target = min(max(math.ceil(wait / max(main, 1.0)), FIRST_WORKERS), MAX_WAITING_WORKERS)
+    waiting = not workers and cpu < WAITING_SHARE * wait  # a main-process fetch that mostly waits
+    if waiting:  # enough workers to hide the wait behind the step's work
+        target = min(max(math.ceil(wait / max(main, 1.0)), FIRST_WORKERS), MAX_WAITING_WORKERS)
     # k workers deliver a batch every batch/k; the main thread's work (on its intra-op threads) and the batch's CPU
     # time share the process's cores, which bounds the step from below however many workers wait on storage.
     new = max(main, batch / target)
     if workers:  # what the step takes beyond its bound now (the batch's delivery, say) stays: k'/k at most
         new += max(step - max(main, batch / workers), 0.0)
     why = f"{target} workers deliver a batch every {ns_text(batch / target * 1e3)}"
-    if not workers and cpu < WAITING_SHARE * wait:
+    if waiting:
         why = (f"the fetch mostly waits (the process's CPU time is {ns_text(cpu * 1e3)} a step beside its "
                f"{ns_text(wait * 1e3)} wait), so workers wait side by side: {why}")
     if cores:

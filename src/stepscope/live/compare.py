@@ -157,7 +157,7 @@ def run_noise(report: Report) -> Noise:
     noise = report.summary.noise
     if noise is None:
         return Noise(FIXED_NOISE / (stats.Z * math.sqrt(2)), "fixed")  # two runs combined: a ratio beyond e^0.1
-    return Noise(max(noise.relative, stats.MIN_NOISE), noise.basis)
+    return Noise(noise.relative, noise.basis)  # stats.mean_noise: at least stats.MIN_NOISE already
 
 
 def line_figures(report: Report) -> dict[tuple[str, int], LineFigures]:

@@ -3,6 +3,8 @@ assembly takes; none builds or changes a Report."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 import msgspec
 import numpy as np
 
@@ -10,7 +12,7 @@ from stepscope.analysis.facts import Facts
 from stepscope.analysis.kernels import SHORT_KERNEL_NS
 from stepscope.analysis.time_by_line import Cost, location_for_sync
 from stepscope.model import report as s
-from stepscope.pipeline.fit_lines import FITTED, PhaseFit, phase_fit
+from stepscope.pipeline.fit_lines import FITTED, phase_fit
 from stepscope.trace.model import Trace, distinct
 from stepscope.units import report_us
 
@@ -170,12 +172,7 @@ def lines(facts: Facts, meter: s.Meter | None = None) -> s.Lines | None:
     if summary is None:
         return None
     n = summary.steps
-    fit = _fit(facts, meter)
-    total = round(meter.step_us * 1e3 * n) if fit is not None and meter is not None else summary.step_ns
-
-    def cost(c: Cost) -> Cost:
-        return fit.apply(c) if fit is not None else c
-
+    cost, total, fitted = _fitting(facts, meter, n, summary.step_ns)
     return s.Lines(
         source=summary.source,
         granularity=summary.granularity,
@@ -188,17 +185,21 @@ def lines(facts: Facts, meter: s.Meter | None = None) -> s.Lines | None:
                           code=y.line.code if y.line else "", op=y.op, via=y.via,
                           count_per_step=round(y.count / n, 2), time_us_per_step=report_us(y.total_ns / n))
                for y in summary.syncs],
-        fitted=FITTED if fit is not None else "",
+        fitted=fitted,
     )
 
 
-def _fit(facts: Facts, meter: s.Meter | None) -> PhaseFit | None:
-    """The factors that fit the host times inside the meter's phases, from every anchor's time: the lines' and the
-    unattributed groups' (modules are the same anchors grouped otherwise)."""
+def _fitting(facts: Facts, meter: s.Meter | None, steps: int,
+             step_ns: int) -> tuple[Callable[[Cost], Cost], int, str]:
+    """How the lines' and modules' costs are given: each cost fitted inside the meter's phases (factors from every
+    anchor's time: the lines' and the unattributed groups'; modules are the same anchors grouped otherwise), the
+    total step time their shares are of (the meter's steps), and Lines/Modules.fitted; as recorded without it."""
     found = facts.lines
-    if found is None:
-        return None
-    return phase_fit([*(c.cost for c in found.lines), *(u.cost for u in found.unattributed)], found.steps, meter)
+    fit = phase_fit([*(c.cost for c in found.lines), *(u.cost for u in found.unattributed)], found.steps,
+                    meter) if found is not None else None
+    if fit is None or meter is None:
+        return (lambda c: c), step_ns, ""
+    return fit.apply, round(meter.step_us * 1e3 * steps), FITTED
 
 
 def modules(facts: Facts, meter: s.Meter | None = None) -> s.Modules | None:
@@ -208,12 +209,7 @@ def modules(facts: Facts, meter: s.Meter | None = None) -> s.Modules | None:
     if summary is None:
         return None
     n = summary.steps
-    fit = _fit(facts, meter)
-    total = round(meter.step_us * 1e3 * n) if fit is not None and meter is not None else summary.step_ns
-
-    def cost(c: Cost) -> Cost:
-        return fit.apply(c) if fit is not None else c
-
+    cost, total, fitted = _fitting(facts, meter, n, summary.step_ns)
     rows = []
     for m in summary.modules:
         whole, own = cost(m.total), cost(m.own)
@@ -225,7 +221,7 @@ def modules(facts: Facts, meter: s.Meter | None = None) -> s.Modules | None:
             own_gpu_us=report_us(own.gpu_ns / n),
             share=_round(max(whole.cpu_ns, whole.gpu_ns) / max(total, 1)),
         ))
-    return s.Modules(source=summary.source, rows=rows, fitted=FITTED if fit is not None else "")
+    return s.Modules(source=summary.source, rows=rows, fitted=fitted)
 
 
 def timeline(facts: Facts) -> s.Timeline | None:
