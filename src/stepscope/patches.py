@@ -29,7 +29,9 @@ class Patch:
 
     def restore(self) -> bool:
         """Put the attribute back if ours is still on top; False when another wrapper is over it (left alone)."""
-        if vars(self.owner).get(self.name, _INHERITED) is not self.replacement:
+        on_top = (vars(self.owner).get(self.name, _INHERITED) if hasattr(self.owner, "__dict__")
+                  else getattr(self.owner, self.name, _INHERITED))  # an object with __slots__ only
+        if on_top is not self.replacement:
             return False
         if self.own is _INHERITED:
             delattr(self.owner, self.name)
