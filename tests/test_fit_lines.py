@@ -90,4 +90,11 @@ def test_a_real_runs_lines_fit_its_phases(tmp_path: Path) -> None:
     assert done.returncode == 0, done.stderr[-2000:]
     raw_rows = {r["code"].strip(): r for r in json.loads(raw.read_text())["lines"]["rows"]}
     assert json.loads(raw.read_text())["lines"]["fitted"] == ""
-    assert raw_rows["opt.step()"]["cpu_fwd_us"] > phases["optimizer"]
+    # Never scaled up: each fitted line is at most its raw profiled time. (Whether the raw optimizer line is above
+    # the meter's phase is the machine's timing: it was on a quiet machine, 1.76 ms against 2.67 ms once under CI
+    # load; the hand-computed test above is what shows the scaling.)
+    for code, row in rows.items():
+        assert row["cpu_fwd_us"] <= raw_rows[code]["cpu_fwd_us"] + 0.01 and \
+            row["cpu_bwd_us"] <= raw_rows[code]["cpu_bwd_us"] + 0.01, code
+    if raw_rows["opt.step()"]["cpu_fwd_us"] > phases["optimizer"]:
+        assert opt_line["cpu_fwd_us"] < raw_rows["opt.step()"]["cpu_fwd_us"]  # it was fitted down
