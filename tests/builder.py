@@ -84,9 +84,9 @@ class TraceBuilder:
         return self._gpu("gpu_memcpy", name, start, end, correlation, stream, device, bytes=nbytes)
 
     def copy(self, direction: str, call: tuple[float, float], run: tuple[float, float], nbytes: int,
-             host: str = "Pageable", api: str = "cudaMemcpyAsync") -> dict:
+             host: str = "Pageable", api: str = "cudaMemcpyAsync", stream: int = 7) -> dict:
         correlation = self.runtime(api, *call)
-        return self.memcpy(direction, *run, nbytes=nbytes, host=host, correlation=correlation)
+        return self.memcpy(direction, *run, nbytes=nbytes, host=host, correlation=correlation, stream=stream)
 
     def memset(self, start: float, end: float, nbytes: int = 1024, correlation: int | None = None) -> dict:
         return self._gpu("gpu_memset", "Memset (Device)", start, end, correlation, 7, 0, bytes=nbytes)
@@ -208,14 +208,16 @@ class Timeline:
         self.b.memset(start, start + gpu_us, nbytes=nbytes, correlation=correlation)
         self.free[7] = start + gpu_us
 
-    def copy(self, direction: str, nbytes: int, gb_s: float, host: str = "Pageable", blocking: bool = True) -> None:
-        """cudaMemcpyAsync; from/to pageable memory the call returns only when the copy is done."""
+    def copy(self, direction: str, nbytes: int, gb_s: float, host: str = "Pageable", blocking: bool = True,
+             stream: int = 7, after: tuple[int, ...] = ()) -> None:
+        """cudaMemcpyAsync on `stream` (after the streams `after`); from/to pageable memory the call returns only
+        when the copy is done."""
         call_start = self.t
-        start = self._start(7, ()) + 2.0
+        start = self._start(stream, after) + 2.0
         end = start + nbytes / gb_s / 1e3
         call_end = end + 1.0 if blocking else call_start + 5.0
-        self.b.copy(direction, (call_start, call_end), (start, end), nbytes, host=host)
-        self.free[7] = end
+        self.b.copy(direction, (call_start, call_end), (start, end), nbytes, host=host, stream=stream)
+        self.free[stream] = end
         self.t = call_end
 
     def sync(self, api: str = "cudaStreamSynchronize") -> None:

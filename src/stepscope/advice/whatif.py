@@ -8,8 +8,11 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+import numpy as np
+
 from stepscope.advice.context import Context
 from stepscope.replay import whatif as w
+from stepscope.replay import whatif_copies as wc
 from stepscope.replay.host_clock import RECORDED_DEFAULT, HostCost
 from stepscope.units import ns_text
 
@@ -123,7 +126,7 @@ REPLAY_MAX_EVENTS = 150_000
 # Not the fixes that take host work away or spread it over more samples (workers, CUDA graphs, set_to_none, a
 # bigger batch): on the H100 fixtures against plain runs (tests/test_estimates_plain.py) the default made the
 # workers' estimates worse (the walk-through's rung 1: 1.86x -> 2.15x against 1.75x measured).
-DEVICE_SIDE = frozenset({"amp", "pin_memory", "uint8_transfer"})
+DEVICE_SIDE = frozenset({"amp", "pin_memory", "uint8_transfer", "resident_tensors", "copy_overlap", "half_transfer"})
 
 
 def without_profiler(ctx: Context, fix: str) -> tuple[HostCost | None, str]:
@@ -158,13 +161,34 @@ def replayed(ctx: Context, fix: str, **params: float | int | bool | None) -> Est
         "cuda_graphs": lambda: w.cuda_graphs(trace, host_cost=cost),
         "set_to_none": lambda: w.set_to_none(trace, host_cost=cost),
     }
-    result = makers[fix]()
+    return said(ctx, makers[fix](), profiler)
+
+
+def said(ctx: Context, result: w.WhatIf | None, profiler: str) -> Estimate | None:
+    """A replayed what-if as the estimate's figure and sentence (with the profiler's cost taken out, `profiler`)."""
     if result is None or result.base_ns <= 0:
         return None
-    said = [*result.assumptions, *([profiler] if profiler else [])]
+    assumed = [*result.assumptions, *([profiler] if profiler else [])]
     per = " per sample" if result.samples_factor != 1 else ""
     step_ratio = result.base_ns / result.step_ns if result.step_ns else 1.0
     return Estimate(result.speedup, (
         f"The step's graph replayed with the change: {_from_to(ctx, result.base_ns, step_ratio)}"
         + (f" for {result.samples_factor:g}x the samples" if per else "")
-        + f" ({result.speedup:.2f}x{per}); assumed: {'; '.join(said)}. {CAVEAT}"))
+        + f" ({result.speedup:.2f}x{per}); assumed: {'; '.join(assumed)}. {CAVEAT}"))
+
+
+def replayed_copies(ctx: Context, fix: str, copies: np.ndarray, waits: np.ndarray,
+                    factor: float = 0.5) -> Estimate | None:
+    """A copy fix's gain as the replay of the step's changed graph (stepscope.replay.whatif_copies), for the copies
+    (GPU rows) it changes and the host calls that wait for them; `factor`: the bytes kept (half_transfer). None where
+    it cannot be replayed (as `replayed`)."""
+    if ctx.accelerator != "gpu" or len(ctx.facts.trace.events) > REPLAY_MAX_EVENTS:
+        return None
+    trace = ctx.facts.trace
+    cost, profiler = without_profiler(ctx, fix)
+    makers = {
+        "resident_tensors": lambda: wc.resident(trace, copies, waits, host_cost=cost),
+        "copy_overlap": lambda: wc.side_stream(trace, copies, waits, host_cost=cost),
+        "half_transfer": lambda: wc.smaller(trace, copies, factor, host_cost=cost),
+    }
+    return said(ctx, makers[fix](), profiler)
