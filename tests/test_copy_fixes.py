@@ -104,7 +104,6 @@ def test_the_first_fix_of_a_pinned_copy_bound_trace_is_a_copy_fix_at_the_copy_li
     assert first.estimated_speedup == pytest.approx(truth, rel=0.03)
     assert first.location is not None and (first.location["file"], first.location["line"]) == ("train.py", 42)
     assert first.evidence["recurring_htod_bytes_per_step"] == COPY_BYTES
-    assert first.evidence["by_line"] is True
     overlap = next(r for r in report.recommendations if r.id == "copy_overlap")
     assert overlap.evidence["waited_pinned_copies_per_step"] == 1
 
@@ -112,9 +111,7 @@ def test_the_first_fix_of_a_pinned_copy_bound_trace_is_a_copy_fix_at_the_copy_li
 def test_batches_from_a_dataloader_are_not_called_resident(tmp_path: Path) -> None:
     facts = compute_facts(_trace(tmp_path, loader=True))
     advice = advise(facts, replayed=True)
-    assert "resident_tensors" not in {r.id for r in advice.recommendations}
-    (why,) = [c for c in advice.considered if c.id == "resident_tensors"]
-    assert "DataLoader" in why.reason
+    assert "resident_tensors" not in {r.id for r in [*advice.recommendations, *advice.considered]}
     assert {"copy_overlap", "half_transfer"} <= {r.id for r in advice.recommendations}
 
 
@@ -170,18 +167,20 @@ def _nsys_copy_loop(path: Path, steps: int = 4, copies: int = 6) -> Path:
     return b.write(path)
 
 
-def test_nsight_export_of_pinned_copies_gets_copy_fixes(tmp_path: Path) -> None:
+def test_nsight_export_of_pinned_copies_gets_a_copy_fix_first(tmp_path: Path) -> None:
     trace = read_nsys(_nsys_copy_loop(tmp_path / "copies.sqlite"))
     facts = compute_facts(trace)
     ctx_step = float(np.median(facts.steps.duration))
     advice = advise(facts)
     assert advice.patterns[0].id == "copy_bound" and advice.patterns[0].share > 0.9
+    # An export has no source lines: copies of the same size alone are not called the same tensors.
+    (resident,) = [c for c in advice.considered if c.id == "resident_tensors"]
+    assert "no source lines" in resident.reason
     first = advice.recommendations[0]
-    assert first.id == "resident_tensors" and "graph replayed" in (first.estimate or "")
-    assert first.evidence["by_line"] is False  # an export has no source lines: the sizes alone
-    # By hand: each copy's 8 µs call and the 2000 µs sync that waits for it leave the step; what stays is the two
-    # launches, the kernels and the final sync (~310 µs): Y / (Y - X) (the profiler's default cost aside).
-    copies_ns = 6 * (8_000 + 2_000_000)
-    assert first.estimated_speedup == pytest.approx(ctx_step / (ctx_step - copies_ns), rel=0.02)
-    ids = [r.id for r in advice.recommendations]
-    assert "copy_overlap" in ids and ids.index("copy_overlap") > 0
+    assert first.id == "half_transfer" and "graph replayed" in (first.estimate or "")
+    # By hand: each 2000 µs copy takes 1000 µs, and the sync after it waits that much less: Y / (Y - 6 x 1000 µs)
+    # (the profiler's default cost aside).
+    assert first.estimated_speedup == pytest.approx(ctx_step / (ctx_step - 6 * 1_000_000), rel=0.02)
+    # The copies are 97% of the step: on a side stream they still take their time, a few % gained.
+    overlap = next(r for r in [*advice.recommendations, *advice.considered] if r.id == "copy_overlap")
+    assert overlap.estimated_speedup == pytest.approx(ctx_step / 12_000_000, rel=0.02)

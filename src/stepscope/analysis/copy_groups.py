@@ -32,10 +32,6 @@ class CopyGroups:
     # sync right after it on the same thread), -1 for none
     dtype: list[str | None]  # per copy, its source tensor's recorded dtype
 
-    @property
-    def lines_known(self) -> bool:
-        return bool((self.line >= 0).any())
-
 
 def copy_groups(trace: Trace, steps: Steps) -> CopyGroups:
     """The steps' HtoD copies with their groups, their waits and their dtypes (found once per trace and steps)."""

@@ -31,7 +31,8 @@ def _calls(trace: Trace, copies: np.ndarray) -> np.ndarray:
 
 def _bytes_text(trace: Trace, copies: np.ndarray, n_steps: int) -> str:
     per_step = float(trace.events.bytes[copies].sum()) / max(n_steps, 1)
-    return f"{len(copies) / max(n_steps, 1):g} copies a step ({per_step / 1e6:.1f} MB)"
+    count = len(copies) / max(n_steps, 1)
+    return f"{count:g} cop{'y' if count == 1 else 'ies'} a step ({per_step / 1e6:.1f} MB)"
 
 
 def resident(trace: Trace, copies: np.ndarray, waits: np.ndarray, host_cost: HostCost | None = None) -> WhatIf | None:

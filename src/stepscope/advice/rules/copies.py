@@ -112,6 +112,10 @@ def _formula(ctx: Context, groups: CopyGroups, sel: np.ndarray, kept: float, wha
     return step_without(ctx, ctx.part_ns("copy_htod", "copy_sync") * share * (1 - kept), what)
 
 
+def _copies_text(count: float, kind: str = "") -> str:
+    return f"{count:g} {kind}cop{'y' if count == 1 else 'ies'}"
+
+
 def _line_text(ctx: Context, rows: np.ndarray) -> str:
     where = locate(ctx.facts.trace, rows)
     return f" at {where['file']}:{where['line']}" if where and where.get("file") else ""
@@ -123,24 +127,27 @@ def resident_tensors(ctx: Context, patterns: list[s.Pattern]) -> list[s.Recommen
     groups = _copies(ctx)
     if groups is None:
         return []
-    sel = groups.recurring
-    count, nbytes, copy_ns = _per_step(ctx, groups, sel)
+    sel = groups.recurring & (groups.line >= 0)
+    count, nbytes, copy_ns = _per_step(ctx, groups, groups.recurring)
     if nbytes < RESIDENT_MIN_BYTES:
         return []
     if ctx.dataloader.iterator is not None:
+        return []  # the steps take batches from a DataLoader: copies of the same size are its batches, new bytes
+    seen = f"{_copies_text(count)} of the same size each step to the GPU ({bytes_text(nbytes)} a step)"
+    count, nbytes, copy_ns = _per_step(ctx, groups, sel)
+    if nbytes < RESIDENT_MIN_BYTES:
         return [s.Considered(id="resident_tensors", reason=(
-            f"{count:g} host-to-device copies of the same size each step ({bytes_text(nbytes)} a step), but the "
-            "steps take batches from a DataLoader: copies of the same size are likely its batches, new bytes "
-            "each step"))]
+            f"{seen}, but the trace has no source lines (record with with_stack=True, or under stepscope run): "
+            "the same size alone does not tell the same tensors from new batches of that size"))]
     rows = groups.rows[sel]
     est = replayed_copies(ctx, "resident_tensors", rows, groups.waits[sel]) or _formula(
         ctx, groups, sel, 0.0, "The copies made once before the loop")
-    how = "the same size from the same line" if groups.lines_known else "the same sizes (the trace has no lines)"
-    title = (f"Keep the tensors copied to the GPU every step{_line_text(ctx, rows)} on the device ({count:g} copies, "
-             f"{bytes_text(nbytes)} a step, {how} each step): move them once, before the loop")
+    title = (f"Keep the tensors copied to the GPU every step{_line_text(ctx, rows)} on the device "
+             f"({_copies_text(count)}, {bytes_text(nbytes)} a step, the same size from the same line each step): "
+             "move them once, before the loop, if they hold the same values each step")
     return [recommendation(ctx, "resident_tensors", title, {
         "recurring_copies_per_step": round(count, 2), "recurring_htod_bytes_per_step": round(nbytes),
-        "recurring_copy_us_per_step": us_from_ns(copy_ns), "by_line": groups.lines_known}, est, rows)]
+        "recurring_copy_us_per_step": us_from_ns(copy_ns)}, est, rows)]
 
 
 def copy_overlap(ctx: Context, patterns: list[s.Pattern]) -> list[s.Recommendation]:
@@ -159,7 +166,7 @@ def copy_overlap(ctx: Context, patterns: list[s.Pattern]) -> list[s.Recommendati
     est = replayed_copies(ctx, "copy_overlap", rows, groups.waits[sel]) or step_without(
         ctx, ctx.part_ns("copy_htod", "copy_sync") - max(copy_ns - ctx.part_ns("compute"), 0.0),
         "The copies overlapped with the compute", floor_ns=copy_ns, why_floor="the copies' own time")
-    title = (f"Copy on a side stream ahead of the compute{_line_text(ctx, rows)}: {count:g} pinned copies "
+    title = (f"Copy on a side stream ahead of the compute{_line_text(ctx, rows)}: {_copies_text(count, 'pinned ')} "
              f"({bytes_text(nbytes)} a step) are waited for on the compute stream; issue them under "
              "torch.cuda.stream(copy_stream) with .to(device, non_blocking=True), the compute waiting on the "
              "copy stream's event (wait_stream)")
