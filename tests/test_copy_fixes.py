@@ -22,6 +22,8 @@ from stepscope.trace.kineto import read_kineto
 from stepscope.trace.model import Trace
 from stepscope.trace.nsys import read_nsys
 from stepscope.trace.source_annotations import line_annotation
+from stepscope.tune.plan import PlanOptions, make_plan
+from stepscope.tune.wire import DeviceInfo, Settings
 
 COPY_BYTES = 40_000_000  # at 20 GB/s pinned: 2000 µs a copy
 GB_S = 20.0
@@ -184,3 +186,18 @@ def test_nsight_export_of_pinned_copies_gets_a_copy_fix_first(tmp_path: Path) ->
     # The copies are 97% of the step: on a side stream they still take their time, a few % gained.
     overlap = next(r for r in [*advice.recommendations, *advice.considered] if r.id == "copy_overlap")
     assert overlap.estimated_speedup == pytest.approx(ctx_step / 12_000_000, rel=0.02)
+
+
+def test_tune_lists_the_copy_fixes_as_code_changes(tmp_path: Path) -> None:
+    """tune cannot make these from outside (where a tensor is made, its copy's stream, its dtype): it lists them with
+    the edit and the diagnosis' estimate, and tries none of them."""
+    b = TraceBuilder()
+    _program("as_written")(Timeline(b))
+    report = analyze(b.write(tmp_path / "t.json"))
+    plan = make_plan(report, Settings(), DeviceInfo(kind="cuda", name="A100", cpu_cores=8), PlanOptions())
+    listed = {n.id: n for n in plan.not_tried if n.reason == "needs a code change"}
+    assert set(listed) >= COPY_FIXES
+    recs = {r.id: r for r in report.recommendations}
+    for fix in COPY_FIXES:
+        assert listed[fix].estimated_speedup == recs[fix].estimated_speedup
+    assert not COPY_FIXES & {f for c in plan.candidates for f in c.fixes}

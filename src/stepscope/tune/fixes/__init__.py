@@ -17,6 +17,12 @@ CODE_CHANGES: dict[str, str] = {
                    "per step)",
     "offload_cpu_work": "move the host computation to the device, or vectorise it",
     "overlap_communication": "let collectives overlap the backward pass (DDP buckets, no_sync() with accumulation)",
+    # The copy fixes tune cannot make from outside: where a tensor is made, on which stream a copy runs and what
+    # dtype a tensor crosses in are the program's own (pin_memory + non_blocking_copy is the rung tune tries).
+    "resident_tensors": "create the tensors on the device once, before the loop, instead of copying them each step",
+    "copy_overlap": "issue the copies on a side stream (torch.cuda.stream) from pinned memory with non_blocking=True, "
+                    "a step ahead, and have the compute stream wait_stream() on it",
+    "half_transfer": "cast the tensors to bfloat16 on the host (or store them so) and back to float32 on the device",
 }
 
 
