@@ -49,8 +49,8 @@ def resident(trace: Trace, copies: np.ndarray, waits: np.ndarray, host_cost: Hos
     step = _replayed_step(trace, host_cost=host_cost, rows=gpu, new_dur=dur, unblock=waits,
                           cut=_cut_of(trace, gone), count=n)
     return WhatIf("resident_tensors", base, step, 1.0, (
-        f"{_bytes_text(trace, copies, n)} of the same size from the same line each step are the same tensors: "
-        "made once before the loop, they leave every step with their calls and the host's waits for them",))
+        f"{_bytes_text(trace, copies, n)}, the same size from the same line each step, copy the same tensors: made "
+        "once before the loop, they leave every step with their calls and the host's waits for them",))
 
 
 def side_stream(trace: Trace, copies: np.ndarray, waits: np.ndarray,

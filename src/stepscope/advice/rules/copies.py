@@ -6,7 +6,6 @@ from __future__ import annotations
 import numpy as np
 
 from stepscope.advice.context import Context
-from stepscope.advice.location import locate
 from stepscope.advice.recommendation import MIN_GAIN, recommendation
 from stepscope.advice.whatif import Estimate, pinned_gb_s, replayed, replayed_copies, step_without
 from stepscope.analysis.copy_groups import FLOAT32, CopyGroups, compute_streams, copy_groups, pinned
@@ -116,11 +115,6 @@ def _copies_text(count: float, kind: str = "") -> str:
     return f"{count:g} {kind}cop{'y' if count == 1 else 'ies'}"
 
 
-def _line_text(ctx: Context, rows: np.ndarray) -> str:
-    where = locate(ctx.facts.trace, rows)
-    return f" at {where['file']}:{where['line']}" if where and where.get("file") else ""
-
-
 def resident_tensors(ctx: Context, patterns: list[s.Pattern]) -> list[s.Recommendation | s.Considered]:
     """At least RESIDENT_MIN_BYTES per step copied host-to-device in copies that recur every step (the same size
     from the same line): the same tensors, made once on the device."""
@@ -142,7 +136,7 @@ def resident_tensors(ctx: Context, patterns: list[s.Pattern]) -> list[s.Recommen
     rows = groups.rows[sel]
     est = replayed_copies(ctx, "resident_tensors", rows, groups.waits[sel]) or _formula(
         ctx, groups, sel, 0.0, "The copies made once before the loop")
-    title = (f"Keep the tensors copied to the GPU every step{_line_text(ctx, rows)} on the device "
+    title = ("Keep the tensors copied to the GPU every step on the device "
              f"({_copies_text(count)}, {bytes_text(nbytes)} a step, the same size from the same line each step): "
              "move them once, before the loop, if they hold the same values each step")
     return [recommendation(ctx, "resident_tensors", title, {
@@ -166,10 +160,9 @@ def copy_overlap(ctx: Context, patterns: list[s.Pattern]) -> list[s.Recommendati
     est = replayed_copies(ctx, "copy_overlap", rows, groups.waits[sel]) or step_without(
         ctx, ctx.part_ns("copy_htod", "copy_sync") - max(copy_ns - ctx.part_ns("compute"), 0.0),
         "The copies overlapped with the compute", floor_ns=copy_ns, why_floor="the copies' own time")
-    title = (f"Copy on a side stream ahead of the compute{_line_text(ctx, rows)}: {_copies_text(count, 'pinned ')} "
-             f"({bytes_text(nbytes)} a step) are waited for on the compute stream; issue them under "
-             "torch.cuda.stream(copy_stream) with .to(device, non_blocking=True), the compute waiting on the "
-             "copy stream's event (wait_stream)")
+    title = (f"Copy on a side stream ahead of the compute: the host waits for {_copies_text(count, 'pinned ')} "
+             f"({bytes_text(nbytes)} a step) on the compute stream; issue them under torch.cuda.stream(copy_stream) "
+             "with .to(device, non_blocking=True), the compute stream waiting on it (wait_stream)")
     return [recommendation(ctx, "copy_overlap", title, {
         "waited_pinned_copies_per_step": round(count, 2), "waited_pinned_bytes_per_step": round(nbytes),
         "copy_us_per_step": us_from_ns(copy_ns), "compute_us_per_step": us_from_ns(ctx.part_ns("compute"))},
@@ -198,7 +191,7 @@ def half_transfer(ctx: Context, patterns: list[s.Pattern]) -> list[s.Recommendat
         ctx, groups, sel, HALF_FACTOR, "Half the bytes to copy")
     sure = bool(known[sel].all())
     title = (("Copy the float32 tensors" if sure else "If the tensors are float32 (the trace has no dtypes), copy "
-              "them") + f"{_line_text(ctx, rows)} ({bytes_text(nbytes)} a step) to the GPU as bfloat16, half the "
+              "them") + f" ({bytes_text(nbytes)} a step) to the GPU as bfloat16, half the "
              "bytes, and cast them there where the precision allows (uint8 or int16 where the values are integers)")
     return [recommendation(ctx, "half_transfer", title, {
         "float32_htod_bytes_per_step": round(nbytes), "copies_per_step": round(count, 2),
