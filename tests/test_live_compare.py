@@ -1,5 +1,5 @@
-"""live.compare and live.batch on hand-built reports: which line changes are beyond the runs' noise (hand-computed
-thresholds), the fixed threshold without per-step figures, phases and verdicts, and the batch model's figures."""
+"""live.compare on hand-built reports: which line changes are beyond the runs' noise (hand-computed
+thresholds), the fixed threshold without per-step figures, phases and verdicts."""
 
 from __future__ import annotations
 
@@ -9,11 +9,11 @@ from types import SimpleNamespace
 import msgspec
 import pytest
 
-from stepscope.live.batch import batch_model, predict
 from stepscope.live.compare import compare, phases_us, run_noise
 from stepscope.model import report as s
-from stepscope.model.usage import ActivationLine, DeviceMemoryUsage, MemoryCategory, MemoryUsage
+from stepscope.model.usage import ActivationLine, DeviceMemoryUsage, MemoryUsage
 from stepscope.noise import headline_noise
+from stepscope.pipeline.batch_sizes import batch_sizes
 
 
 def line(n: int, fwd: float, bwd: float = 0.0, code: str = "") -> s.LineCost:
@@ -25,16 +25,20 @@ def report(steps: list[float], lines: list[s.LineCost], *, pattern: str = "pytho
            memory: MemoryUsage | None = None, recs: list[s.Recommendation] | None = None,
            breakdown: dict[str, float] | None = None, samples_per_s: float | None = None) -> s.Report:
     mean = sum(steps) / len(steps)
+    device = s.Device(name="CPU", kind="cpu")
+    summary = s.Summary(step_time_us=mean, breakdown_us=breakdown or {"cpu_exec": mean * 0.75, "other": mean / 4},
+                        gpu_utilization=None, samples_per_s=samples_per_s,
+                        steps_per_s=1e6 / mean if samples_per_s else None, step_count=len(steps),
+                        batch_size=round(samples_per_s * mean / 1e6) if samples_per_s else None,
+                        noise=headline_noise(None, steps))
     return s.Report(
-        source=s.Source(paths=["t"], format="live"), device=s.Device(name="CPU", kind="cpu"),
+        source=s.Source(paths=["t"], format="live"), device=device,
         steps=[s.StepRow(id=str(i), duration_us=d, breakdown_us={}, gpu_utilization=None) for i, d in enumerate(steps)],
-        summary=s.Summary(step_time_us=mean, breakdown_us=breakdown or {"cpu_exec": mean * 0.75, "other": mean / 4},
-                          gpu_utilization=None, samples_per_s=samples_per_s,
-                          steps_per_s=1e6 / mean if samples_per_s else None, step_count=len(steps),
-                          noise=headline_noise(None, steps)),
+        summary=summary,
         patterns=[s.Pattern(id=pattern, share=0.9, evidence={}, title=pattern)],
         lines=s.Lines(source="stepscope annotations", granularity="line", attributed_share=1.0, rows=lines),
-        memory_usage=memory, recommendations=recs or [])
+        memory_usage=memory, recommendations=recs or [],
+        batch_sizes=batch_sizes(summary, recs or [], memory, device))  # as the pipeline computes it
 
 
 def test_line_changes_against_hand_computed_noise() -> None:
@@ -99,35 +103,6 @@ def test_line_memory_from_activation_lines() -> None:
     assert by[10].now.memory_bytes == 2 * 65536 and by[10].previous.memory_bytes == 2 * 4096
     assert by[10].since_previous["memory_bytes"].beyond_noise
     assert by[11].now.memory_bytes == 0
-
-
-def test_batch_model_from_the_reports_estimate_and_memory() -> None:
-    # Batch 32, step 1000 µs; larger_batch: 2x the batch -> 1.6x samples/s, so the 2x step is 2 x 1000 / 1.6 =
-    # 1250 µs: 250 µs more per extra batch. Memory: 4800 bytes of activations and temporaries over 32 samples =
-    # 150 per sample; the peak 10000 leaves 5200 fixed.
-    rec = s.Recommendation(id="larger_batch", title="t", evidence={"batch_factor": 2}, location=None,
-                           estimated_speedup=1.6)
-    mem = MemoryUsage(devices=[DeviceMemoryUsage(
-        device=-1, peak_allocated_bytes=10000, peak_reserved_bytes=None, reserved_gap_bytes=None, phase="backward",
-        peak_step="1", categories=[MemoryCategory(name="activations", bytes=3200),
-                                   MemoryCategory(name="temporaries", bytes=1600),
-                                   MemoryCategory(name="gradients", bytes=5200)])])
-    r = report([1000, 1000, 1000], [], memory=mem, recs=[rec], samples_per_s=32_000.0)
-    model = batch_model(r)
-    assert model is not None and model.batch_size == 32 and model.grow_us == pytest.approx(250)
-    at128 = predict(model, 128)
-    assert at128.step_us == pytest.approx(1000 + 3 * 250)
-    assert at128.samples_per_s == pytest.approx(128 / 1750e-6)
-    assert at128.peak_bytes == 5200 + 150 * 128 and at128.fits is None  # a CPU: no capacity to fit in
-    assert predict(model, 32).step_us == pytest.approx(1000) and predict(model, 32).peak_bytes == 10000
-
-
-def test_batch_model_without_an_estimate_grows_the_op_time() -> None:
-    # No larger_batch estimate: cpu_exec (600 of the 1000 µs step) grows with the batch, `other` stays.
-    r = report([1000, 1000, 1000], [], breakdown={"cpu_exec": 600.0, "other": 400.0}, samples_per_s=16_000.0)
-    model = batch_model(r)
-    assert model is not None and model.grow_us == pytest.approx(600) and model.fixed_bytes is None
-    assert predict(model, 32).step_us == pytest.approx(1600) and predict(model, 32).peak_bytes is None
 
 
 def test_the_step_meters_section_gives_the_phases() -> None:

@@ -81,8 +81,9 @@ def test_first_figures_from_the_step_meter(tmp_path: Path) -> None:
     # four: wall 12, 10, 9, 10 ms -> median (upper) 10 ms; forward 4 ms each; backward 5, 5, 4, 6 -> 5 ms; batch 32:
     # 32 / 10 ms = 3200 samples/s; the rest (1 ms) is "other"; device_ns is not a phase.
     ms = 1_000_000
-    meter = {"schema": "stepscope.meter/1", "batch_size": 32, "done": False, "profiled": [4, 5],
-             "steps": {"first_step": 0, "end_ns": list(range(7)),
+    meter = {"schema": "stepscope.meter/1", "source": "optimizer", "batch_size": 32, "done": False,
+             "profiled": [4, 5],
+             "steps": {"first_step": 0, "end_ns": list(range(7)), "data_ns": [0] * 7, "optimizer_ns": [0] * 7,
                        "wall_ns": [50 * ms, 12 * ms, 10 * ms, 9 * ms, 30 * ms, 30 * ms, 10 * ms],
                        "forward_ns": [40 * ms, 4 * ms, 4 * ms, 4 * ms, 20 * ms, 20 * ms, 4 * ms],
                        "backward_ns": [1 * ms, 5 * ms, 5 * ms, 4 * ms, 9 * ms, 9 * ms, 6 * ms],
@@ -94,5 +95,11 @@ def test_first_figures_from_the_step_meter(tmp_path: Path) -> None:
     assert figures is not None and figures.run_id == 7 and figures.source == "meter"
     assert figures.step_ms == pytest.approx(10.0) and figures.samples_per_s == pytest.approx(3200.0)
     assert figures.phases == pytest.approx({"forward": 0.4, "backward": 0.5, "other": 0.1})
-    path.write_text('{"schema": "stepscope.meter/1", "steps": {"first_step": 0, "wall_ns": [50000000]}}')
+    only_start = {**meter, "profiled": None, "steps": {k: v[:1] if isinstance(v, list) else v
+                                                       for k, v in meter["steps"].items()}}
+    path.write_bytes(msgspec.json.encode(only_start))
     assert meter_figures(7, path) is None  # only the start-up step so far
+    path.write_bytes(msgspec.json.encode(meter)[:-20])
+    assert meter_figures(7, path) is None  # caught half-written: not a figure
+    path.write_bytes(msgspec.json.encode({**meter, "steps": {**meter["steps"], "wall_ns": [-1] * 7}}))
+    assert meter_figures(7, path) is None  # refused by the meter's own check (a negative time)

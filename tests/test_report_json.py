@@ -15,8 +15,11 @@ REPORT_FIELDS = {
     "schema", "generator", "source", "device", "devices", "accelerator", "rank", "world_size", "steps",
     "summary", "gpu", "kernels", "syncs", "copies", "memory", "patterns", "recommendations", "ranks",
     "cross_rank", "notes", "timeline", "run", "lines", "modules", "prediction", "utilization", "memory_usage",
-    "replay", "meter", "considered",
+    "replay", "meter", "considered", "batch_sizes",
 }
+BATCH_SIZES_FIELDS = {"batch_size", "step_us", "grow_us", "basis", "fixed_bytes", "per_sample_bytes", "capacity_bytes",
+                      "rows"}
+BATCH_ROW_FIELDS = {"batch_size", "step_us", "samples_per_s", "peak_bytes", "fits", "current"}
 STEP_FIELDS = {"id", "duration_us", "breakdown_us", "gpu_utilization", "kernel_count", "sync_count", "sync_us",
                "htod_bytes"}
 SUMMARY_FIELDS = {"step_time_us", "breakdown_us", "gpu_utilization", "samples_per_s", "steps_per_s",
@@ -95,3 +98,14 @@ def test_rank_folder_field_names_are_stable() -> None:
     assert cross["top_collectives"] and all(set(c) == COLLECTIVE_FIELDS for c in cross["top_collectives"])
     assert cross["diagnoses"] and all(set(d) == DIAGNOSIS_FIELDS for d in cross["diagnoses"])
     assert set(msgspec.to_builtins(RankFailure(path="a", error="b"))) == {"path", "error"}
+
+
+def test_batch_sizes_field_names_are_stable(tmp_path: Path) -> None:
+    from stepscope import analyze
+
+    b = TraceBuilder()
+    b.step(1, 0, 100)
+    b.launch("k", (0, 1), (2, 30))
+    doc = json.loads(to_json(analyze(b.write(tmp_path / "t.json"), batch_size=8)))
+    assert set(doc["batch_sizes"]) == BATCH_SIZES_FIELDS
+    assert doc["batch_sizes"]["rows"] and all(set(r) == BATCH_ROW_FIELDS for r in doc["batch_sizes"]["rows"])

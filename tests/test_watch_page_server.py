@@ -16,10 +16,10 @@ from pathlib import Path
 
 import pytest
 
-from stepscope.live.batch import MAX_BATCH
 from stepscope.live.page import PageServer
 from stepscope.live.terminal import render
 from stepscope.live.watch import WatchSession
+from stepscope.model.batches import MAX_BATCH
 from test_watch_session import finish, session
 
 

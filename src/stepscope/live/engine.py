@@ -21,12 +21,13 @@ from pathlib import Path
 
 import msgspec
 
+from stepscope import stats
 from stepscope.lifeline import for_child as lifeline_for_child
+from stepscope.model import runfile
+from stepscope.model.meter import PHASES, MeterRecord, meter_problem
 from stepscope.model.report import Report, from_json
-from stepscope.model.runfolder import REPORT_JSON
+from stepscope.model.runfolder import METER, REPORT_JSON
 
-METER_JSON = "meter.json"  # the step meter's file (stepscope.meter/1), when `stepscope run` writes one
-METER_PHASES = ("data", "forward", "backward", "optimizer", "sync")  # its phases; `other` is the rest of the step
 LOG = "output.log"  # the child's stdout and stderr, beside (not inside) its run folder
 POLL_S = 0.1  # how often a capture's folder is looked at for the meter's first figures
 KILL_WAIT_S = 5.0
@@ -247,7 +248,7 @@ class Reprofiler:
                     self._send(capture, Progress(capture.run_id, line[len("stepscope:"):].strip()))
 
     def _first_figures_from_meter(self, capture: _Capture) -> None:
-        figures = meter_figures(capture.run_id, capture.folder / METER_JSON)
+        figures = meter_figures(capture.run_id, capture.folder / METER)
         if figures is not None:
             capture.first_figures = time.monotonic()
             self._send(capture, figures)
@@ -285,32 +286,35 @@ def _why_failed(capture: _Capture) -> str:
 
 
 def meter_figures(run_id: int, path: Path) -> FirstFigures | None:
-    """The step meter's figures (meter.json, stepscope.meter/1) once it has an unprofiled step past the program's
-    first (its start-up): the median step, samples/s, and each phase's median share of it. A quick look while the
-    program runs, read here rather than through pipeline/meter.py (the report's figures, a moment later): the
-    live layer loads nothing of the analysis (tests/test_layers.py), and the pipeline's module would bring it."""
+    """The step meter's figures (meter.json, read as the run folder's other readers read it: model/runfile.py into
+    its struct, its bounds checked) once it has an unprofiled step past the program's first (its start-up): the
+    median step (stats.median), samples/s, and each phase's median share of it. A quick look while the program runs;
+    the Report's figures replace it a moment later (`_figures_from_report`): the live layer loads nothing of the
+    analysis (tests/test_layers.py), and the pipeline's selection of the headline's steps would bring it."""
     try:
-        meter = msgspec.json.decode(path.read_bytes())
-        steps = meter["steps"]
-        first = int(steps.get("first_step", 0))
-        profiled = meter.get("profiled") or [-1, -2]
-        keep = [i for i in range(len(steps["wall_ns"]))
-                if first + i > 0 and not profiled[0] <= first + i <= profiled[1]]
-        wall = sorted(int(steps["wall_ns"][i]) for i in keep)
-    except (OSError, msgspec.DecodeError, KeyError, TypeError, ValueError, IndexError, AttributeError):
+        meter = runfile.load(path, MeterRecord, meter_problem)
+    except runfile.RunFileError:
+        return None  # a live file caught half-written, or not one: the report will say
+    if meter is None:
         return None
-    if not wall or wall[len(wall) // 2] <= 0:
+    steps = meter.steps
+    first = steps.first_step
+    profiled = meter.profiled or [-1, -2]
+    keep = [i for i in range(len(steps.wall_ns))
+            if first + i > 0 and not profiled[0] <= first + i <= profiled[1]]
+    if not keep:
         return None
-    median = wall[len(wall) // 2]
+    step = stats.median([steps.wall_ns[i] for i in keep])
+    if step <= 0:
+        return None
     phases: dict[str, float] = {}
-    for name in METER_PHASES:
-        values = sorted(int(v) for i, v in enumerate(steps.get(f"{name}_ns") or []) if i in keep)
-        if values:
-            phases[name] = values[len(values) // 2] / median
+    for name in PHASES:
+        values = getattr(steps, f"{name}_ns")
+        if values and (median := stats.median([values[i] for i in keep])) > 0:
+            phases[name] = median / step
     phases["other"] = max(0.0, 1.0 - sum(phases.values()))
-    batch = meter.get("batch_size")
-    samples = batch * 1e9 / median if isinstance(batch, int) and batch > 0 else None
-    return FirstFigures(run_id, median / 1e6, samples, phases, "meter")
+    batch = meter.batch_size
+    return FirstFigures(run_id, step / 1e6, batch * 1e9 / step if batch else None, phases, "meter")
 
 
 def _figures_from_report(run_id: int, report: Report) -> FirstFigures:

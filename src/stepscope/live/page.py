@@ -14,7 +14,7 @@ from importlib import resources
 from typing import TYPE_CHECKING, Any
 from urllib.parse import parse_qs, urlsplit
 
-from stepscope.live.batch import MAX_BATCH, batch_problem, predict
+from stepscope.model.batches import MAX_BATCH, at, batch_problem
 
 if TYPE_CHECKING:
     from stepscope.live.watch import WatchSession
@@ -82,9 +82,9 @@ class PageServer:
         model = self.session.model
         if model is None:
             return {"error": "no result yet"}
-        p = predict(model, batch)
+        p = at(model, batch)  # the Report's row, else its batch model's
         return {"batch_size": p.batch_size, "step_us": p.step_us, "samples_per_s": p.samples_per_s,
-                "peak_bytes": p.peak_bytes, "fits": p.fits, "basis": model.step_basis}
+                "peak_bytes": p.peak_bytes, "fits": p.fits, "basis": model.basis}
 
 
 def _handler(server: PageServer, timeout_s: float) -> type[BaseHTTPRequestHandler]:

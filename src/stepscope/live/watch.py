@@ -13,8 +13,9 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
+import msgspec
+
 from stepscope.live import view
-from stepscope.live.batch import BatchModel, batch_model, batch_problem
 from stepscope.live.compare import Changes, compare
 from stepscope.live.engine import (
     Debouncer,
@@ -28,6 +29,7 @@ from stepscope.live.engine import (
     Target,
 )
 from stepscope.live.files import FileWatcher, watched_files
+from stepscope.model.batches import BatchSizes, batch_problem
 
 DEBOUNCE_S = 0.3
 FILES_TTL_S = 2.0
@@ -70,7 +72,7 @@ class WatchSession:
         self.baseline: Result | None = None
         self.failed: Result | None = None  # the last result, when it failed
         self.changes: Changes | None = None  # the current result against the previous one and the baseline
-        self.model: BatchModel | None = None  # the batch sizes' model, from the current result
+        self.model: BatchSizes | None = None  # the current result's batch sizes (its Report's)
         self.saved_at: float | None = None  # monotonic time of the save behind the run in flight
         self.trigger: str = "start"
         self.notes: deque[str] = deque(maxlen=NOTES_KEPT)
@@ -137,8 +139,9 @@ class WatchSession:
         self._listeners.append(listener)
 
     def snapshot(self) -> dict:
+        """The view, JSON-ready (view.View as plain values)."""
         with self._lock:
-            return view.build(self)
+            return msgspec.to_builtins(view.build(self))
 
     # -- engine events (on the engine's threads)
     def _resubmit(self) -> None:
@@ -184,7 +187,7 @@ class WatchSession:
         prev = self.previous.report if self.previous else None
         base = self.baseline.report if self.baseline is not result else None
         self.changes = compare(result.report, prev, base)
-        self.model = batch_model(result.report)
+        self.model = result.report.batch_sizes
 
     def _prune(self) -> None:
         """Run folders of results nobody shows any more go (a long session would fill the disk with traces); the

@@ -7,6 +7,7 @@ from typing import Any
 
 import msgspec
 
+from stepscope.model.batches import BatchSizes
 from stepscope.model.meter import Meter, MeterPhase, MeterWorkers  # noqa: F401 - part of the Report's namespace
 from stepscope.model.noise import StepNoise
 from stepscope.model.ranks import CollectiveRow, RankFailure, RankRow, Straggler, StragglerCause  # noqa: F401
@@ -282,6 +283,7 @@ class Report(Struct, kw_only=True):
     replay: Replay | None = None  # live captures: how the timeline was made and how far it is from the job
     meter: Meter | None = None  # live captures: every step measured unprofiled; the headline and its phases
     considered: list[Considered] = msgspec.field(default_factory=list)  # fixes weighed and left out, with why
+    batch_sizes: BatchSizes | None = None  # the step, samples/s and peak memory at other batch sizes (model/batches)
 
 
 class LineCost(Struct, kw_only=True):

@@ -151,7 +151,7 @@ class Replay(Struct, kw_only=True):
     cost_source: str | None = None
 
 
-MAX_SAMPLES = 10**7  # samples per step: beyond any batch that fits a machine (live.batch.MAX_BATCH, the same bound)
+MAX_SAMPLES = 10**7  # samples per step: beyond any batch that fits a machine (model/batches.MAX_BATCH, the same bound)
 
 
 def run_problem(run: Run) -> str | None:

@@ -16,6 +16,7 @@ from stepscope.model import report as s
 from stepscope.noise import headline_noise
 from stepscope.pipeline import sections
 from stepscope.pipeline.batch import Batch
+from stepscope.pipeline.batch_sizes import batch_sizes
 from stepscope.pipeline.meter import replay_phases
 from stepscope.pipeline.options import AnalyzeOptions
 from stepscope.pipeline.profiler_cost import overhead_correction, replay_notes, replay_section
@@ -50,6 +51,7 @@ def report(facts: Facts, advice: Advice, options: AnalyzeOptions, batch: Batch,
     devices = sections.devices(trace)
     recommendations, settled_notes = unsettled(advice.recommendations, options)
     utilization = utilization_section(facts)  # before the notes: the hardware files it skipped are said there
+    memory_usage = memory_section(facts, batch.size)
     return s.Report(
         generator=GENERATOR,
         source=s.Source(paths=[trace.meta.path], format=trace.meta.format),
@@ -75,12 +77,13 @@ def report(facts: Facts, advice: Advice, options: AnalyzeOptions, batch: Batch,
         modules=sections.modules(facts, meter),
         timeline=sections.timeline(facts),
         utilization=utilization,
-        memory_usage=memory_section(facts, batch.size),
+        memory_usage=memory_usage,
         run=run_section(options.run, dep, summary.step_time_us) if options.run is not None else None,
         prediction=prediction,
         replay=replay,
         meter=meter,
         considered=advice.considered,
+        batch_sizes=batch_sizes(summary, recommendations, memory_usage, devices[0] if devices else None),
     )
 
 
