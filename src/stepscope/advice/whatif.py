@@ -6,6 +6,7 @@ fix at a time against the measured step, so they do not multiply.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 
 import numpy as np
@@ -13,7 +14,8 @@ import numpy as np
 from stepscope.advice.context import Context
 from stepscope.replay import whatif as w
 from stepscope.replay import whatif_copies as wc
-from stepscope.replay.host_clock import RECORDED_DEFAULT, HostCost
+from stepscope.replay.host_clock import HostCost
+from stepscope.replay.recorded import BOTH_READINGS_APART, recorded_cost
 from stepscope.units import ns_text
 
 CAVEAT = "An estimate from this trace's timeline, not a measurement."
@@ -132,13 +134,29 @@ DEVICE_SIDE = frozenset({"amp", "pin_memory", "uint8_transfer", "resident_tensor
 def without_profiler(ctx: Context, fix: str) -> tuple[HostCost | None, str]:
     """The profiler's cost a fix's what-if takes out of the host, in the replay that makes the change: none for a
     live capture's timeline (the report's, the profiler's cost already taken out by stepscope.replay.deperturb, or
-    left in with the reason said); for a device-side fix on a recorded trace, the default cost per event, so that
-    the profiler's own cost does not decide the gain. With the assumption it adds."""
+    left in with the reason said); for a device-side fix on a recorded trace, what stepscope.replay.recorded decides
+    (the default per event and what the settings the trace was recorded with add), so that the profiler's own cost
+    does not decide the gain. With the assumption it adds."""
     if ctx.run is not None or ctx.replayed or fix not in DEVICE_SIDE:
         return None, ""
-    c = RECORDED_DEFAULT
-    return c, (f"the profiler's host cost taken out at its default per event, the trace having no calibration "
-               f"({c.op_ns:.0f} ns an op, {c.launch_ns:.0f} ns a runtime call, {c.range_ns:.0f} ns a range)")
+    rc = recorded_cost(ctx.facts.trace)
+    return rc.cost, rc.text
+
+
+def _other_reading(ctx: Context, fix: str, speedup: float,
+                   makers: dict[str, Callable[[HostCost | None], w.WhatIf | None]]) -> list[str]:
+    """Where the settings' share of the profiler's cost decides the host/device balance, the fix's gain with the
+    default cost alone too: both readings said (the estimate is the settings' one)."""
+    cost, _ = without_profiler(ctx, fix)
+    rc = recorded_cost(ctx.facts.trace)
+    if cost is None or not rc.has_settings:
+        return []
+    other = makers[fix](rc.default)
+    if other is None or abs(other.speedup / speedup - 1) <= BOTH_READINGS_APART:
+        return []
+    return [f"the host/device balance depends on the profiler's cost: with its default per event alone (the "
+            f"settings' share left in) the gain is {other.speedup:.2f}x, with the settings' share taken out "
+            f"{speedup:.2f}x (this estimate)"]
 
 
 def replayed(ctx: Context, fix: str, **params: float | int | bool | None) -> Estimate | None:
@@ -149,26 +167,28 @@ def replayed(ctx: Context, fix: str, **params: float | int | bool | None) -> Est
         return None
     trace = ctx.facts.trace
     cost, profiler = without_profiler(ctx, fix)
-    makers = {
-        "dataloader_workers": lambda: w.more_workers(trace, int(params.get("workers") or WORKERS_ASSUMED),
+    makers: dict[str, Callable[[HostCost | None], w.WhatIf | None]] = {
+        "dataloader_workers": lambda c: w.more_workers(trace, int(params.get("workers") or WORKERS_ASSUMED),
                                                      params.get("free_cores"),  # type: ignore[arg-type]
-                                                     bool(params.get("waits_on_storage")), host_cost=cost),
-        "pin_memory": lambda: w.pinned_copies(trace, float(params["pinned_gb_s"] or PINNED_GB_S_DEFAULT),
-                                              host_cost=cost),
-        "larger_batch": lambda: w.bigger_batch(trace, float(params.get("k") or 2), host_cost=cost),
-        "uint8_transfer": lambda: w.uint8_inputs(trace, host_cost=cost),
-        "amp": lambda: w.amp(trace, AMP_FACTOR, host_cost=cost),
-        "cuda_graphs": lambda: w.cuda_graphs(trace, host_cost=cost),
-        "set_to_none": lambda: w.set_to_none(trace, host_cost=cost),
+                                                     bool(params.get("waits_on_storage")), host_cost=c),
+        "pin_memory": lambda c: w.pinned_copies(trace, float(params["pinned_gb_s"] or PINNED_GB_S_DEFAULT),
+                                              host_cost=c),
+        "larger_batch": lambda c: w.bigger_batch(trace, float(params.get("k") or 2), host_cost=c),
+        "uint8_transfer": lambda c: w.uint8_inputs(trace, host_cost=c),
+        "amp": lambda c: w.amp(trace, AMP_FACTOR, host_cost=c),
+        "cuda_graphs": lambda c: w.cuda_graphs(trace, host_cost=c),
+        "set_to_none": lambda c: w.set_to_none(trace, host_cost=c),
     }
-    return said(ctx, makers[fix](), profiler)
+    result = makers[fix](cost)
+    other = _other_reading(ctx, fix, result.speedup, makers) if result is not None and result.base_ns > 0 else []
+    return said(ctx, result, profiler, other)
 
 
-def said(ctx: Context, result: w.WhatIf | None, profiler: str) -> Estimate | None:
+def said(ctx: Context, result: w.WhatIf | None, profiler: str, also: list[str] | None = None) -> Estimate | None:
     """A replayed what-if as the estimate's figure and sentence (with the profiler's cost taken out, `profiler`)."""
     if result is None or result.base_ns <= 0:
         return None
-    assumed = [*result.assumptions, *([profiler] if profiler else [])]
+    assumed = [*result.assumptions, *([profiler] if profiler else []), *(also or [])]
     per = " per sample" if result.samples_factor != 1 else ""
     step_ratio = result.base_ns / result.step_ns if result.step_ns else 1.0
     return Estimate(result.speedup, (

@@ -34,15 +34,20 @@ class HostCost:
     launch_ns: float = 0.0  # a CUDA runtime or driver call (CUPTI)
     range_ns: float = 0.0  # a user annotation (record_function, stepscope's line ranges, ProfilerStep)
     python_ns: float = 0.0  # a Python function event (with_stack)
+    # (pid, tid, ns): more per operator on that thread, paid at its start (input shapes and a Python stack are taken
+    # just after the op's start timestamp: replay/recorded.py measures it per thread on a recorded trace)
+    op_extra_ns: tuple[tuple[int, int, float], ...] = ()
 
     @property
     def is_zero(self) -> bool:
-        return not any((self.op_ns, self.alloc_ns, self.launch_ns, self.range_ns, self.python_ns))
+        return not any((self.op_ns, self.alloc_ns, self.launch_ns, self.range_ns, self.python_ns,
+                        *(ns for _, _, ns in self.op_extra_ns)))
 
     def scaled(self, k: float) -> HostCost:
         """Every event's cost times k: the same shape, another size."""
         return HostCost(op_ns=self.op_ns * k, alloc_ns=self.alloc_ns * k, launch_ns=self.launch_ns * k,
-                        range_ns=self.range_ns * k, python_ns=self.python_ns * k)
+                        range_ns=self.range_ns * k, python_ns=self.python_ns * k,
+                        op_extra_ns=tuple((p, t, ns * k) for p, t, ns in self.op_extra_ns))
 
 
 # The profiler's cost per event for a trace recorded without a calibration (a file from elsewhere): the median of
@@ -172,9 +177,12 @@ def _cost_points(trace: Trace, cost: HostCost) -> tuple[np.ndarray, np.ndarray]:
     each = np.zeros(len(ev))
     for kind, ns in per_kind.items():
         each[ev.kind == kind] = ns / 2  # half at the start, half at the end
-    rows = np.flatnonzero(on_path & (each > 0))
+    at_start = each.copy()
+    for pid, tid, ns in cost.op_extra_ns:
+        at_start[(ev.kind == Kind.CPU_OP) & (ev.pid == pid) & (ev.tid == tid)] += ns
+    rows = np.flatnonzero(on_path & (at_start > 0))
     times = [ev.start[rows], ev.end[rows]]
-    costs = [each[rows], each[rows]]
+    costs = [at_start[rows], each[rows]]
     mem = trace.memory
     if cost.alloc_ns and len(mem):
         tids = {tid for _, tid in threads}

@@ -83,6 +83,9 @@ class TraceMeta:
     process_names: dict[int, str] = field(default_factory=dict)
     thread_names: dict[tuple[int, int], str] = field(default_factory=dict)
     notes: tuple[str, ...] = ()  # what the reader had to assume, shown to the user
+    # The profiler's settings as its own metadata names them ("record_shapes", "profile_memory", "with_stack", ...)
+    profiler_settings: tuple[str, ...] = ()
+    call_stack_ops: int = 0  # ops that carry a "Call stack" string (with_stack before torch's Python tracer)
 
 
 def start_order(start: np.ndarray, dur: np.ndarray) -> np.ndarray:

@@ -42,8 +42,7 @@ def amp(ctx: Context, patterns: list[s.Pattern]) -> list[s.Recommendation]:
                        f"Matmul/conv kernel time / {AMP_FACTOR['fp32']:.0f} from fp32 and / {AMP_FACTOR['tf32']:.0f} "
                        "from TF32 under AMP, counted where the GPU is the bottleneck "
                        f"({share_text(ctx.compute_share)})")
-    if est.speedup < MIN_GAIN:
-        return []
+    # Under MIN_GAIN it is still returned: advice.worth_a_change lists it as considered, with its estimate.
     dtype = "torch.bfloat16" if ctx.compute_capability and ctx.compute_capability[0] >= 8 else "torch.float16"
     title = (f"Train in mixed precision: {share_text(eligible / mm.kernel)} of kernel time is fp32 matmuls and "
              f"convolutions with no half-precision tensor-core use: torch.autocast('cuda', dtype={dtype})")

@@ -44,7 +44,7 @@ _PID, _TID, _TS, _DUR = attrgetter("pid"), attrgetter("tid"), attrgetter("ts"), 
 _DEVICE, _STREAM, _BYTES, _FLOPS = attrgetter("device"), attrgetter("stream"), attrgetter("bytes"), attrgetter("flops")
 _CORRELATION, _SEQUENCE, _FWD_TID = attrgetter("correlation"), attrgetter("sequence"), attrgetter("fwd_tid")
 _EXTERNAL, _EXTERNAL_OLD = attrgetter("external_id"), attrgetter("external_id_old")
-_INPUT_DIMS = attrgetter("input_dims")
+_INPUT_DIMS, _CALL_STACK = attrgetter("input_dims"), attrgetter("call_stack")
 SPAN, INSTANT, METADATA = 1, 2, 3
 EVENT_TYPE_CODE = {t: {Span: SPAN, Instant: INSTANT, InstantUpper: INSTANT, Metadata: METADATA}.get(t, 0)
                    for t in EVENT_TYPES}
@@ -70,6 +70,7 @@ class ColumnBuilder:
     unreadable_events: int = 0  # events whose fields have types no dialect uses
     shortened_names: int = 0
     untimed_spans: int = 0  # spans without a time or a duration: left out
+    call_stack_ops: int = 0  # spans with a "Call stack" string (old with_stack)
     unknown_categories: dict[str | None, int] = field(default_factory=dict)  # spans per category no dialect has
 
     def _kind(self, cat: str | None) -> tuple[int, bool]:
@@ -123,6 +124,7 @@ class ColumnBuilder:
         name_ids = np.fromiter(map(self.names.__getitem__, names), dtype=np.int32, count=len(names))
         no_args = Args()
         args = [ev.args or no_args for ev in spans]
+        self.call_stack_ops += sum(map(bool, map(_CALL_STACK, args)))  # an empty Raw is false
         pid, tid = _ints(_PID, spans), _ints(_TID, spans)
         device, stream = _device_and_stream(args, on_device, pid, tid)
         external = _ints(_EXTERNAL, args)
@@ -238,7 +240,7 @@ class ColumnBuilder:
         table = repaired(table, strings, self.notes)
         meta = trace_meta(parsed, path, table, strings, t0, categories={c for c in self.categories if c},
                           process_names=self.process_names, thread_names=self.thread_names,
-                          notes=self._reader_notes(table, strings))
+                          notes=self._reader_notes(table, strings), call_stack_ops=self.call_stack_ops)
         return Trace(meta=meta, events=table, strings=strings, memory=memory, op_inputs=self.inputs.table())
 
     def _in_range(self, cols: dict[str, np.ndarray], mem: dict[str, np.ndarray],

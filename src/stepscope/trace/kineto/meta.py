@@ -1,4 +1,6 @@
-"""A Kineto trace's metadata: the accelerator, its devices (deviceProperties), rank and wall-clock origin."""
+"""A Kineto trace's metadata: the accelerator, its devices (deviceProperties), rank and wall-clock origin, and the
+profiler settings the trace names (torch.profiler's start_trace writes "record_shapes": "1" and so on for each
+setting that is on, since torch 1.11; older traces say nothing, and replay/recorded.py infers them from the events)."""
 
 from __future__ import annotations
 
@@ -13,7 +15,7 @@ from stepscope.trace.names import bounded_name
 
 def trace_meta(parsed: TraceFile, path: Path, table: Events, strings: tuple[str, ...], t0: float, *,
                categories: set[str], process_names: dict[int, str],
-               thread_names: dict[tuple[int, int], str], notes: list[str]) -> TraceMeta:
+               thread_names: dict[tuple[int, int], str], notes: list[str], call_stack_ops: int = 0) -> TraceMeta:
     runtime_names = {strings[i] for i in distinct(table.name[table.kind == Kind.RUNTIME])}
     device_names = [str(p.name) for p in parsed.deviceProperties or [] if p.name]
     accelerator = accelerator_of(device_names, runtime_names, categories)
@@ -44,7 +46,17 @@ def trace_meta(parsed: TraceFile, path: Path, table: Events, strings: tuple[str,
         process_names=process_names,
         thread_names=thread_names,
         notes=tuple(notes),
+        profiler_settings=profiler_settings(parsed),
+        call_stack_ops=call_stack_ops,
     )
+
+
+PROFILER_SETTINGS = ("record_shapes", "profile_memory", "with_stack", "with_modules", "with_flops")
+
+
+def profiler_settings(parsed: TraceFile) -> tuple[str, ...]:
+    """The settings the profiler's metadata names as on ("1", as torch.profiler writes them)."""
+    return tuple(name for name in PROFILER_SETTINGS if str(getattr(parsed, name)).strip() in ("1", "true", "True"))
 
 
 def _device_infos(props: list[DeviceProperties] | None, accelerator: str, notes: list[str]) -> list[DeviceInfo]:

@@ -29,6 +29,8 @@ class Args(msgspec.Struct, gc=False):
     input_dims: msgspec.Raw = msgspec.field(default=msgspec.Raw(), name="Input Dims")  # empty when absent
     input_type: msgspec.Raw = msgspec.field(default=msgspec.Raw(), name="Input type")
     concrete: msgspec.Raw = msgspec.field(default=msgspec.Raw(), name="Concrete Inputs")
+    # with_stack before the Python tracer (torch < 1.11): each op's Python stack as one string; only counted
+    call_stack: msgspec.Raw = msgspec.field(default=msgspec.Raw(), name="Call stack")
 
 
 class MemoryArgs(msgspec.Struct, gc=False):
@@ -98,6 +100,12 @@ class TraceFile(msgspec.Struct, gc=False):
     distributedInfo: dict | None = None
     baseTimeNanoseconds: Scalar = None
     nodes: msgspec.Raw | None = None  # a PyTorch execution trace, not a profiler trace
+    # The profiler's own metadata: torch.profiler's start_trace writes "1" for each of these settings that is on.
+    record_shapes: Scalar = None
+    profile_memory: Scalar = None
+    with_stack: Scalar = None
+    with_modules: Scalar = None
+    with_flops: Scalar = None
 
 
 FILE_DECODER = msgspec.json.Decoder(TraceFile)
