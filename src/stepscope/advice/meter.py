@@ -18,6 +18,7 @@ import msgspec
 from stepscope.advice.crossing import crossing_us
 from stepscope.advice.found import MIN_SHARE
 from stepscope.advice.recommendation import in_framework
+from stepscope.advice.restarts import short_epochs
 from stepscope.advice.rules import ranked
 from stepscope.model import report as s
 from stepscope.model.meter import Meter, MeterWorkers
@@ -146,7 +147,13 @@ def workers_recommendation(meter: Meter, settings: s.Settings | None,
     now = f" (now {workers})" if workers is not None else ""
     title = f"Load batches in more DataLoader worker processes: num_workers={target}{now}"
     if workers == 0:
-        title = f"Load batches in worker processes: DataLoader(..., num_workers={target})"
+        keep = settings is not None and short_epochs(meter, settings.dataloader)
+        title = (f"Load batches in worker processes: DataLoader(..., num_workers={target}"
+                 + (", persistent_workers=True)" if keep else ")"))
+        if keep:
+            assert settings is not None and settings.dataloader is not None
+            text += (f" An epoch is {settings.dataloader.batches_per_epoch} batches: persistent_workers=True keeps "
+                     "the workers alive between epochs, or each epoch pays their start-up.")
     evidence = _evidence(meter, main, workers, target, traced, cpu_cores=cores,
                          free_cores=cores - threads - (workers or 0) if cores else None)
     if rebuild:
