@@ -21,9 +21,11 @@ from stepscope.advice.context import Context
 # Bytes the casts move per byte of the forward matmuls' and convolutions' fp32 operands: read fp32 + write bf16
 # (1.5 per fp32 byte) in the forward, and as much again for the gradients in the backward.
 CAST_BYTES_PER_FP32_BYTE = 3.0
-# A cast's bytes (read + write) per second on one core: `x.to(torch.bfloat16)` of fp32 tensors of 1-16 MB, measured
-# on this project's 2-core Xeon (AMX), shared with other jobs, 2026-12: 6.0-7.9 GB/s; the command is in
-# benchmarks/bench_crossing.py's sibling, `.venv/bin/python benchmarks/bench_casts.py`.
+# A cast's bytes (read + write) per second on one core: `x.to(torch.bfloat16)` of fresh fp32 tensors, measured by
+# `OMP_NUM_THREADS=1 .venv/bin/python benchmarks/bench_casts.py` on this project's 2-core Xeon (AMX), shared with
+# other jobs, 2026-12, two runs: 1 MiB 5.5 and 17.7 GB/s, 4 MiB 16.9 and 21.2, 16 MiB 3.3 and 3.7 (a fresh output
+# that large is new pages, faulted in). ResNet-18's weights are 0.1-9.4 MB each: a rate between, to be re-measured
+# on a quiet machine.
 CAST_BYTES_PER_S = 7.0e9
 
 
