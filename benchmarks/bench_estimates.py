@@ -4,6 +4,8 @@ published walk-through's rungs on examples/cifar_resnet.py and the pattern examp
 
     .venv/bin/python benchmarks/bench_estimates.py                       # seconds
     .venv/bin/python benchmarks/bench_estimates.py --write docs/tune.md  # replace its bench_estimates section
+    .venv/bin/python benchmarks/bench_estimates.py --loaders [--rounds 3] # + the DataLoader workers' estimates
+                                                                          # against plain runs on this CPU (minutes)
 
 The estimate is the diagnosis' own (`stepscope analyze TRACE --batch-size N`); a change that is several
 recommendations (pinned memory with non-blocking copies) takes the largest, as `stepscope tune` does for one
@@ -86,9 +88,16 @@ def table(found: list[dict]) -> list[str]:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--write", metavar="MD", help="replace the bench_estimates section of this markdown file")
+    parser.add_argument("--loaders", action="store_true",
+                        help="also the DataLoader workers' estimates against plain runs here (loader_estimates.py)")
+    parser.add_argument("--rounds", type=int, default=3, help="--loaders: plain rounds at 0 and N workers each")
     args = parser.parse_args()
     warnings.simplefilter("ignore")
     text = [f"Computed {time.strftime('%Y-%m-%d')} by `benchmarks/bench_estimates.py`.", "", *table(rows())]
+    if args.loaders:
+        from loader_estimates import loader_rows, loader_table
+
+        text += ["", *loader_table(loader_rows(args.rounds))]
     print("\n".join(text))
     if args.write:
         replace_section(Path(args.write), START, END, text)

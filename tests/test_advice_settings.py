@@ -162,10 +162,10 @@ def test_bf16_autocast_only_where_the_cpu_has_native_bf16(tmp_path: Path) -> Non
     assert ids(rules_cpu.cpu_bf16, b, tmp_path, run_with(cpu_settings(cpu_bf16=None))) == []
     amx = run_with(cpu_settings(cpu_bf16="amx_bf16"))
     ctx, patterns = ctx_of(b, tmp_path, amx)
-    (rec,) = rules_cpu.cpu_bf16(ctx, patterns)
-    assert isinstance(rec, s.Recommendation)
-    # 9 ms of convolution in a 10 ms step, / 2.5 on AMX: 10 / (1 + 9 / 2.5).
-    assert rec.estimated_speedup == pytest.approx(10.0 / (1.0 + 9.0 / 2.5), abs=0.01)
+    (left_out,) = rules_cpu.cpu_bf16(ctx, patterns)
+    # The trace has no op sizes: bf16's gain and its casts are priced from them (tests/test_cpu_precision.py), so
+    # it is weighed and left out, not assumed (a 2.5x on the convolutions' time had the demo 1.61x, plain 0.85x).
+    assert isinstance(left_out, s.Considered) and "sizes" in left_out.reason
     assert ids(rules_cpu.cpu_bf16, b, tmp_path, run_with(cpu_settings(cpu_bf16="amx_bf16",
                                                                        autocast="bfloat16"))) == []
 
@@ -200,12 +200,14 @@ def test_a_cpu_run_says_what_an_expert_would_try_and_why_the_rest_is_left_out(tm
     assert "already runs 2 threads on the 2 cores" in why["cpu_threads"]
     assert "AVX2" in why["channels_last"] and "stepscope tune" in why["channels_last"]
     assert "no native bf16" in why["cpu_bf16"]
-    # The same program on an AVX-512 CPU with native bf16 and 4 cores: each of them is recommended instead.
+    # The same program on an AVX-512 CPU with native bf16 and 4 cores: threads and channels_last are recommended
+    # instead; bf16 is priced from the ops' sizes, which this trace has not (tests/test_cpu_precision.py has them).
     rich = run_with(cpu_settings(channels_last=False, conv_layers=20, cpu_capability="AVX512", cpu_bf16="amx_bf16",
                                  cpu_cores=4))
     ctx, patterns = ctx_of(b, tmp_path, rich)
     recs, considered = recommend(ctx.facts, patterns, ctx)
-    assert {r.id for r in recs} == {"torch_compile", "cpu_threads", "channels_last", "cpu_bf16"} and not considered
+    assert {r.id for r in recs} == {"torch_compile", "cpu_threads", "channels_last"}
+    assert [c.id for c in considered] == ["cpu_bf16"] and "sizes" in considered[0].reason
     # A trace alone cannot say: each CPU fix says so.
     assert "a trace alone" in why_not(rules_cpu.cpu_bf16, b, tmp_path)
 

@@ -13,7 +13,7 @@ import numpy as np
 import pytest
 
 from stepscope.capture.arbiter import Mark, StepArbiter
-from stepscope.capture.batch import batch_size_of
+from stepscope.capture.batch import batch_bytes_of, batch_size_of
 from stepscope.capture.cpu import _busy_percent, _read_proc_stat
 from stepscope.capture.export import export_trace, gzip_utf8
 from stepscope.capture.nvml import NvmlSampler
@@ -32,6 +32,16 @@ def test_batch_size_walks_tuples_lists_and_mappings() -> None:
     assert batch_size_of(("a", 3, None)) is None
     assert batch_size_of(np.float32(1.0)) is None  # a scalar has no first dimension
     assert batch_size_of([[[[[np.zeros((9, 1))]]]]]) is None  # deeper than a batch nests
+
+
+def test_batch_bytes_add_every_tensor_it_nests() -> None:
+    import torch
+
+    # 64 x 131072 float32 (4 bytes each) and 64 int64 labels (8 bytes each): 33,554,432 + 512
+    assert batch_bytes_of((torch.zeros(64, 131072), torch.zeros(64, dtype=torch.int64))) == 33_554_944
+    assert batch_bytes_of({"ids": np.zeros((7, 128), dtype=np.int32), "meta": ["x"], "n": 3}) == 7 * 128 * 4
+    assert batch_bytes_of(("a", 3, None)) == 0
+    assert batch_bytes_of([[[[[np.zeros(9)]]]]]) == 0  # deeper than a batch nests
 
 
 def test_arbiter_keeps_the_strongest_source_until_locked() -> None:

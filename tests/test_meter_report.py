@@ -121,8 +121,14 @@ def test_workers_waiting_on_storage_help_without_a_free_core_and_busy_ones_do_no
     # 2 cores, so no step under (23 + 46) / 2 = 34.5 ms: 46 / 34.5 = 1.33x, not 2x.
     busy = workers_recommendation(meter_of(46, 23, 1, 46, 46), None, None)
     assert busy is not None and busy.estimated_speedup == pytest.approx(46 / 34.5, abs=0.005)
-    # On one core, computing workers cannot beat the step they already give: nothing to recommend.
-    assert workers_recommendation(meter_of(69, 46, 1, 46, 46, cores=1), None, None) is None
+    # On one core, computing workers cannot beat the step they already give: the CPU floor (23 + 46) / 1 = 69 ms is
+    # the step, 1.00x, and the gain filter leaves it out of the recommendations ("considered", with its estimate).
+    from stepscope.advice import worth_a_change
+
+    alone = workers_recommendation(meter_of(69, 46, 1, 46, 46, cores=1), None, None)
+    assert alone is not None and alone.estimated_speedup == pytest.approx(1.0)
+    kept, below = worth_a_change([alone])
+    assert kept == [] and below[0].id == "dataloader_workers" and below[0].estimated_speedup == pytest.approx(1.0)
     # Loading in the main thread (workers 0): 2 workers take the whole wait off it, on cores it shares with them.
     first = workers_recommendation(meter_of(30, 20, 0, None, None), None, None)
     assert first is not None and first.estimated_speedup == pytest.approx(30 / 15, abs=0.005)  # max(10, 10, 30/2)
@@ -216,3 +222,38 @@ def test_the_process_cpu_per_step_is_read_from_the_cpu_counters() -> None:
     record = MeterRecord(source="optimizer", host_cpu=[[0.0, 0.0, 0.0], [2e9, 0.5, 1.0]])
     assert _process_cpu_us(record, 0.1e9, 1.9e9, 100e6) == pytest.approx(25_000.0)
     assert _process_cpu_us(MeterRecord(source="optimizer"), 0.1e9, 1.9e9, 100e6) is None
+
+
+def test_a_batch_crossing_from_a_worker_costs_its_bytes_on_both_sides() -> None:
+    """Issue 41.5's Lightning-like loader: batches of 64 x 131072 float32 (and 64 int64 labels) collated in the main
+    process, 33,554,944 bytes. Planted: a 225 ms step, 104 ms of it the fetch, all CPU (process 225 ms a step), 2
+    cores. Crossing from a worker: 33,554,944 B x MAIN_NS_PER_BYTE in the main thread, x WORKER_NS_PER_BYTE more in
+    the worker (advice/crossing.py). Two workers: the step is at least the main thread's 121 ms + the rebuild, and
+    the CPU floor (121 + rebuild + 104 + shared) / 2 is under it. Without the bytes: max(121, 52) and the floor
+    (121 + 104) / 2 = 112.5, so 225 / 121 = 1.86x."""
+    from msgspec.structs import replace
+
+    from stepscope.advice.crossing import MAIN_NS_PER_BYTE, WORKER_NS_PER_BYTE
+    from stepscope.advice.meter import workers_recommendation
+    from stepscope.model import report as s
+
+    nbytes = 64 * 131072 * 4 + 64 * 8
+    rebuild, shared = nbytes * MAIN_NS_PER_BYTE / 1e3, nbytes * WORKER_NS_PER_BYTE / 1e3
+    meter = replace(meter_of(225, 104, 0, None, None), process_cpu_us=225_000.0)
+    loader = s.LoaderSettings(num_workers=0, pin_memory=False, persistent_workers=False, batch_bytes=nbytes)
+    rec = workers_recommendation(meter, s.Settings(dataloader=loader), None)
+    assert rec is not None and rec.evidence["suggested_workers"] == 2
+    new = max(121_000 + rebuild, (104_000 + shared) / 2, (121_000 + rebuild + 104_000 + shared) / 2)
+    assert new == 121_000 + rebuild  # the main thread's work with the rebuild bounds it
+    assert rec.estimated_speedup == pytest.approx(225_000 / new, abs=0.005)
+    assert rec.evidence["batch_bytes"] == nbytes and "through shared memory" in rec.estimate
+    assert rec.estimated_speedup < 225 / 121 - 0.2  # the bytes cost: against 1.86x without them
+    plain = workers_recommendation(meter, s.Settings(dataloader=replace(loader, batch_bytes=None)), None)
+    assert plain is not None and plain.estimated_speedup == pytest.approx(225 / 121, abs=0.005)
+    # The sleep-waiting loader's batch (16 x 3 x 32 x 32 float32 + 16 labels) crosses for next to nothing: the
+    # worker count and the estimate of the test above stay.
+    small = s.Settings(dataloader=replace(loader, batch_bytes=16 * 3 * 32 * 32 * 4 + 16 * 8))
+    waiting = replace(meter_of(130, 128, 0, None, None), process_cpu_us=3000.0)
+    rec = workers_recommendation(waiting, small, None)
+    assert rec is not None and rec.evidence["suggested_workers"] == 8
+    assert rec.estimated_speedup == pytest.approx(130 / 16, abs=0.01)

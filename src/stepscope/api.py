@@ -126,7 +126,8 @@ class Profile:
             self._hooks = StepHooks(self._session)
             self._session.on_leader = self._hooks.drop_weaker_than
             hooks = self._hooks
-            watch = SettingsWatch(self._objects_seen, hooks.sites.location, lambda: hooks.iterators_started)
+            watch = SettingsWatch(self._objects_seen, hooks.sites.location, lambda: hooks.iterators_started,
+                                  lambda: hooks.batch_bytes)
         else:
             watch = SettingsWatch(self._objects_seen)
         attribution = AttributionWindow() if self.spec.attribution else None

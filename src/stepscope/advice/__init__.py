@@ -8,6 +8,7 @@ from stepscope.advice.context import Context
 from stepscope.advice.meter import on_meter, workers_from_meter
 from stepscope.advice.patterns import classify
 from stepscope.advice.recommendation import MIN_GAIN
+from stepscope.advice.restarts import persistent_from_meter
 from stepscope.advice.rules import recommend
 from stepscope.analysis.facts import Facts
 from stepscope.model import report as s
@@ -33,7 +34,9 @@ def advise(facts: Facts, run: s.Run | None = None, *, replayed: bool = False, me
     notes = ctx.notes() if len(facts.steps) else []
     if meter is not None:
         patterns, meter_notes = on_meter(patterns, meter)
-        recommendations = workers_from_meter(meter, run.settings if run is not None else None, recommendations)
+        settings = run.settings if run is not None else None
+        recommendations = workers_from_meter(meter, settings, recommendations)
+        recommendations = persistent_from_meter(meter, settings, recommendations)
         notes = [*notes, *meter_notes]
     recommendations, below = worth_a_change(recommendations)
     return Advice(patterns, recommendations, notes, [*considered, *below])

@@ -15,8 +15,10 @@ import math
 
 import msgspec
 
+from stepscope.advice.crossing import crossing_us
 from stepscope.advice.found import MIN_SHARE
 from stepscope.advice.recommendation import in_framework
+from stepscope.advice.restarts import short_epochs
 from stepscope.advice.rules import ranked
 from stepscope.model import report as s
 from stepscope.model.meter import Meter, MeterWorkers
@@ -108,18 +110,22 @@ def workers_recommendation(meter: Meter, settings: s.Settings | None,
     if _idle(workers, w):
         assert workers and w is not None
         return _in_main_process(meter, w, workers, main, wait, traced, settings)
+    # From loading in the main process, each batch crosses from a worker (advice/crossing.py): its rebuild is the
+    # main thread's work, its collate into shared memory the worker's. Already in workers, the step has it.
+    batch_bytes = settings.dataloader.batch_bytes if settings is not None and settings.dataloader else None
+    rebuild, shared = crossing_us(batch_bytes) if not workers else (0.0, 0.0)
     if workers:  # loading in workers: a batch costs each worker batch_us, its CPU part batch_cpu_us
         batch = w.batch_us if w is not None else step * workers  # unseen workers: they deliver one batch a step
         cpu = w.batch_cpu_us if w is not None and w.batch_cpu_us is not None else batch
         target = workers * 2
     else:  # loading in the main thread: the whole wait is the batch's cost; on a CPU, at most the process's CPU
-        batch, cpu, target = wait, _fetch_cpu(meter, wait), FIRST_WORKERS
-    waiting = not workers and cpu < WAITING_SHARE * wait  # a main-process fetch that mostly waits
+        batch, cpu, target = wait + shared, _fetch_cpu(meter, wait) + shared, FIRST_WORKERS
+    waiting = not workers and cpu - shared < WAITING_SHARE * wait  # a main-process fetch that mostly waits
     if waiting:  # enough workers to hide the wait behind the step's work
-        target = min(max(math.ceil(wait / max(main, 1.0)), FIRST_WORKERS), MAX_WAITING_WORKERS)
+        target = min(max(math.ceil(wait / max(main + rebuild, 1.0)), FIRST_WORKERS), MAX_WAITING_WORKERS)
     # k workers deliver a batch every batch/k; the main thread's work (on its intra-op threads) and the batch's CPU
     # time share the process's cores, which bounds the step from below however many workers wait on storage.
-    new = max(main, batch / target)
+    new = max(main + rebuild, batch / target)
     if workers:  # what the step takes beyond its bound now (the batch's delivery, say) stays: k'/k at most
         new += max(step - max(main, batch / workers), 0.0)
     why = f"{target} workers deliver a batch every {ns_text(batch / target * 1e3)}"
@@ -127,23 +133,37 @@ def workers_recommendation(meter: Meter, settings: s.Settings | None,
         why = (f"the fetch mostly waits (the process's CPU time is {ns_text(cpu * 1e3)} a step beside its "
                f"{ns_text(wait * 1e3)} wait), so workers wait side by side: {why}")
     if cores:
-        cpu_floor = (main * min(threads, cores) + cpu) / cores
+        cpu_floor = (main * min(threads, cores) + rebuild + cpu) / cores
         if cpu_floor > new:
             new, why = cpu_floor, (f"the main thread's work and the batch's CPU time ({ns_text(cpu * 1e3)}) share "
                                    f"{cores} core{'s' if cores != 1 else ''}")
+    if rebuild:
+        why += (f"; each batch's {_bytes_text(batch_bytes)} crosses from its worker through shared memory: "
+                f"~{ns_text(shared * 1e3)} more in the worker, ~{ns_text(rebuild * 1e3)} in the main thread")
     speedup = step / new if new > 0 else 1.0
-    if speedup < 1.01:
-        return None
     text = (f"From the step meter (unprofiled): the main thread works {ns_text(main * 1e3)} per step and waits "
             f"{ns_text(wait * 1e3)} for data; {why}: step {ns_text(step * 1e3)} -> ~{ns_text(new * 1e3)} "
             f"({speedup:.2f}x). An estimate, not a measurement: `stepscope tune` measures it.")
     now = f" (now {workers})" if workers is not None else ""
     title = f"Load batches in more DataLoader worker processes: num_workers={target}{now}"
     if workers == 0:
-        title = f"Load batches in worker processes: DataLoader(..., num_workers={target})"
+        keep = settings is not None and short_epochs(meter, settings.dataloader)
+        title = (f"Load batches in worker processes: DataLoader(..., num_workers={target}"
+                 + (", persistent_workers=True)" if keep else ")"))
+        if keep:
+            assert settings is not None and settings.dataloader is not None
+            text += (f" An epoch is {settings.dataloader.batches_per_epoch} batches: persistent_workers=True keeps "
+                     "the workers alive between epochs, or each epoch pays their start-up.")
     evidence = _evidence(meter, main, workers, target, traced, cpu_cores=cores,
                          free_cores=cores - threads - (workers or 0) if cores else None)
+    if rebuild:
+        evidence.update(batch_bytes=batch_bytes, crossing_main_us=round(rebuild, 1),
+                        crossing_worker_us=round(shared, 1))
     return _workers_fix(title, evidence, speedup, text, traced, settings)
+
+
+def _bytes_text(n: int | None) -> str:
+    return f"{(n or 0) / 1e6:.3g} MB" if (n or 0) >= 1e5 else f"{(n or 0) / 1e3:.3g} kB"
 
 
 def _fetch_cpu(meter: Meter, wait: float) -> float:

@@ -22,7 +22,8 @@ MIN_GAIN = 1.01
 
 # The plain-PyTorch code in each fix's title (advice/rules/, advice/meter.py): under a framework, its setting instead.
 PLAIN_CODE = {
-    "dataloader_workers": re.compile(r"DataLoader\(\.\.\., num_workers=\d+(, pin_memory=True)?\)|num_workers=\d+"
+    "dataloader_workers": re.compile(r"DataLoader\(\.\.\., num_workers=\d+(, pin_memory=True)?"
+                                     r"(, persistent_workers=True)?\)|num_workers=\d+"
                                      r"|\(num_workers, prefetch_factor\)"),
     "persistent_workers": re.compile(r"DataLoader\(\.\.\., persistent_workers=True\)"),
     "pin_memory": re.compile(r"DataLoader\(\.\.\., pin_memory=True\)"),

@@ -1,4 +1,5 @@
-"""The batch size of whatever a DataLoader yields: the first dimension of its first tensor."""
+"""The batch size of whatever a DataLoader yields (the first dimension of its first tensor), and its bytes (what a
+batch made in a worker carries across to the main process)."""
 
 from __future__ import annotations
 
@@ -29,6 +30,17 @@ def batch_size_of(batch: Any, depth: int = 0) -> int | None:
         if size is not None:
             return size
     return None
+
+
+def batch_bytes_of(batch: Any, depth: int = 0) -> int:
+    """The bytes of every tensor (or array) in the batch, walking tuples, lists and mappings (0: none found)."""
+    nbytes = getattr(batch, "nbytes", None)
+    if isinstance(nbytes, int) and getattr(batch, "shape", None) is not None:
+        return nbytes
+    if depth >= MAX_DEPTH or isinstance(batch, (str, bytes)):
+        return 0
+    items = batch.values() if isinstance(batch, Mapping) else batch if isinstance(batch, (tuple, list)) else ()
+    return sum(batch_bytes_of(item, depth + 1) for item in items)
 
 
 # Where a batch size came from, strongest first: the user's word, what the loader yields, the model's input.

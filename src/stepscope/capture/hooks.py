@@ -19,7 +19,7 @@ from collections.abc import Callable
 from typing import Any
 
 from stepscope.capture.arbiter import PRIORITY
-from stepscope.capture.batch import batch_size_of
+from stepscope.capture.batch import batch_bytes_of, batch_size_of
 from stepscope.capture.guard import PID, compiling
 from stepscope.capture.meter import StepMeter
 from stepscope.capture.model_forward import watch_forward
@@ -52,6 +52,7 @@ class StepHooks:
         self.sites = Sites()
         self._loaders: dict[int, weakref.ref] = {}  # id(dataset) -> the DataLoader iterating it
         self.iterators_started = 0  # new iterators of the main DataLoader (epochs with worker start-ups)
+        self.batch_bytes: int | None = None  # the main DataLoader's first batch's tensors, in bytes
         self._patches = Patches()  # stepscope/patches.py: owned or inherited, restored only if still on top
         self._relay: StepMeter | None = None  # the meter whose hooks relay optimizer steps and backward passes
 
@@ -216,6 +217,8 @@ class StepHooks:
             return
         if not self._batch_pending and self.session.batch_size_source in (None, "model input"):
             self.session.set_batch_size(batch_size_of(batch), "dataloader")
+        if self.batch_bytes is None:
+            self.batch_bytes = batch_bytes_of(batch) or None
         self._batch_pending = True
 
     def _is_main_loader(self, dataset: Any) -> bool:

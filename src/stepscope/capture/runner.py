@@ -45,7 +45,7 @@ def capture_program(program: Program, spec: CaptureOptions, folder: Path, *, ful
     session.set_batch_size(spec.batch_size, "user")
     hooks = StepHooks(session)
     watch = SettingsWatch(lambda: (hooks.known_model(), hooks.main_loader(), hooks.pinned_optimizer()),
-                          hooks.sites.location, lambda: hooks.iterators_started)
+                          hooks.sites.location, lambda: hooks.iterators_started, lambda: hooks.batch_bytes)
     attribution = AttributionWindow() if spec.attribution else None
     # MemoryCensus: what the model and optimizer hold, for the memory categories.
     session.listeners = [x for x in (telemetry, watch, attribution, MemoryCensus(folder)) if x is not None]

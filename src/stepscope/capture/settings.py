@@ -33,6 +33,7 @@ class LoaderSettings:
     batch_size: int | None
     batches_per_epoch: int | None = None
     iterators_started: int = 0  # new iterators (epochs, worker start-ups) while the steps were recorded
+    batch_bytes: int | None = None  # the first batch's tensors: what crosses from a worker to the main process
     location: dict[str, Any] | None = None  # the line that built the DataLoader
 
 
@@ -218,9 +219,11 @@ class SettingsWatch:
 
     def __init__(self, objects: Callable[[], tuple[Any, Any, Any]],
                  locate: Callable[[Any], dict[str, Any] | None] = lambda obj: None,
-                 iterators: Callable[[], int] = lambda: 0) -> None:
-        """`objects()` gives (model, main DataLoader, optimizer), each possibly None."""
-        self.objects, self.locate, self.iterators = objects, locate, iterators
+                 iterators: Callable[[], int] = lambda: 0,
+                 batch_bytes: Callable[[], int | None] = lambda: None) -> None:
+        """`objects()` gives (model, main DataLoader, optimizer), each possibly None; `batch_bytes()` the bytes of the
+        main DataLoader's first batch."""
+        self.objects, self.locate, self.iterators, self.batch_bytes = objects, locate, iterators, batch_bytes
         self.settings: Settings | None = None
         self._iterators_at_start = 0
         self._handle: Any = None
@@ -232,6 +235,8 @@ class SettingsWatch:
             # The window starts at a step boundary, inside the training loop: a framework's loop is on the stack.
             self.settings.framework = framework_settings(sys._getframe(1))
             self._iterators_at_start = self.iterators()
+            if self.settings.dataloader is not None:
+                self.settings.dataloader.batch_bytes = self.batch_bytes()
             if model is not None and not self.settings.compiled:  # a hook would make torch.compile recompile
                 self._handle = model.register_forward_pre_hook(self._probe)
         except Exception:  # settings are a help, never a cost to the run

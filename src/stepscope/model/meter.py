@@ -182,6 +182,9 @@ class Meter(Frozen, kw_only=True):
     # the fetch's CPU time is at most this, so a loader that mostly waits (storage, a network) is told from one that
     # computes. None where the readings are too few (under half a second).
     process_cpu_us: float | None = None
+    # The data waits over RESTART_RATIO (advice/rules/dataloader.py) times their median, less that median, among the
+    # headline's steps and the stalls between them: DataLoader workers started again (a new epoch's iterator).
+    restart_waits_us: list[float] | None = None
 
     def phase_us(self, name: str) -> float:
         """A phase's mean per step (µs); 0 for a phase the meter has no figure of."""

@@ -89,6 +89,7 @@ class LoaderSettings(Struct, kw_only=True):
     batch_size: int | None = None
     batches_per_epoch: int | None = None
     iterators_started: int = 0  # new iterators (epochs: workers started again) while the steps were recorded
+    batch_bytes: int | None = None  # the first batch's tensors: what crosses from a worker to the main process
     location: dict[str, Any] | None = None  # the line that built the DataLoader
 
 

@@ -13,6 +13,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from stepscope.advice.rules.dataloader import RESTART_RATIO
 from stepscope.analysis.facts import Facts
 from stepscope.analysis.time_by_line import PHASE_RANGES
 from stepscope.model import report as s
@@ -138,8 +139,26 @@ def _section(record: MeterRecord, chosen: Selection) -> Meter:
         stalls_us=[report_us(t) for t in chosen.stalls_ns] or None,
         workers=_workers(record, end[h] - wall[h], end[h]),
         process_cpu_us=_process_cpu_us(record, *span, step) if span is not None else None,
+        restart_waits_us=_restart_waits(record, h),
         num_workers=record.num_workers, cpu_cores=record.cpu_cores,
         samples_per_s=round(record.batch_size * 1e9 / step, 2) if record.batch_size and step > 0 else None)
+
+
+def _restart_waits(record: MeterRecord, headline: np.ndarray) -> list[float] | None:
+    """The data waits far above the others, less their median, from the headline's first step to its last (the
+    stalls left out of it included): where the DataLoader's workers started again. Far above: RESTART_RATIO times
+    the median wait, or most of a stalled step (STALL times the median step) spent waiting for data, as in an
+    input-bound loader whose every batch waits. None: no such wait."""
+    kept = np.flatnonzero(headline)
+    if not len(kept):
+        return None
+    cut = slice(kept[0], kept[-1] + 1)
+    data = np.asarray(record.steps.data_ns[cut], dtype=np.float64)
+    wall = np.asarray(record.steps.wall_ns[cut], dtype=np.float64)
+    median, step = float(np.median(data)), float(np.median(wall))
+    stalled_on_data = (wall > STALL * step) & (data - median > 0.5 * (wall - step))
+    long = data[(data > RESTART_RATIO * max(median, 1e3)) | stalled_on_data]
+    return [report_us(float(v) - median) for v in long] or None
 
 
 def _cores(readings: list[list[float]], start_ns: float, end_ns: float) -> tuple[float, float] | None:

@@ -4,7 +4,9 @@ allow it (a live capture knows both; a trace alone is given none of these, rathe
 - `cpu_threads`: torch uses fewer intra-op threads than the cores this process may run on.
 - `channels_last`: convolutions in NCHW on a CPU whose kernels are AVX-512 (oneDNN's NHWC path pays there;
   measured on this project's AVX2 test machine, ResNet-18 ran slower in channels_last, so no advice there).
-- `cpu_bf16`: matmuls and convolutions in fp32 on a CPU with native bf16 (AMX or AVX512-BF16), autocast off.
+- `cpu_bf16`: matmuls and convolutions in fp32 on a CPU with native bf16 (AMX or AVX512-BF16), autocast off;
+  estimated from the ops' sizes (advice/cpu_precision.py): the part of their time that is math at the CPU's peak
+  gains, the casts autocast adds cost their bytes (small convolutions gain little and pay for the casts).
 - `torch_compile` (from host.torch_compile): Python overhead, else the ops around the matmuls and convolutions.
 Each rule that leaves its fix out on a CPU run says why (a `Considered`): the report lists them.
 """
@@ -14,11 +16,12 @@ from __future__ import annotations
 import re
 
 from stepscope.advice.context import Context
+from stepscope.advice.cpu_precision import CAST_BYTES_PER_S, bf16_ops
 from stepscope.advice.recommendation import MIN_GAIN, recommendation
-from stepscope.advice.whatif import FUSION_TIME_KEPT, Estimate, step_without
+from stepscope.advice.whatif import CAVEAT, FUSION_TIME_KEPT, Estimate, step_without
 from stepscope.analysis.hostwork import op_self_time
 from stepscope.model import report as s
-from stepscope.units import rounded_ratio, share_text, us_from_ns
+from stepscope.units import ns_text, rounded_ratio, share_text, us_from_ns
 
 # Compute below a fifth of the step is not worth a change of threads, layout or precision.
 CPU_COMPUTE_MIN_SHARE = 0.2
@@ -30,7 +33,7 @@ CONV_OP = re.compile(r"^aten::(?:mkldnn_convolution\w*|convolution_backward\w*|_
 MATMUL_CPU_OP = re.compile(r"^aten::(?:mm|addmm|bmm|baddbmm|addmv|mv|_addmm_activation|linear_backward)$")
 # Convolution time kept in channels_last (oneDNN's blocked NHWC kernels on AVX-512): assumed 1/1.25.
 CHANNELS_LAST_FACTOR = 1.25
-# Matmul and convolution time divided by this in bf16: AMX tiles, or AVX512-BF16 dot products (assumed).
+# The math at the fp32 peak runs this many times faster in bf16: AMX tiles, or AVX512-BF16 dot products (assumed).
 BF16_FACTOR = {"amx_bf16": 2.5, "avx512_bf16": 1.5}
 
 
@@ -145,12 +148,29 @@ def cpu_bf16(ctx: Context, patterns: list[s.Pattern]) -> list[s.Recommendation |
         return [s.Considered(id="cpu_bf16", reason=f"matmuls and convolutions are {share_text(math / ctx.step_ns)} "
                                                    f"of the step, under {CPU_COMPUTE_MIN_SHARE:.0%}")]
     factor = BF16_FACTOR[st.cpu_bf16]
-    est = step_without(ctx, math * (1 - 1 / factor),
-                       f"Matmul and convolution time / {factor} in bf16 on this CPU's {st.cpu_bf16} (assumed)")
+    ops = bf16_ops(ctx, factor)
+    if ops is None:
+        return [s.Considered(id="cpu_bf16", reason="the ops' sizes (record_shapes) or the CPU's peak (its clock and "
+                                                   "vector units) were not recorded: what bf16 gains and its casts "
+                                                   "cost cannot be priced")]
+    step = ctx.step_ns
+    new = max(step - ops.gain_ns, 1.0)
+    speedup = step / new
+    est = Estimate(speedup, (
+        f"{ops.ops} fp32 matmuls and convolutions a step take {ns_text(ops.time_ns)}, {ops.at_peak:.0%} of it math "
+        f"at the CPU's fp32 peak (their FLOP rate against it), which bf16 runs {factor}x faster on this CPU's "
+        f"{st.cpu_bf16} (assumed): {ns_text(ops.saved_ns)} saved; autocast's casts move "
+        f"{ops.cast_bytes / 1e6:.0f} MB a step (fp32 operands read, bf16 written, and the gradients back) at "
+        f"{CAST_BYTES_PER_S / 1e9:.0f} GB/s: {ns_text(ops.cast_ns)}: step {ns_text(step)} -> ~{ns_text(new)} "
+        f"({speedup:.2f}x). {CAVEAT}"))
+    if est.speedup < MIN_GAIN:
+        return _below_bar("cpu_bf16", est)
     title = (f"Compute in bf16 on this CPU ({st.cpu_bf16}): with torch.autocast('cpu', dtype=torch.bfloat16): "
              f"around the forward ({share_text(math / ctx.step_ns)} of the step is matmuls and convolutions)")
     return [recommendation(ctx, "cpu_bf16", title, {
-        "matmul_conv_us_per_step": us_from_ns(math), "cpu_flag": st.cpu_bf16, "autocast": st.autocast}, est)]
+        "matmul_conv_us_per_step": us_from_ns(math), "cpu_flag": st.cpu_bf16, "autocast": st.autocast,
+        "math_at_peak_share": rounded_ratio(ops.at_peak), "bf16_saved_us_per_step": us_from_ns(ops.saved_ns),
+        "cast_bytes_per_step": round(ops.cast_bytes), "cast_us_per_step": us_from_ns(ops.cast_ns)}, est)]
 
 
 def torch_compile_cpu(ctx: Context, patterns: list[s.Pattern]) -> list[s.Recommendation | s.Considered]:

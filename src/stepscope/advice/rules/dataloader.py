@@ -19,8 +19,10 @@ from stepscope.analysis.categories import DATALOADER
 from stepscope.model import report as s
 from stepscope.units import ns_text, rounded_ratio, us_from_ns
 
-# A __next__ call this many times its median is the workers being started again (a new epoch's iterator).
-RESTART_RATIO = 10.0
+# A __next__ call this many times its median is the workers being started again (a new epoch's iterator). An
+# input-bound loader waits long for every batch: 8 ms sleeps per sample, batch 16, 2 workers on 2 cores waited
+# ~35 ms a batch and 228 ms at an epoch's first (6.5x; benchmarks/loader_workloads.py sleep --workers 2 --epoch 6).
+RESTART_RATIO = 4.0
 
 
 def _input_wait(ctx: Context) -> float:
