@@ -127,6 +127,16 @@ def _panel_and_fixes(ledger: Ledger, r: Report, flat: str, where: str) -> None:
             continue
         m = re.search(rf"~([\d.]+x) (?:(?!~[\d.]+x).)*?\[{re.escape(f.id)}\]", flat)
         ledger.shown(f"fix {f.id}", f"{where} fixes", m.group(1) if m else None, f.estimated_speedup)
+    estimates_start_at_the_headline(ledger, r, where)
+
+
+def estimates_start_at_the_headline(ledger: Ledger, r: Report, where: str) -> None:
+    """Each estimate that says the step it changes ('step 993 ms -> ~800 ms') starts from the headline's step: the
+    figure at the top of the screen, not the profiled step the estimate was made on."""
+    texts = [(f.id, f.estimate) for f in r.recommendations] + [(c.id, c.reason) for c in r.considered]
+    for fix_id, text in texts:
+        for m in re.finditer(rf"\bstep ({CELL}) -> ", " ".join(text.split())):
+            ledger.shown(f"fix {fix_id} base step", f"{where} estimate", m.group(1), r.summary.step_time_us)
 
 
 def _table_rows(lines: list[str], header: Sequence[str]) -> tuple[list[str], list[list[str]]]:

@@ -30,20 +30,24 @@ def run() -> s.Run:
                  unprofiled_step_us=None, recorded_step_us=None, settings=AMX)
 
 
-def conv_step(tmp_path: Path, batch: int, conv_us: float) -> tuple[Context, list[s.Pattern]]:
+def conv_step(tmp_path: Path, batch: int, conv_us: float, views: int = 0,
+              shapes_recorded: bool = True) -> tuple[Context, list[s.Pattern]]:
     """Four steps of one 3x3 convolution of 512 -> 512 channels on 4 x 4 maps (ResNet-18's layer4 at 32 px), in
-    `conv_us`, and 2 ms of Python."""
+    `conv_us`, and 2 ms of Python; `views` 1 µs aten::view ops before it in each step."""
     b, tl = sc.scenario(device_name=None)
     shapes = {"Input Dims": [[batch, 512, 4, 4], [512, 512, 3, 3], [], [], [], [], []],
               "Input type": ["float", "float", "", "ScalarList", "ScalarList", "ScalarList", "Scalar"],
               "Concrete Inputs": ["", "", "", "[1, 1]", "[1, 1]", "[1, 1]", "1"]}
     for i in range(4):
         with tl.step(i):
+            for _ in range(views):
+                b.op("aten::view", tl.t, tl.t + 1.0)
+                tl.t += 1.0
             start = tl.t
             tl.t += conv_us
-            b.op("aten::conv2d", start, tl.t, **shapes)
+            b.op("aten::conv2d", start, tl.t, **(shapes if shapes_recorded else {}))
             tl.idle(2000.0)
-    facts = compute_facts(read_kineto(b.write(tmp_path / "t.json")),
+    facts = compute_facts(read_kineto(b.write(tmp_path / f"t{views}{shapes_recorded}.json")),
                           census=RunCensus(cpu=CpuInfo(threads=2, max_mhz=2600.0, simd="avx512")))
     ctx = Context(facts, run())
     return ctx, classify(facts, ctx)
@@ -93,3 +97,18 @@ def test_without_the_ops_sizes_bf16_is_not_priced(tmp_path: Path) -> None:
     ctx = Context(facts, run())
     (left_out,) = rules_cpu.cpu_bf16(ctx, classify(facts, ctx))
     assert isinstance(left_out, s.Considered) and "sizes" in left_out.reason
+
+
+def test_a_live_captures_timeline_from_another_trace_prices_the_recorded_ops(tmp_path: Path) -> None:
+    """A live capture's facts hold the timing pass's trace and the recorded pass's FLOPs (pipeline/timeline): the
+    ops are priced from the trace they were counted in, whatever trace the facts read the steps from (the demo's
+    run once failed with an IndexError here: the recorded pass's rows indexed into the shorter timing trace)."""
+    import dataclasses
+
+    recorded, patterns = conv_step(tmp_path, 256, 100_000.0, views=40)
+    timing, _ = conv_step(tmp_path, 256, 100_000.0, shapes_recorded=False)  # the same steps without the views
+    assert len(timing.facts.trace.events) < int(recorded.facts.flops.rows.max())
+    mixed = Context(dataclasses.replace(timing.facts, flops=recorded.facts.flops), run())
+    (rec,) = rules_cpu.cpu_bf16(mixed, patterns)
+    assert isinstance(rec, s.Recommendation)
+    assert rec.estimated_speedup == pytest.approx(expected(mixed, 256, 100_000.0), rel=0.01)

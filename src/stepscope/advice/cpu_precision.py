@@ -51,14 +51,14 @@ def bf16_ops(ctx: Context, factor: float) -> Bf16Ops | None:
     CPU's peak."""
     facts = ctx.facts
     fc, util = facts.flops, facts.utilization
-    if fc is None or not fc.shapes_recorded or util is None or util.cpu_peak is None or not len(facts.steps):
+    if fc is None or not fc.shapes_recorded or util is None or util.cpu_peak is None or not fc.step_count:
         return None
     pick = np.array([k in ("conv", "matmul") and d == "fp32" for k, d in zip(fc.kind, fc.dtype, strict=True)],
                     dtype=bool)
     if not pick.any():
         return None
-    steps = len(facts.steps)
-    dur = facts.trace.events.dur[fc.rows[pick]].astype(np.float64)
+    steps = fc.step_count
+    dur = fc.dur[pick]  # the counted trace's own (a live capture's recorded pass: its ops as profiled)
     flops = fc.flops[pick]
     at_peak = np.minimum(flops / np.maximum(dur, 1.0) * 1e9 / util.cpu_peak.flops_per_s, 1.0)
     saved = float((dur * at_peak).sum()) * (1 - 1 / factor) / steps

@@ -56,8 +56,14 @@ def headline_ns(ctx: Context, step_ns: float) -> float:
 
 
 def _from_to(ctx: Context, step: float, speedup: float) -> str:
+    return step_to(ctx, step, step / speedup if speedup else step)
+
+
+def step_to(ctx: Context, step: float, new: float) -> str:
+    """'step 993 ms -> ~800 ms': the estimate's change of the step `step` to `new`, said from the headline's step
+    (the same ratio), so that every estimate on the screen starts from the step the reader sees at the top."""
     shown = headline_ns(ctx, step)
-    return f"step {ns_text(shown)} -> ~{ns_text(shown / speedup if speedup else shown)}"
+    return f"step {ns_text(shown)} -> ~{ns_text(shown * new / step if step else shown)}"
 
 
 def step_without(ctx: Context, saved_ns: float, what: str, floor_ns: float = 0.0, why_floor: str = "") -> Estimate:
@@ -115,7 +121,7 @@ def bigger_batch(ctx: Context, k: int) -> Estimate:
         how = (f"op time and data loading grow {k}x; Python and dispatch overhead and the optimizer's update "
                "and zero_grad (sized by the weights, not the batch) stay")
     speedup = k * step / new if new else 1.0
-    return Estimate(speedup, f"Batch {k}x bigger: {how}; step {ns_text(step)} -> ~{ns_text(new)} for {k}x the "
+    return Estimate(speedup, f"Batch {k}x bigger: {how}; {step_to(ctx, step, new)} for {k}x the "
                                        f"samples ({speedup:.2f}x samples/s). {CAVEAT}")
 
 

@@ -39,6 +39,9 @@ class FlopCount:
     backward: np.ndarray  # bool
     recompute: np.ndarray  # bool: a forward op run again in the backward
     step: np.ndarray  # step index of each row
+    dur: np.ndarray  # float64: each row's own duration (ns), as the trace counted holds it: a live capture's
+    # timeline is another trace (its timing pass), whose rows these are not
+    step_count: int  # the steps the rows were counted in
     kernel_rows: np.ndarray  # every kernel inside the steps
     kernel_op: np.ndarray  # index into `rows` of the counted op around each kernel's launch, -1 when none
     kernel_launcher: np.ndarray  # row of the innermost CPU op around each kernel's launch, -1 when unknown
@@ -206,6 +209,8 @@ def count_flops(trace: Trace, steps: Steps) -> FlopCount:
         backward=backward,
         recompute=backward & (ev.sequence[rows] >= 0),
         step=host_step(ev.start[rows], steps),
+        dur=ev.dur[rows].astype(np.float64),
+        step_count=len(steps),
         kernel_rows=kernels,
         kernel_op=op_index,
         kernel_launcher=inner,

@@ -3,7 +3,9 @@ pipeline, write the run folder's reports, print the diagnosis, choose the exit c
 
 from __future__ import annotations
 
+import os
 import sys
+import traceback
 from pathlib import Path
 
 from stepscope.atomic import write_atomic
@@ -58,6 +60,8 @@ def _finish_rank(program: Program, spec: CaptureOptions, folder: Path, captured:
         except StepscopeError as exc:
             problem = f"the trace could not be analysed: {exc.message}"
         except Exception as exc:  # a bug in the analysis must not cost the run its files
+            if os.environ.get("STEPSCOPE_DEBUG"):  # a developer's run: the traceback too
+                traceback.print_exc()
             problem = (f"analysing the trace failed ({type(exc).__name__}: {exc}); the trace is kept: "
                        f"stepscope analyze {result.trace_path}")
     else:

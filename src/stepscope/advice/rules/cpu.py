@@ -18,7 +18,7 @@ import re
 from stepscope.advice.context import Context
 from stepscope.advice.cpu_precision import CAST_BYTES_PER_S, bf16_ops
 from stepscope.advice.recommendation import MIN_GAIN, recommendation
-from stepscope.advice.whatif import CAVEAT, FUSION_TIME_KEPT, Estimate, step_without
+from stepscope.advice.whatif import CAVEAT, FUSION_TIME_KEPT, Estimate, step_to, step_without
 from stepscope.analysis.hostwork import op_self_time
 from stepscope.model import report as s
 from stepscope.units import ns_text, rounded_ratio, share_text, us_from_ns
@@ -161,7 +161,7 @@ def cpu_bf16(ctx: Context, patterns: list[s.Pattern]) -> list[s.Recommendation |
         f"at the CPU's fp32 peak (their FLOP rate against it), which bf16 runs {factor}x faster on this CPU's "
         f"{st.cpu_bf16} (assumed): {ns_text(ops.saved_ns)} saved; autocast's casts move "
         f"{ops.cast_bytes / 1e6:.0f} MB a step (fp32 operands read, bf16 written, and the gradients back) at "
-        f"{CAST_BYTES_PER_S / 1e9:.0f} GB/s: {ns_text(ops.cast_ns)}: step {ns_text(step)} -> ~{ns_text(new)} "
+        f"{CAST_BYTES_PER_S / 1e9:.0f} GB/s: {ns_text(ops.cast_ns)}: {step_to(ctx, step, new)} "
         f"({speedup:.2f}x). {CAVEAT}"))
     if est.speedup < MIN_GAIN:
         return _below_bar("cpu_bf16", est)

@@ -14,7 +14,15 @@ from stepscope.advice.context import Context
 from stepscope.advice.found import MIN_SHARE
 from stepscope.advice.location import rows_named
 from stepscope.advice.recommendation import recommendation
-from stepscope.advice.whatif import CAVEAT, WORKERS_ASSUMED, Estimate, gpu_busy_ns, replayed, step_without
+from stepscope.advice.whatif import (
+    CAVEAT,
+    WORKERS_ASSUMED,
+    Estimate,
+    gpu_busy_ns,
+    replayed,
+    step_to,
+    step_without,
+)
 from stepscope.analysis.categories import DATALOADER
 from stepscope.model import report as s
 from stepscope.units import ns_text, rounded_ratio, us_from_ns
@@ -150,7 +158,7 @@ def persistent_workers(ctx: Context, patterns: list[s.Pattern]) -> list[s.Recomm
         step = ctx.step_ns
         speedup = step / max(step - extra, 1.0)
         est = Estimate(speedup, f"Worker start-up ({ns_text(restart)}) paid once per epoch of {per_epoch} batches "
-                                f"instead of every epoch: step {ns_text(step)} -> ~{ns_text(step - extra)} "
+                                f"instead of every epoch: {step_to(ctx, step, step - extra)} "
                                 f"({speedup:.2f}x). {CAVEAT}")
     else:
         est = step_without(ctx, extra, "Worker start-up amortised away")
