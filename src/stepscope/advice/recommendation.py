@@ -39,12 +39,14 @@ PLAIN_CODE = {
 
 
 def recommendation(ctx: Context, rec_id: str, title: str, evidence: dict[str, Any], estimate: Estimate,
-                   rows: np.ndarray | None = None, location: dict[str, Any] | None = None) -> s.Recommendation:
+                   rows: np.ndarray | None = None, location: dict[str, Any] | None = None,
+                   after: str | None = None) -> s.Recommendation:
     """`location`: the line the fix goes on when capture saw it (the line that built the DataLoader or the
-    optimizer); else the user's line behind the host `rows`, when the trace carries source information."""
+    optimizer); else the user's line behind the host `rows`, when the trace carries source information. `after`:
+    the fix the estimate builds on (its gain measured against the step with that fix made)."""
     rec = s.Recommendation(id=rec_id, title=title, evidence=evidence,
                            location=location if location is not None else locate(ctx.facts.trace, rows),
-                           estimated_speedup=round(estimate.speedup, 2), estimate=estimate.text)
+                           estimated_speedup=round(estimate.speedup, 2), estimate=estimate.text, after=after)
     return in_framework(rec, ctx.settings)
 
 

@@ -181,7 +181,9 @@ def replayed(ctx: Context, fix: str, **params: float | int | bool | None) -> Est
                                               host_cost=c),
         "larger_batch": lambda c: w.bigger_batch(trace, float(params.get("k") or 2), host_cost=c),
         "uint8_transfer": lambda c: w.uint8_inputs(trace, host_cost=c),
-        "amp": lambda c: w.amp(trace, AMP_FACTOR, host_cost=c),
+        "amp": lambda c: w.amp(trace, AMP_FACTOR, host_cost=c, after=w.workers_change(
+            trace, int(params["after_workers"]), params.get("free_cores"),  # type: ignore[arg-type]
+            bool(params.get("waits_on_storage"))) if params.get("after_workers") else None),
         "cuda_graphs": lambda c: w.cuda_graphs(trace, host_cost=c),
         "set_to_none": lambda c: w.set_to_none(trace, host_cost=c),
     }

@@ -10,7 +10,8 @@ The trace given is the timeline the report reads (for a live capture, already de
   kernels (sized by the weights); the answer is per sample;
 - uint8 inputs: image copies move a quarter of the bytes, and the loader's float conversion and normalisation leave
   the host's path for one cheap pass on the device;
-- AMP: matmul and convolution kernels run at the lower-precision roof (factor given), others as they are;
+- AMP: matmul and convolution kernels run at the lower-precision roof (factor given), others as they are; on top of
+  the loading moved to workers where the host's loading would otherwise hide what the device gains;
 - CUDA graphs: the host's op dispatch and launches inside the model's step leave its path (one graph launch), kernels
   stay, each queued behind the last;
 - set_to_none: the gradient zeroing kernels and zero_grad's host time go.
@@ -103,25 +104,46 @@ def _names(trace: Trace, pattern: re.Pattern[str], kinds: tuple[Kind, ...]) -> n
     return np.flatnonzero(ev.of_kind(*kinds) & trace.names_where(lambda s: pattern.match(s) is not None))
 
 
-def more_workers(trace: Trace, workers: int, free_cores: int | None, waits_on_storage: bool,
-                 host_cost: HostCost | None = None) -> WhatIf | None:
-    """Single-process loading moved to `workers` worker processes."""
+@dataclass(frozen=True)
+class Workers:
+    """Single-process loading moved to worker processes, as a change other what-ifs can build on: the host no longer
+    spends `cut`, and a step is at least `floor_ns` (a batch's loading over the workers)."""
+
+    cut: tuple[np.ndarray, np.ndarray]
+    floor_ns: float
+    steps: int  # the steps before the change (cut host ranges may merge some)
+    said: str  # what was assumed of the workers
+
+
+def workers_change(trace: Trace, workers: int, free_cores: int | None, waits_on_storage: bool) -> Workers | None:
+    """The loading's change, or None where the trace has no single-process batches on the step's path."""
     rows = _names(trace, SINGLE_PROCESS_BATCH, (Kind.CPU_OP, Kind.USER_ANNOTATION))
     rows = rows[_on_path(trace)[rows]]
     if len(rows) == 0:
         return None
-    ev = trace.events
-    batch_ns = float(np.median(ev.dur[rows]))
-    base, n = _base_step(trace, host_cost), len(find_steps(trace))
-    cut = _cut_of(trace, rows)
-    host = _replayed_step(trace, host_cost=host_cost, cut=cut, count=n) + WORKER_BATCH_OWN_NS
+    batch_ns = float(np.median(trace.events.dur[rows]))
     used = workers if waits_on_storage or free_cores is None else max(min(workers, free_cores), 1)
-    step = max(host, batch_ns / used)
     why = ("loading waits on storage: each worker waits, so the cores do not bound them" if waits_on_storage else
            f"{used} worker(s) on free cores" + ("" if free_cores is None else f" ({free_cores} free)"))
-    return WhatIf("dataloader_workers", base, step, 1.0, (
-        f"a batch takes {batch_ns / 1e6:.2f} ms to load, as measured in this process; {why}",
-        f"the step is the longer of the host's own work ({host / 1e6:.2f} ms) and a batch per worker"))
+    return Workers(_cut_of(trace, rows), batch_ns / used, len(find_steps(trace)),
+                   f"a batch takes {batch_ns / 1e6:.2f} ms to load, as measured in this process; {why}")
+
+
+def _with_workers(trace: Trace, change: Workers, host_cost: HostCost | None, **more: Any) -> tuple[float, float]:
+    """The step with the workers' change (and `more` of the replay's arguments): (step, the host's own work)."""
+    host = _replayed_step(trace, host_cost=host_cost, cut=change.cut, count=change.steps, **more) + WORKER_BATCH_OWN_NS
+    return max(host, change.floor_ns), host
+
+
+def more_workers(trace: Trace, workers: int, free_cores: int | None, waits_on_storage: bool,
+                 host_cost: HostCost | None = None) -> WhatIf | None:
+    """Single-process loading moved to `workers` worker processes."""
+    change = workers_change(trace, workers, free_cores, waits_on_storage)
+    if change is None:
+        return None
+    step, host = _with_workers(trace, change, host_cost)
+    return WhatIf("dataloader_workers", _base_step(trace, host_cost), step, 1.0, (
+        change.said, f"the step is the longer of the host's own work ({host / 1e6:.2f} ms) and a batch per worker"))
 
 
 def pinned_copies(trace: Trace, pinned_gb_s: float, host_cost: HostCost | None = None) -> WhatIf | None:
@@ -180,8 +202,10 @@ def uint8_inputs(trace: Trace, host_cost: HostCost | None = None) -> WhatIf | No
         "the workers' float conversion is not in this trace: its saving is not counted"))
 
 
-def amp(trace: Trace, factor: dict[str, float], host_cost: HostCost | None = None) -> WhatIf | None:
-    """Matmul and convolution kernels in fp32 (or TF32) run `factor[precision]` times faster."""
+def amp(trace: Trace, factor: dict[str, float], host_cost: HostCost | None = None,
+        after: Workers | None = None) -> WhatIf | None:
+    """Matmul and convolution kernels in fp32 (or TF32) run `factor[precision]` times faster; `after`: on top of the
+    loading moved to workers (measured against the step with that change alone)."""
     ev = trace.events
     gpu = np.flatnonzero(trace.is_gpu_activity)  # all of them: an activity left out would keep its recorded time
     kernel = ev.kind[gpu] == Kind.KERNEL
@@ -191,11 +215,17 @@ def amp(trace: Trace, factor: dict[str, float], host_cost: HostCost | None = Non
     speed = np.where(kernel, per_name[name_of_row] if len(names) else 1.0, 1.0)
     if not (speed > 1).any():
         return None
+    said = (f"{int((speed > 1).sum())} matmul/convolution kernels "
+            f"{', '.join(f'{p} {f:g}x' for p, f in factor.items())} faster; other kernels unchanged")
+    if after is not None:
+        base, _ = _with_workers(trace, after, host_cost)
+        step, host = _with_workers(trace, after, host_cost, rows=gpu, new_dur=ev.dur[gpu] / speed)
+        return WhatIf("amp", base, step, 1.0, (
+            f"after the batches load in workers ({after.said}): against the step with that change alone", said,
+            f"the step is the longer of the host's own work ({host / 1e6:.2f} ms) and a batch per worker"))
     base = _base_step(trace, host_cost)
     step = _replayed_step(trace, host_cost=host_cost, rows=gpu, new_dur=ev.dur[gpu] / speed)
-    return WhatIf("amp", base, step, 1.0, (
-        f"{int((speed > 1).sum())} matmul/convolution kernels {', '.join(f'{p} {f:g}x' for p, f in factor.items())} "
-        "faster; other kernels unchanged",))
+    return WhatIf("amp", base, step, 1.0, (said,))
 
 
 def cuda_graphs(trace: Trace, host_cost: HostCost | None = None) -> WhatIf | None:

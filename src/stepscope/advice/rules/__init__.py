@@ -56,5 +56,13 @@ def recommend(facts: Facts, patterns: list[s.Pattern],
 
 
 def ranked(recs: list[s.Recommendation]) -> list[s.Recommendation]:
-    """Best estimated gain first (ties by id): the one order recommendations are given in."""
-    return sorted(recs, key=lambda r: (-(r.estimated_speedup or 1.0), r.id))
+    """Best estimated gain first (ties by id): the one order recommendations are given in; a fix whose estimate
+    builds on another (`after`) comes right after that one, and without it is not given (its gain was measured
+    against a step that fix makes)."""
+    order = sorted(recs, key=lambda r: (-(r.estimated_speedup or 1.0), r.id))
+    ids = {r.id for r in order}
+    out = [r for r in order if r.after is None]
+    for r in order:
+        if r.after is not None and r.after in ids:
+            out.insert(next(i for i, o in enumerate(out) if o.id == r.after) + 1, r)
+    return out

@@ -74,7 +74,7 @@ def dataloader_workers(ctx: Context, patterns: list[s.Pattern]) -> list[s.Recomm
     if workers is None:
         est, title, target = _unknown_workers(ctx, wait), _more_title(None, None), None
     elif workers == 0:
-        target = WORKERS_ASSUMED if free is None else max(1, min(WORKERS_ASSUMED, free))
+        target, free = first_workers(ctx)
         est = _first_workers(ctx, wait, target, free)
         pin = ", pin_memory=True" if ctx.accelerator == "gpu" else ""
         title = f"Load batches in worker processes: DataLoader(..., num_workers={target}{pin})"
@@ -88,6 +88,12 @@ def dataloader_workers(ctx: Context, patterns: list[s.Pattern]) -> list[s.Recomm
         "dataloader_wait_share": rounded_ratio(wait / ctx.step_ns), "dataloader_wait_us_per_step": us_from_ns(wait),
         "iterator": ctx.dataloader.iterator, "num_workers": workers, "suggested_workers": target,
         "free_cores": free}, est, rows, location)]
+
+
+def first_workers(ctx: Context) -> tuple[int, int | None]:
+    """The workers suggested first, from loading in the main process, and the free cores that bound them."""
+    free = free_cores(ctx)
+    return (WORKERS_ASSUMED if free is None else max(1, min(WORKERS_ASSUMED, free))), free
 
 
 def _more_title(workers: int | None, target: int | None) -> str:

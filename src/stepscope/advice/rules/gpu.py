@@ -4,7 +4,8 @@ from __future__ import annotations
 
 from stepscope.advice.context import Context
 from stepscope.advice.recommendation import MIN_GAIN, recommendation
-from stepscope.advice.whatif import AMP_FACTOR, TF32_FACTOR, replayed, step_without
+from stepscope.advice.rules.dataloader import first_workers
+from stepscope.advice.whatif import AMP_FACTOR, TF32_FACTOR, Estimate, replayed, step_without
 from stepscope.model import report as s
 from stepscope.units import rounded_ratio, share_text, us_from_ns
 
@@ -42,16 +43,32 @@ def amp(ctx: Context, patterns: list[s.Pattern]) -> list[s.Recommendation]:
                        f"Matmul/conv kernel time / {AMP_FACTOR['fp32']:.0f} from fp32 and / {AMP_FACTOR['tf32']:.0f} "
                        "from TF32 under AMP, counted where the GPU is the bottleneck "
                        f"({share_text(ctx.compute_share)})")
+    after, est = _after_the_loader(ctx, est)
     # Under MIN_GAIN it is still returned: advice.worth_a_change lists it as considered, with its estimate.
     dtype = "torch.bfloat16" if ctx.compute_capability and ctx.compute_capability[0] >= 8 else "torch.float16"
-    title = (f"Train in mixed precision: {share_text(eligible / mm.kernel)} of kernel time is fp32 matmuls and "
-             f"convolutions with no half-precision tensor-core use: torch.autocast('cuda', dtype={dtype})")
+    title = (f"{'Once the batches load in workers, t' if after else 'T'}rain in mixed precision: "
+             f"{share_text(eligible / mm.kernel)} of kernel time is fp32 matmuls and convolutions with no "
+             f"half-precision tensor-core use: torch.autocast('cuda', dtype={dtype})")
     return [recommendation(ctx, "amp", title, {
         "compute_capability": ctx.device.compute_capability if ctx.device else None,
         "matmul_share_of_kernel_time": rounded_ratio(mm.total / mm.kernel),
         "fp32_matmul_us_per_step": us_from_ns(mm.fp32),
         "tf32_matmul_us_per_step": us_from_ns(mm.tf32), "half_matmul_us_per_step": us_from_ns(mm.half),
-        "tensor_core_share": rounded_ratio(ctx.facts.kernels.tensor_core_share or 0)}, est)]
+        "tensor_core_share": rounded_ratio(ctx.facts.kernels.tensor_core_share or 0)}, est, after=after)]
+
+
+def _after_the_loader(ctx: Context, alone: Estimate) -> tuple[str | None, Estimate]:
+    """AMP's gain hidden by the host's own loading (single-process, on the step's path): the device's work done
+    sooner cannot shorten a step the loading holds. Where AMP alone gains under MIN_GAIN and the batches load in the
+    main process, its gain once they load in workers (dataloader_workers' change, replayed with it): the expert's
+    next step after the loader's, said as building on it."""
+    if alone.speedup >= MIN_GAIN or ctx.dataloader.iterator != "single-process":
+        return None, alone
+    target, free = first_workers(ctx)
+    after = replayed(ctx, "amp", after_workers=target, free_cores=free)
+    if after is None or after.speedup < MIN_GAIN:
+        return None, alone
+    return "dataloader_workers", after
 
 
 def tf32(ctx: Context, patterns: list[s.Pattern]) -> list[s.Recommendation]:
