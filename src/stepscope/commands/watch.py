@@ -16,7 +16,6 @@ from pathlib import Path
 from rich.console import Console
 from rich.live import Live
 
-from stepscope.capture.options import CaptureOptions
 from stepscope.capture.program import check
 from stepscope.capture.signals import away_from, terminals
 from stepscope.commands.argtypes import count
@@ -27,13 +26,9 @@ from stepscope.live.engine import Target
 from stepscope.live.page import PageServer
 from stepscope.live.terminal import render
 from stepscope.live.watch import BatchFlag, WatchSession
+from stepscope.live.window import LIVE_WINDOW
+from stepscope.live.window import run_options as live_run_options
 
-# A short window: the first figures quickly, lines and modules from three recorded steps. One recorded pass (no
-# timing pass) halves the capture; memory is profiled for the per-line memory and the batch control's model. No
-# calibration of the profiler's cost (1-3 s): the step meter measures the job itself, and the replay sizes the
-# default cost per event to the gap between the recorded steps and the meter's.
-WATCH_DEFAULTS = CaptureOptions(skip=3, warmup=1, steps=3, timing_pass=False, profile_memory=True,
-                                reference_steps=5, calibrate=False)
 REFRESH_PER_S = 4
 BATCH_FLAGS = ("--batch-size", "--batch_size", "--bs")  # taken as the program's batch option when it gives one
 
@@ -48,7 +43,7 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
         usage="stepscope watch [options] [--] (script.py | -m module) [args ...]",
         allow_abbrev=False,  # the program's own options must not be matched against ours
     )
-    add_capture_options(p, WATCH_DEFAULTS)
+    add_capture_options(p, LIVE_WINDOW)
     p.add_argument("--page", action="store_true", help="serve a live page on 127.0.0.1 (its address is printed)")
     p.add_argument("--port", type=count, default=0, help="the page's port (0: any free port)")
     p.add_argument("--batch-flag", metavar="FLAG",
@@ -68,23 +63,19 @@ def add_parser(sub: argparse._SubParsersAction) -> None:
 
 
 def run_options(args: argparse.Namespace) -> tuple[str, ...]:
-    """The window and settings for each capture, spelled for `stepscope run` (every one explicit)."""
+    """The window and settings for each capture: the live window with the options given, spelled for `stepscope
+    run` (every one explicit)."""
     if args.telemetry_interval < 0:
         raise StepscopeError("--telemetry-interval must be 0 (off) or more")
-    skip = WATCH_DEFAULTS.skip if args.skip is None else args.skip  # exact: each save's numbers come quickly
-    opts = ["--skip", str(skip), "--warmup", str(args.warmup), "--steps", str(args.steps),
-            "--reference-steps", str(args.reference_steps), "--telemetry-interval", str(args.telemetry_interval),
-            "--record-shapes" if args.record_shapes else "--no-record-shapes"]
-    if args.step_on:
-        opts += ["--step-on", args.step_on]
-    if args.batch_size:
-        opts += ["--batch-size", str(args.batch_size)]
-    if args.profile_memory is not None:
-        opts.append("--profile-memory" if args.profile_memory else "--no-profile-memory")
-    opts += [flag for flag, on in (("--with-stack", args.with_stack), ("--no-attribution", not args.attribution),
-                                   ("--no-timing-pass", not args.timing_pass),
-                                   ("--no-calibrate", not args.calibrate)) if on]
-    return tuple(opts)
+    window = LIVE_WINDOW.replace(
+        skip=LIVE_WINDOW.skip if args.skip is None else args.skip,  # exact: each save's numbers come quickly
+        warmup=args.warmup, steps=args.steps, reference_steps=args.reference_steps,
+        telemetry=args.telemetry_interval > 0,
+        telemetry_interval=args.telemetry_interval or LIVE_WINDOW.telemetry_interval,
+        record_shapes=args.record_shapes, step_on=args.step_on or None, batch_size=args.batch_size or None,
+        profile_memory=args.profile_memory, with_stack=bool(args.with_stack), attribution=bool(args.attribution),
+        timing_pass=bool(args.timing_pass), calibrate=bool(args.calibrate))
+    return live_run_options(window)
 
 
 def main(args: argparse.Namespace) -> int:

@@ -23,6 +23,7 @@ import msgspec
 
 from stepscope import stats
 from stepscope.lifeline import for_child as lifeline_for_child
+from stepscope.live.window import LIVE_WINDOW, run_options
 from stepscope.model import runfile
 from stepscope.model.meter import PHASES, MeterRecord, meter_problem
 from stepscope.model.report import Report, from_json
@@ -39,7 +40,7 @@ class Target:
 
     argv: tuple[str, ...]
     cwd: Path
-    run_options: tuple[str, ...] = ("--skip", "3", "--warmup", "1", "--steps", "3")  # a short window
+    run_options: tuple[str, ...] = run_options(LIVE_WINDOW)  # the live window (watch's and the LSP's)
     env: Mapping[str, str] | None = None
 
 
