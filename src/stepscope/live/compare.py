@@ -9,12 +9,16 @@ written before reports carried it) gets a fixed `FIXED_NOISE`, and says so."""
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from dataclasses import dataclass
+from typing import Generic, TypeVar
 
 from stepscope import stats
 from stepscope.compare import compare as diff_reports
 from stepscope.model.diff import Diff
 from stepscope.model.report import Report
+
+R = TypeVar("R")  # a live session's run: watch's engine Result, or a Report
 
 FIXED_NOISE = 0.10  # without per-step figures, ratios within e^±0.1 (about 10%) are taken as noise
 FLOOR_US = 2.0  # a line's time changes below this (per step) are never taken as real
@@ -192,3 +196,36 @@ def verdict(report: Report) -> Verdict:
         return Verdict(None, "no pattern found", None)
     p = report.patterns[0]
     return Verdict(p.id, p.title or p.id, p.share)
+
+
+class History(Generic[R]):
+    """What a live session keeps to compare each new run against: the current run, the one before it and the pinned
+    baseline (the first good run until another is pinned), and the current one's changes. The one session state
+    watch and the language server share; `report` reads a run's Report."""
+
+    def __init__(self, report: Callable[[R], Report]) -> None:
+        self._report = report
+        self.current: R | None = None
+        self.previous: R | None = None
+        self.baseline: R | None = None
+        self.changes: Changes | None = None
+
+    def add(self, run: R) -> Changes:
+        """A new good run: it becomes the current one, compared with the one before it and the baseline."""
+        self.previous, self.current = self.current, run
+        if self.baseline is None:
+            self.baseline = run
+        prev = self._report(self.previous) if self.previous is not None else None
+        base = self._report(self.baseline) if self.baseline is not run else None
+        self.changes = compare(self._report(run), prev, base)
+        return self.changes
+
+    def pin(self) -> None:
+        """The current run becomes the baseline (nothing has changed since a baseline it is)."""
+        self.baseline = self.current
+        if self.current is not None:
+            prev = self._report(self.previous) if self.previous is not None else None
+            self.changes = compare(self._report(self.current), prev, None)
+
+    def runs(self) -> tuple[R, ...]:
+        return tuple(r for r in (self.current, self.previous, self.baseline) if r is not None)

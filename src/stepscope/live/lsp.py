@@ -27,7 +27,7 @@ from pygls.lsp.server import LanguageServer
 from pygls.uris import from_fs_path, to_fs_path
 
 from stepscope.live import editor
-from stepscope.live.compare import compare
+from stepscope.live.compare import History
 from stepscope.live.engine import (
     LOG,
     Debouncer,
@@ -69,8 +69,8 @@ class StepscopeServer(LanguageServer):
         self.workdir = Path(tempfile.mkdtemp(prefix="stepscope-lsp-"))
         self.debouncer = Debouncer(debounce_s, lambda: self.on_loop(self.submit))
         self.progress = ProgressReporter(self)
-        self.previous: Report | None = None
-        self.baseline: Report | None = None  # the target's first report: hints say the change since the previous
+        # The previous report and the target's first (the baseline): hints say the change since the previous.
+        self.history: History[Report] = History(lambda report: report)
         self.hints: list[editor.Hint] = []
         self.marks: dict[Path, list[editor.Mark]] = {}
         self.lens: editor.Lens | None = None
@@ -162,7 +162,7 @@ class StepscopeServer(LanguageServer):
                 self.profiler.close()
             self.progress.reset("cancelled: another script is profiled")
             self.generation += 1
-            self.target, self.previous, self.baseline, self.last_run = target, None, None, 0
+            self.target, self.history, self.last_run = target, History(lambda report: report), 0
             self.profiler = Reprofiler(target, on_event=lambda e, g=self.generation: self.on_loop(self.on_event, g, e),
                                        workdir=self.workdir / f"engine-{self.generation}")
         assert self.profiler is not None
@@ -205,8 +205,7 @@ class StepscopeServer(LanguageServer):
                                     f"stepscope: the last run failed: {error}") if script else None
         else:
             report = result.report
-            changes = compare(report, self.previous, self.baseline)
-            self.previous, self.baseline = report, self.baseline or report
+            changes = self.history.add(report)
             self.hints = editor.line_hints(changes, bases)
             self.marks = {}
             for mark in editor.sync_marks(report, bases):

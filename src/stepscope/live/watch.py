@@ -16,7 +16,7 @@ from pathlib import Path
 import msgspec
 
 from stepscope.live import view
-from stepscope.live.compare import Changes, compare
+from stepscope.live.compare import Changes, History
 from stepscope.live.engine import (
     Debouncer,
     Event,
@@ -30,6 +30,7 @@ from stepscope.live.engine import (
 )
 from stepscope.live.files import FileWatcher, watched_files
 from stepscope.model.batches import BatchSizes, batch_problem
+from stepscope.model.report import Report
 
 DEBOUNCE_S = 0.3
 FILES_TTL_S = 2.0
@@ -67,11 +68,9 @@ class WatchSession:
         self._listeners: list[Callable[[int], None]] = []
         self.version = 0
         self.runs: dict[int, dict] = {}  # run_id -> what the view shows of it while it runs
-        self.current: Result | None = None  # the last good result
-        self.previous: Result | None = None
-        self.baseline: Result | None = None
+        # The last good result, the one before it, the pinned baseline, and the current one's changes.
+        self.history: History[Result] = History(_report_of)
         self.failed: Result | None = None  # the last result, when it failed
-        self.changes: Changes | None = None  # the current result against the previous one and the baseline
         self.model: BatchSizes | None = None  # the current result's batch sizes (its Report's)
         self.saved_at: float | None = None  # monotonic time of the save behind the run in flight
         self.trigger: str = "start"
@@ -95,6 +94,18 @@ class WatchSession:
         self.engine.close()
         self.measurer.close()
 
+    @property
+    def current(self) -> Result | None:
+        return self.history.current
+
+    @property
+    def baseline(self) -> Result | None:
+        return self.history.baseline
+
+    @property
+    def changes(self) -> Changes | None:
+        return self.history.changes
+
     def saved(self, path: Path) -> None:
         """A watched file was written: re-profile once the saves settle."""
         with self._lock:
@@ -104,10 +115,7 @@ class WatchSession:
     def pin(self) -> None:
         """The current result becomes the baseline the next ones are compared with."""
         with self._lock:
-            self.baseline = self.current
-            if self.current is not None and self.current.report is not None:
-                prev = self.previous.report if self.previous else None
-                self.changes = compare(self.current.report, prev, None)  # nothing since a baseline it is
+            self.history.pin()
         self._changed()
 
     def measure(self, batch: int) -> str | None:
@@ -181,18 +189,13 @@ class WatchSession:
             self.failed = result
             return
         self.failed = None
-        self.previous, self.current = self.current, result
-        if self.baseline is None:
-            self.baseline = result
-        prev = self.previous.report if self.previous else None
-        base = self.baseline.report if self.baseline is not result else None
-        self.changes = compare(result.report, prev, base)
+        self.history.add(result)
         self.model = result.report.batch_sizes
 
     def _prune(self) -> None:
         """Run folders of results nobody shows any more go (a long session would fill the disk with traces); the
         current, previous and baseline runs' stay, and any newer one (in flight)."""
-        keep = {r.run_id for r in (self.current, self.previous, self.baseline, self.failed) if r is not None}
+        keep = {r.run_id for r in (*self.history.runs(), *((self.failed,) if self.failed else ()))}
         newest = max(self.runs, default=0)
         for path in self.engine.workdir.glob("run-*"):
             number = path.name.removeprefix("run-").split(".")[0]
@@ -226,3 +229,7 @@ class WatchSession:
         for listener in list(self._listeners):
             listener(version)
 
+
+def _report_of(result: Result) -> Report:
+    assert result.report is not None  # only good results enter the history
+    return result.report
