@@ -25,6 +25,7 @@ from pathlib import Path
 from typing import Any
 
 import bench_parts as parts
+import bench_phases
 
 HERE = Path(__file__).resolve().parent
 ROOT = HERE.parent
@@ -269,6 +270,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--whole-runs", type=int, default=5, help="alternating fresh `stepscope analyze` and HTA "
                         "processes, timed whole (0: none)")
     parser.add_argument("--whole-only", action="store_true", help="only the whole-process comparison")
+    parser.add_argument("--phase-runs", type=int, default=3, help="fresh `stepscope analyze` processes timed phase "
+                        "by phase (start-up, imports, read, analyses, advice, rendering, exit; 0: none)")
     parser.add_argument("--child", nargs=2, metavar=("TOOL", "TRACE"), help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
 
@@ -283,8 +286,13 @@ def main(argv: list[str] | None = None) -> int:
     here = Path(sys.executable)
     load_before = os.getloadavg()[0]
     whole = parts.whole_process(here, hta, main_trace, ROOT / "src", args.whole_runs) if args.whole_runs else None
+    split = (bench_phases.phases(str(here), str(main_trace), str(ROOT / "src"), args.phase_runs)
+             if args.phase_runs else None)
     if args.whole_only:
-        return parts.print_whole(whole)
+        parts.print_whole(whole)
+        if split is not None:
+            bench_phases.print_phases(split, args.phase_runs)
+        return 0
     events = {t: run_child(here, "count", t)["events"] for t in (main_trace, stress_trace)}
 
     plan = [(here, "stepscope", main_trace), (here, "stepscope-read", main_trace),
@@ -364,6 +372,8 @@ def main(argv: list[str] | None = None) -> int:
         print("speed ratio (HTA / stepscope): n/a (HTA not run)")
         print("memory ratio (stepscope / HTA): n/a (HTA not run)")
     parts.print_whole(whole)
+    if split is not None:
+        bench_phases.print_phases(split, args.phase_runs)
     stress_cpu = by[("stepscope", stress_trace.name)]["cpu_seconds"]
     print(f"mtia analyse: {stress_s:.2f} s (target < {STRESS_SECONDS_TARGET:g} s)  [CPU time {stress_cpu:.2f} s]")
     for tool in ("stepscope", "hta"):
@@ -378,7 +388,7 @@ def main(argv: list[str] | None = None) -> int:
     print(f"imports an analysis loads (self time, s): {', '.join(f'{n} {t:.3f}' for n, t in costs)}")
     if big_rows:
         summary.update(parts.print_big(big_rows["stepscope"], big_rows.get("hta"), json_bytes))
-    summary["sections"], summary["whole_process"] = sections, whole
+    summary["sections"], summary["whole_process"], summary["phases"] = sections, whole, split
 
     if args.json:
         out = {
