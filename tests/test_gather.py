@@ -14,7 +14,8 @@ import pytest
 from conftest import kineto_trace
 from stepscope.trace.kineto import gather, read_kineto
 
-fill = pytest.importorskip("stepscope.trace.kineto._gather").fill
+_gather = pytest.importorskip("stepscope.trace.kineto._gather")
+fill = _gather.fill
 DATA = Path(__file__).parent / "data"
 
 
@@ -67,6 +68,29 @@ def test_bad_arguments_raise() -> None:
         fill([Item()], ("a",), (b"12345678",), b"q")  # not writable
 
 
+def test_a_fields_objects_are_listed_with_none_replaced_when_asked() -> None:
+    marker = object()
+    items = [Item("x", 1.0), Item(None, 2.0), Item(3, None)]
+    assert _gather.objects(items, "a", None) == ["x", None, 3]
+    assert _gather.objects(items, "a", marker) == ["x", marker, 3]
+    assert gather.field_values(items, "b", marker) == [1.0, 2.0, marker]
+    assert _gather.objects([*items, 1], "a", None) is None  # not all of one type
+    assert _gather.objects(items, "nope", None) is None
+    assert _gather.objects([], "a", None) is None
+
+
+def test_type_codes_follow_the_table_and_leave_an_unknown_type_to_python() -> None:
+    class Other(msgspec.Struct):
+        pass
+
+    items = [Item(), Other(), Other(), Item()]
+    assert gather.type_codes(items, {Item: 1, Other: -3}).tolist() == [1, -3, -3, 1]
+    out = np.zeros(4, dtype=np.int8)
+    assert _gather.codes(items, {Item: 1}, out) is False
+    with pytest.raises(KeyError):
+        gather.type_codes(items, {Item: 1})  # what the Python road raises
+
+
 def _columns(trace: object) -> dict[str, np.ndarray]:
     return {f"{table}.{f.name}": getattr(getattr(trace, table), f.name)
             for table in ("events", "memory") for f in dataclasses.fields(getattr(trace, table))}
@@ -81,7 +105,8 @@ def test_a_trace_read_with_and_without_c_has_the_same_columns(path: str, monkeyp
     if file.is_dir():
         file = file / "trace.json.gz"
     with_c = read_kineto(file)
-    monkeypatch.setattr(gather, "_fill", None)
+    for name in ("_fill", "_objects", "_codes"):
+        monkeypatch.setattr(gather, name, None)
     without = read_kineto(file)
     assert with_c.strings == without.strings and with_c.meta == without.meta
     a, b = _columns(with_c), _columns(without)

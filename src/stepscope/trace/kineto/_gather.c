@@ -114,8 +114,99 @@ done:
     return result;
 }
 
+/* objects(items: list, name: str, default: object | None) -> list | None
+ * The field `name` of each item (structs of one type), a None replaced by `default` when one is given; None when the
+ * items are not all of one type with that field as a slot (the caller reads the field its Python way). */
+static PyObject *objects(PyObject *self, PyObject *args) {
+    PyObject *items, *name, *fallback;
+    if (!PyArg_ParseTuple(args, "O!UO", &PyList_Type, &items, &name, &fallback))
+        return NULL;
+    Py_ssize_t n = PyList_GET_SIZE(items);
+    if (n == 0)
+        Py_RETURN_NONE;
+    PyTypeObject *type = Py_TYPE(PyList_GET_ITEM(items, 0));
+    PyObject *descr = PyObject_GetAttr((PyObject *)type, name);
+    if (descr == NULL) {
+        PyErr_Clear();
+        Py_RETURN_NONE;
+    }
+    Py_ssize_t offset = -1;
+    if (Py_IS_TYPE(descr, &PyMemberDescr_Type)) {
+        PyMemberDef *member = ((PyMemberDescrObject *)descr)->d_member;
+        if (member->type == T_OBJECT_EX || member->type == T_OBJECT)
+            offset = member->offset;
+    }
+    Py_DECREF(descr);
+    if (offset < 0)
+        Py_RETURN_NONE;
+    PyObject *out = PyList_New(n);
+    if (out == NULL)
+        return NULL;
+    for (Py_ssize_t i = 0; i < n; i++) {
+        PyObject *item = PyList_GET_ITEM(items, i);
+        PyObject *value = Py_TYPE(item) == type ? *(PyObject **)((char *)item + offset) : NULL;
+        if (value == NULL) {
+            Py_DECREF(out);
+            Py_RETURN_NONE;
+        }
+        if (value == Py_None && fallback != Py_None)
+            value = fallback;
+        Py_INCREF(value);
+        PyList_SET_ITEM(out, i, value);
+    }
+    return out;
+}
+
+/* codes(items: list, code_of: dict[type, int], out: writable buffer of len(items) bytes) -> bool
+ * out[i] = code_of[type(items[i])]; False (out partly written) when a type is not in code_of. */
+static PyObject *codes(PyObject *self, PyObject *args) {
+    PyObject *items, *code_of, *out_obj;
+    if (!PyArg_ParseTuple(args, "O!O!O", &PyList_Type, &items, &PyDict_Type, &code_of, &out_obj))
+        return NULL;
+    Py_buffer out;
+    if (PyObject_GetBuffer(out_obj, &out, PyBUF_WRITABLE | PyBUF_C_CONTIGUOUS) < 0)
+        return NULL;
+    Py_ssize_t n = PyList_GET_SIZE(items);
+    PyObject *result = NULL;
+    if (out.len != n) {
+        PyErr_SetString(PyExc_ValueError, "codes: the out buffer is not one byte per item");
+        goto done;
+    }
+    PyTypeObject *last_type = NULL;
+    signed char last_code = 0;
+    for (Py_ssize_t i = 0; i < n; i++) {
+        PyTypeObject *type = Py_TYPE(PyList_GET_ITEM(items, i));
+        if (type != last_type) {
+            PyObject *code = PyDict_GetItemWithError(code_of, (PyObject *)type);  /* borrowed */
+            if (code == NULL || !PyLong_CheckExact(code)) {
+                if (PyErr_Occurred())
+                    goto done;
+                result = Py_False;
+                Py_INCREF(result);
+                goto done;
+            }
+            long value = PyLong_AsLong(code);
+            if (value < -128 || value > 127) {
+                result = Py_False;
+                Py_INCREF(result);
+                goto done;
+            }
+            last_type = type;
+            last_code = (signed char)value;
+        }
+        ((signed char *)out.buf)[i] = last_code;
+    }
+    result = Py_True;
+    Py_INCREF(result);
+done:
+    PyBuffer_Release(&out);
+    return result;
+}
+
 static PyMethodDef methods[] = {
     {"fill", fill, METH_VARARGS, "Copy fields of a list of structs into int64/float64 buffers in one pass."},
+    {"objects", objects, METH_VARARGS, "A field of each of a list of structs, as a list."},
+    {"codes", codes, METH_VARARGS, "Each item's type's code, into an int8 buffer."},
     {NULL, NULL, 0, NULL},
 };
 

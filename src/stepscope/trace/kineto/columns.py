@@ -20,7 +20,7 @@ from stepscope.trace.kineto.dialect import (
     SKIPPED_CATEGORIES,
     parse_memcpy_name,
 )
-from stepscope.trace.kineto.gather import FLOAT, INT, gathered
+from stepscope.trace.kineto.gather import FLOAT, INT, field_values, gathered, type_codes
 from stepscope.trace.kineto.inputs import InputsInterner
 from stepscope.trace.kineto.meta import trace_meta
 from stepscope.trace.kineto.schema import (
@@ -101,7 +101,7 @@ class ColumnBuilder:
 
     def add(self, events: list) -> None:
         # Events by type in C loops (flows and counters, a third of a trace, are only skipped).
-        types = np.fromiter(map(EVENT_TYPE_CODE.__getitem__, map(type, events)), dtype=np.int8, count=len(events))
+        types = type_codes(events, EVENT_TYPE_CODE)
         spans, cats, distinct, ts, dur = self._timed_spans(list(compress(events, (types == SPAN).tolist())))
         for ev in compress(events, (types == METADATA).tolist()):
             self._metadata(ev)
@@ -122,14 +122,14 @@ class ColumnBuilder:
         kind = np.array([k for k, _ in self.kind_of.values()], dtype=np.int8)[codes]
         on_device = np.array([d for _, d in self.kind_of.values()], dtype=bool)[codes]
         # Intern names: str caches its hash, so the second lookup of each name is cheap.
-        names = [ev.name for ev in spans]
+        names = field_values(spans, "name")
         for name in dict.fromkeys(names):
             if name not in self.names:
                 self.names[name] = len(self.names)
                 self._add_string(name if isinstance(name, str) else "" if name is None else str(name))
         name_ids = np.fromiter(map(self.names.__getitem__, names), dtype=np.int32, count=len(names))
         no_args = Args()
-        args = [ev.args or no_args for ev in spans]
+        args = field_values(spans, "args", no_args)  # `ev.args or no_args`: a struct is always true
         pid, tid = (_ints(get, spans, c) for get, c in zip((_PID, _TID), gathered(spans, _SPAN_IDS), strict=True))
         device, stream = _device_and_stream(args, on_device, pid, tid)
         external_c, correlation_c, sequence_c, fwd_tid_c, bytes_c, flops_c = gathered(args, _ARGS_FIELDS)
@@ -150,7 +150,7 @@ class ColumnBuilder:
         """The spans kept (a time, a duration, a category not skipped), their categories (and the distinct ones),
         times and durations. A batch almost always keeps every span: read whole, and filtered only where it does
         not (a filter first, event by event, was ~5% of reading a trace)."""
-        cats = [ev.cat for ev in every_span]
+        cats = field_values(every_span, "cat")
         distinct = set(cats)
         n = len(every_span)
         try:
