@@ -18,7 +18,7 @@ from stepscope.trace.model import DeviceInfo, Events, Kind, Trace, absent, start
 
 SYNC_TOLERANCE_NS = 10_000  # a stream whose work ended this much after a sync returned was not waited for
 try:
-    from stepscope.replay import _walk  # type: ignore[attr-defined]  # the loop in C, where it was built
+    import stepscope.replay._walk as _walk  # type: ignore[import-not-found]  # the loop in C, where it was built
 except ImportError:  # not built (no compiler, not Linux): the loop in Python
     _walk = None
 

@@ -7,7 +7,7 @@ from __future__ import annotations
 import numpy as np
 
 try:
-    from stepscope.trace.kineto import _gather  # type: ignore[attr-defined]
+    import stepscope.trace.kineto._gather as _gather  # type: ignore[import-not-found]
 except ImportError:  # not built (no compiler, not Linux): the Python road
     _gather = None
 _fill = _gather.fill if _gather is not None else None
