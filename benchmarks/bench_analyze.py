@@ -141,28 +141,6 @@ def _child_stepscope(trace: Path) -> dict[str, Any]:
     }
 
 
-def _child_count(trace: Path) -> dict[str, Any]:
-    """Number of entries in the file's traceEvents list (in a child, to keep the parent's RSS small)."""
-    return {"events": count_events(trace)}
-
-
-def count_events(trace: Path) -> int:
-    import gzip
-
-    data = trace.read_bytes()
-    if data[:2] == b"\x1f\x8b":
-        data = gzip.decompress(data)
-    try:
-        import msgspec
-    except ImportError:
-        return len(json.loads(data).get("traceEvents") or [])
-
-    # An event struct with no fields: the decoder skips every key of every event, building nothing.
-    skip = msgspec.defstruct("Skip", [])
-    file = msgspec.defstruct("File", [("traceEvents", list[skip], msgspec.field(default_factory=list))])
-    return len(msgspec.json.decode(data, type=file).traceEvents)
-
-
 # --------------------------------------------------------------------------------------------- parent
 
 
@@ -254,7 +232,7 @@ def print_table(rows: list[dict[str, Any]]) -> None:
 
 
 CHILDREN = {"hta": _child_hta, "stepscope": _child_stepscope, "stepscope-read": parts.child_read,
-            "count": _child_count, "stepscope-sections": parts.child_sections}
+            "count": parts.child_count, "stepscope-sections": parts.child_sections}
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -270,8 +248,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--whole-runs", type=int, default=5, help="alternating fresh `stepscope analyze` and HTA "
                         "processes, timed whole (0: none)")
     parser.add_argument("--whole-only", action="store_true", help="only the whole-process comparison")
-    parser.add_argument("--phase-runs", type=int, default=3, help="fresh `stepscope analyze` processes timed phase "
-                        "by phase (start-up, imports, read, analyses, advice, rendering, exit; 0: none)")
+    parser.add_argument("--phase-runs", type=int, default=3, help="fresh CLI processes timed by phase (0: none)")
     parser.add_argument("--child", nargs=2, metavar=("TOOL", "TRACE"), help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
 
@@ -290,8 +267,7 @@ def main(argv: list[str] | None = None) -> int:
              if args.phase_runs else None)
     if args.whole_only:
         parts.print_whole(whole)
-        if split is not None:
-            bench_phases.print_phases(split, args.phase_runs)
+        bench_phases.print_phases(split, args.phase_runs)
         return 0
     events = {t: run_child(here, "count", t)["events"] for t in (main_trace, stress_trace)}
 
@@ -372,8 +348,7 @@ def main(argv: list[str] | None = None) -> int:
         print("speed ratio (HTA / stepscope): n/a (HTA not run)")
         print("memory ratio (stepscope / HTA): n/a (HTA not run)")
     parts.print_whole(whole)
-    if split is not None:
-        bench_phases.print_phases(split, args.phase_runs)
+    bench_phases.print_phases(split, args.phase_runs)
     stress_cpu = by[("stepscope", stress_trace.name)]["cpu_seconds"]
     print(f"mtia analyse: {stress_s:.2f} s (target < {STRESS_SECONDS_TARGET:g} s)  [CPU time {stress_cpu:.2f} s]")
     for tool in ("stepscope", "hta"):

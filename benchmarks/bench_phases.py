@@ -108,7 +108,9 @@ def phases(python: str, trace: str, src: str, runs: int) -> dict[str, dict[str, 
             for p, v in got.items() if v}
 
 
-def print_phases(split: dict[str, dict[str, float]], runs: int) -> None:
+def print_phases(split: dict[str, dict[str, float]] | None, runs: int) -> None:
+    if split is None:  # --phase-runs 0
+        return
     total = sum(v["wall_s"] for v in split.values())
     cells = ", ".join(f"{p} {v['wall_s']:.3f}" for p, v in split.items())
     print(f"`stepscope analyze` by phase (wall s, median of {runs} fresh processes): {cells} (sum {total:.3f}); "
