@@ -25,6 +25,7 @@ from pathlib import Path
 from typing import Any
 
 import bench_parts as parts
+import bench_phases
 
 HERE = Path(__file__).resolve().parent
 ROOT = HERE.parent
@@ -140,28 +141,6 @@ def _child_stepscope(trace: Path) -> dict[str, Any]:
     }
 
 
-def _child_count(trace: Path) -> dict[str, Any]:
-    """Number of entries in the file's traceEvents list (in a child, to keep the parent's RSS small)."""
-    return {"events": count_events(trace)}
-
-
-def count_events(trace: Path) -> int:
-    import gzip
-
-    data = trace.read_bytes()
-    if data[:2] == b"\x1f\x8b":
-        data = gzip.decompress(data)
-    try:
-        import msgspec
-    except ImportError:
-        return len(json.loads(data).get("traceEvents") or [])
-
-    # An event struct with no fields: the decoder skips every key of every event, building nothing.
-    skip = msgspec.defstruct("Skip", [])
-    file = msgspec.defstruct("File", [("traceEvents", list[skip], msgspec.field(default_factory=list))])
-    return len(msgspec.json.decode(data, type=file).traceEvents)
-
-
 # --------------------------------------------------------------------------------------------- parent
 
 
@@ -253,7 +232,7 @@ def print_table(rows: list[dict[str, Any]]) -> None:
 
 
 CHILDREN = {"hta": _child_hta, "stepscope": _child_stepscope, "stepscope-read": parts.child_read,
-            "count": _child_count, "stepscope-sections": parts.child_sections}
+            "count": parts.child_count, "stepscope-sections": parts.child_sections}
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -269,6 +248,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--whole-runs", type=int, default=5, help="alternating fresh `stepscope analyze` and HTA "
                         "processes, timed whole (0: none)")
     parser.add_argument("--whole-only", action="store_true", help="only the whole-process comparison")
+    parser.add_argument("--phase-runs", type=int, default=3, help="fresh CLI processes timed by phase (0: none)")
     parser.add_argument("--child", nargs=2, metavar=("TOOL", "TRACE"), help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
 
@@ -283,8 +263,12 @@ def main(argv: list[str] | None = None) -> int:
     here = Path(sys.executable)
     load_before = os.getloadavg()[0]
     whole = parts.whole_process(here, hta, main_trace, ROOT / "src", args.whole_runs) if args.whole_runs else None
+    split = (bench_phases.phases(str(here), str(main_trace), str(ROOT / "src"), args.phase_runs)
+             if args.phase_runs else None)
     if args.whole_only:
-        return parts.print_whole(whole)
+        parts.print_whole(whole)
+        bench_phases.print_phases(split, args.phase_runs)
+        return 0
     events = {t: run_child(here, "count", t)["events"] for t in (main_trace, stress_trace)}
 
     plan = [(here, "stepscope", main_trace), (here, "stepscope-read", main_trace),
@@ -364,6 +348,7 @@ def main(argv: list[str] | None = None) -> int:
         print("speed ratio (HTA / stepscope): n/a (HTA not run)")
         print("memory ratio (stepscope / HTA): n/a (HTA not run)")
     parts.print_whole(whole)
+    bench_phases.print_phases(split, args.phase_runs)
     stress_cpu = by[("stepscope", stress_trace.name)]["cpu_seconds"]
     print(f"mtia analyse: {stress_s:.2f} s (target < {STRESS_SECONDS_TARGET:g} s)  [CPU time {stress_cpu:.2f} s]")
     for tool in ("stepscope", "hta"):
@@ -378,7 +363,7 @@ def main(argv: list[str] | None = None) -> int:
     print(f"imports an analysis loads (self time, s): {', '.join(f'{n} {t:.3f}' for n, t in costs)}")
     if big_rows:
         summary.update(parts.print_big(big_rows["stepscope"], big_rows.get("hta"), json_bytes))
-    summary["sections"], summary["whole_process"] = sections, whole
+    summary["sections"], summary["whole_process"], summary["phases"] = sections, whole, split
 
     if args.json:
         out = {

@@ -45,6 +45,28 @@ def big_trace(gigabytes: float) -> tuple[Path, int, int]:
     return path, info["json_bytes"], info["events"]
 
 
+def child_count(trace: Path) -> dict[str, Any]:
+    """Number of entries in the file's traceEvents list (in a child, to keep the parent's RSS small)."""
+    return {"events": count_events(trace)}
+
+
+def count_events(trace: Path) -> int:
+    import gzip
+
+    data = trace.read_bytes()
+    if data[:2] == b"\x1f\x8b":
+        data = gzip.decompress(data)
+    try:
+        import msgspec
+    except ImportError:
+        return len(json.loads(data).get("traceEvents") or [])
+
+    # An event struct with no fields: the decoder skips every key of every event, building nothing.
+    skip = msgspec.defstruct("Skip", [])
+    file = msgspec.defstruct("File", [("traceEvents", list[skip], msgspec.field(default_factory=list))])
+    return len(msgspec.json.decode(data, type=file).traceEvents)
+
+
 def child_read(trace: Path) -> dict[str, Any]:
     """The reader alone (gunzip, msgspec decode, columns), then the analyses on its output, in one process."""
     from bench_analyze import _peak_kb as peak_kb

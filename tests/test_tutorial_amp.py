@@ -23,7 +23,8 @@ TRACE = Path(__file__).parent / "data" / "tutorial_v100_resnet50" / "worker0.162
 
 def kernel_time_per_step() -> tuple[float, float]:
     """From the raw JSON: the kernels' µs per ProfilerStep, and the share of it in convolution and GEMM kernels."""
-    events = json.loads(gzip.open(TRACE).read())["traceEvents"]
+    with gzip.open(TRACE) as f:
+        events = json.loads(f.read())["traceEvents"]
     steps = [(e["ts"], e["ts"] + e["dur"]) for e in events if e.get("name", "").startswith("ProfilerStep#")]
     kernels = [e for e in events if e.get("cat") == "Kernel" and any(a <= e["ts"] < b for a, b in steps)]
     total = sum(e["dur"] for e in kernels)

@@ -34,7 +34,7 @@ def exclusive_categories(trace: Trace, step_source: str) -> dict[str, iv.Interva
     last = BREAKDOWN_CATEGORIES[-2]
     for name in BREAKDOWN_CATEGORIES[:-1]:
         rows = masks[name]
-        own = iv.union_of(ev.start, ev.end, rows)
+        own = iv.union_of(ev.start, ev.dur, rows)
         exclusive[name] = iv.subtract(own, taken)
         if name != last:  # taken | own is taken | exclusive[name]: the same set
             taken = iv.merge(taken, own)

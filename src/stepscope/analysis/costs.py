@@ -130,7 +130,7 @@ def step_costs(trace: Trace, steps: Steps) -> StepCosts | None:
 
 
 def _union(trace: Trace, mask: np.ndarray) -> iv.Intervals:
-    return iv.union_of(trace.events.start, trace.events.end, mask)
+    return iv.union_of(trace.events.start, trace.events.dur, mask)
 
 
 def _next_start(sorted_starts: np.ndarray, times: np.ndarray) -> np.ndarray:

@@ -42,7 +42,7 @@ def active_intervals(trace: Trace, window: tuple[int, int]) -> iv.Intervals:
     # Ranges that only wrap other work (a DataLoader fetch, a step) are no op, whatever category they carry.
     wrapper = trace.names_where(lambda s: DATALOADER.match(s) is not None or PROFILER_STEP.match(s) is not None)
     host = (ev.device < 0) & ev.of_kind(Kind.CPU_OP, Kind.RUNTIME) & ~wrapper
-    calls = iv.union_of(ev.start, ev.end, host)
+    calls = iv.union_of(ev.start, ev.dur, host)
     gaps = iv.complement(calls, *window)
     short = (gaps.ends - gaps.starts) < CPU_WORK_MIN_NS
     work = iv.merge(calls, iv.Intervals(gaps.starts[short], gaps.ends[short]))

@@ -20,6 +20,7 @@ QUEUE_GAP_NS = 2_000  # a gap up to this long between queued work on a stream is
 IDLE_STREAM_NS = 5_000  # a stream idle this long before an activity was waiting for its launch
 DEFAULT_LAUNCH_LATENCY_NS = 5_000  # launch call start to activity start, when no activity shows it
 MAX_LAUNCH_LATENCY_NS = 50_000  # an activity that starts later than this after its launch on an idle stream waited
+EXACT_INT = 2**52  # integers of the walk below this: their sums in doubles are exact, as the Python loop's are
 DEPENDENCY_WINDOW_NS = 5_000  # an unexplained wait ending within this of another stream's activity waited on it
 
 
@@ -52,11 +53,14 @@ class DeviceOps:
         place[order] = np.arange(len(order))
         dep = self.dep[order]
         in_order = self.stream[order]
-        return Walk(index=order.tolist(), place=place.tolist(), prev=self.prev[order].tolist(),
-                    gap=self.gap[order].tolist(), dep=dep.tolist(),
-                    dep_done=(place[np.maximum(dep, 0)] < np.arange(len(order))).tolist(),
-                    dep_end=self.end[np.maximum(dep, 0)].tolist(), delay=self.delay[order].tolist(),
-                    streams=tuple(np.flatnonzero(in_order == s) for s in dict.fromkeys(in_order.tolist())))
+        prev, gap, dep_end, delay = self.prev[order], self.gap[order], self.end[np.maximum(dep, 0)], self.delay[order]
+        dep_done = place[np.maximum(dep, 0)] < np.arange(len(order))
+        columns = tuple(np.ascontiguousarray(c, dtype=np.int64) for c in (order, prev, gap, dep, dep_end, delay))
+        exact = all(not len(c) or int(np.abs(c).max()) < EXACT_INT for c in columns[2:])
+        return Walk(index=order.tolist(), place=place.tolist(), prev=prev.tolist(), gap=gap.tolist(), dep=dep.tolist(),
+                    dep_done=dep_done.tolist(), dep_end=dep_end.tolist(), delay=delay.tolist(),
+                    streams=tuple(np.flatnonzero(in_order == s) for s in dict.fromkeys(in_order.tolist())),
+                    arrays=(*columns, dep_done.astype(np.bool_)) if exact else None)
 
 
 @dataclass(frozen=True)
@@ -74,6 +78,9 @@ class Walk:
     dep_end: list[int]  # the dependency's measured end
     delay: list[int]
     streams: tuple[np.ndarray, ...]  # each stream's places, rising; streams in the order they first come
+    # index, prev, gap, dep, dep_end, delay (int64) and dep_done (bool) as arrays, for the loop in C (_walk.c); None
+    # where an integer is too large for a double to hold the Python loop's sums exactly
+    arrays: tuple[np.ndarray, ...] | None = None
 
     def last_done(self, done: int) -> list[int]:
         """Each stream's last activity among the first `done` of the order."""

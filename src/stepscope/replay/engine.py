@@ -17,6 +17,11 @@ from stepscope.replay.host_clock import HostClock, HostCost, host_clock
 from stepscope.trace.model import DeviceInfo, Events, Kind, Trace, absent, start_order
 
 SYNC_TOLERANCE_NS = 10_000  # a stream whose work ended this much after a sync returned was not waited for
+try:
+    import stepscope.replay._walk as _walk  # type: ignore[import-not-found]  # the loop in C, where it was built
+except ImportError:  # not built (no compiler, not Linux): the loop in Python
+    _walk = None
+
 _DROPPED_KINDS = (Kind.GPU_ANNOTATION, Kind.GPU_SYNC)  # projections of host ranges; no analysis reads them
 _SYNC, _BATCH, _QUEUE = 0, 1, 2
 
@@ -76,16 +81,18 @@ def _simulate(ops: DeviceOps, dur: np.ndarray, launch_at: np.ndarray, waits: _Wa
     n = len(ops)
     new_start, new_end = [0.0] * n, [0.0] * n
     # When each activity could start but for what it waits on: its launch plus the launch latency, at once.
-    at_launch, length = (launch_at[ops.order] + ops.latency[ops.order]).tolist(), dur[ops.order].tolist()
+    at_launch, length = launch_at[ops.order] + ops.latency[ops.order], dur[ops.order]
     w_start, w_end = wait_start.tolist(), wait_end.tolist()
     # The waits each activity comes after (those that began before its launch), counted at once: keys rise in order.
     due = np.searchsorted(waits.start, ops.key[ops.order], side="left")
     # How many activities are done when each wait comes.
     done_at = np.searchsorted(due, np.arange(len(w_start)), side="right").tolist()
+    if _walk is not None and walk.arrays is not None:
+        return _simulate_in_c(ops, at_launch, length, waits, w_start, w_end, done_at, state, host_speed)
     c, shift = 0, state.shift
     for i, upto, at, p, gap, d, d_done, d_end, delay, took in zip(
-            walk.index, due.tolist(), at_launch, walk.prev, walk.gap, walk.dep, walk.dep_done, walk.dep_end,
-            walk.delay, length, strict=True):
+            walk.index, due.tolist(), at_launch.tolist(), walk.prev, walk.gap, walk.dep, walk.dep_done, walk.dep_end,
+            walk.delay, length.tolist(), strict=True):
         if c < upto:
             while c < upto:
                 _wait(state, waits, c, w_start[c], w_end[c], done_at[c], ops, new_start, new_end, host_speed)
@@ -105,8 +112,28 @@ def _simulate(ops: DeviceOps, dur: np.ndarray, launch_at: np.ndarray, waits: _Wa
     return np.array(new_start, dtype=np.float64), state
 
 
+def _simulate_in_c(ops: DeviceOps, at_launch: np.ndarray, length: np.ndarray, waits: _Waits, w_start: list[float],
+                   w_end: list[float], done_at: list[int], state: _State, host_speed: float,
+                   ) -> tuple[np.ndarray, _State]:
+    """_simulate's loop with the activities between two waits replayed in C (_walk.c), the waits here as there."""
+    assert _walk is not None and ops.walk.arrays is not None
+    index, prev, gap, dep, dep_end, delay, dep_done = ops.walk.arrays
+    at = np.ascontiguousarray(at_launch, dtype=np.float64)
+    took = np.ascontiguousarray(length, dtype=np.float64)
+    new_start, new_end = np.zeros(len(ops)), np.zeros(len(ops))
+    done = 0
+    for c in range(len(w_start)):  # the activities the wait comes after (those launched before it), then the wait
+        _walk.run(done, done_at[c], state.shift, index, at, prev, gap, dep, dep_done, dep_end, delay, took,
+                  new_start, new_end)
+        done = done_at[c]
+        _wait(state, waits, c, w_start[c], w_end[c], done, ops, new_start, new_end, host_speed)
+    _walk.run(done, len(ops), state.shift, index, at, prev, gap, dep, dep_done, dep_end, delay, took, new_start,
+              new_end)
+    return new_start, state
+
+
 def _wait(state: _State, waits: _Waits, c: int, h_start: float, h_end: float, done: int, ops: DeviceOps,
-          new_start: list[float], new_end: list[float], host_speed: float) -> None:
+          new_start: list[float] | np.ndarray, new_end: list[float] | np.ndarray, host_speed: float) -> None:
     """One wait of the host, when the first `done` activities of the launch order are replayed. A sync ends when
     the work it waited for ends in the new timeline (plus the time it took after that work, as measured), or after
     its own time when it did not wait. A batch wait ends when the batch is ready (the workers keep their own clock)

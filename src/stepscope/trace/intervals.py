@@ -49,15 +49,20 @@ def union(starts: np.ndarray, ends: np.ndarray) -> Intervals:
     return Intervals(starts[group_starts], running_end[group_last])
 
 
-def union_of(starts: np.ndarray, ends: np.ndarray, rows: np.ndarray) -> Intervals:
-    """union(starts[rows], ends[rows]) for `rows` a boolean mask over whole columns, a window of the table at a time:
-    the selected copies and union's working arrays would be some 35 bytes per selected row, while the union itself is
-    usually far smaller (host ops nest). The same intervals either way."""
+def union_of(starts: np.ndarray, durs: np.ndarray, rows: np.ndarray) -> Intervals:
+    """union(starts[rows], starts[rows] + durs[rows]) for `rows` a boolean mask over whole columns (a table's starts
+    and durations: its ends are made for the rows selected only, not as a column of the whole table), a window of the
+    table at a time: the selected copies and union's working arrays would be some 35 bytes per selected row, while
+    the union itself is usually far smaller (host ops nest). The same intervals either way."""
     n = len(rows)
     if n <= 2 * WINDOW:
-        return union(starts[rows], ends[rows])
-    parts = [union(starts[lo:lo + WINDOW][rows[lo:lo + WINDOW]], ends[lo:lo + WINDOW][rows[lo:lo + WINDOW]])
-             for lo in range(0, n, WINDOW)]
+        selected = starts[rows]
+        return union(selected, selected + durs[rows])
+    parts = []
+    for lo in range(0, n, WINDOW):
+        window = rows[lo:lo + WINDOW]
+        selected = starts[lo:lo + WINDOW][window]
+        parts.append(union(selected, selected + durs[lo:lo + WINDOW][window]))
     return union(np.concatenate([u.starts for u in parts]), np.concatenate([u.ends for u in parts]))
 
 

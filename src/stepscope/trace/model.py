@@ -301,10 +301,10 @@ class Trace:
 
     def names_where(self, predicate: Callable[[str], bool]) -> np.ndarray:
         """Row mask of events whose name satisfies `predicate`, evaluated once per distinct name."""
-        table = np.fromiter((predicate(s) for s in self.strings), dtype=bool, count=len(self.strings))
+        table = np.fromiter(map(predicate, self.strings), dtype=bool, count=len(self.strings))
         if len(table) == 0:
             return np.zeros(len(self.events), dtype=bool)
-        return table[self.events.name]
+        return table.take(self.events.name)  # table[name], twice as fast
 
     @cached_property
     def is_gpu_activity(self) -> np.ndarray:
