@@ -4,6 +4,7 @@
     .venv/bin/python benchmarks/bench_meter.py --only storage --rounds 5
     .venv/bin/python benchmarks/bench_meter.py --examples         # the examples/ scripts instead (CPU sizes)
     .venv/bin/python benchmarks/bench_meter.py --in-process --rounds 16   # the meter's cost per step, in process
+    .venv/bin/python benchmarks/bench_meter.py --host-bound --rounds 10   # the meter on the 0.5 ms tiny-op loop
 
 For each workload, each round runs, one after the other (so the machine's drift falls on all of them alike):
   plain       the loop as it is (its own step times: the truth)
@@ -234,6 +235,38 @@ def in_process(rounds: int, steps: int = 300) -> None:
               f"{high / 1e3:+.1f}) = {cost / plain_step:+.2%}")
 
 
+MEDIAN = re.compile(r"median step ([\d.]+) us")
+
+
+def host_bound(pairs: int, steps: int) -> None:
+    """The meter's cost on the host-bound loop of tiny ops with no DataLoader (meter_workloads.py `tiny`, ~0.5 ms
+    a step): the script's own median step, run plain, under the meter alone and under `stepscope run --full`, in
+    processes one after the other, the order rotating each round; the median of the per-round ratios to plain."""
+    script = [str(WORKLOADS), "tiny", "--steps", str(steps)]
+    with tempfile.TemporaryDirectory() as d:
+        commands = {"plain": [sys.executable, *script], "meter": [sys.executable, "-c", METERED, *script],
+                    "run --full": [sys.executable, "-m", "stepscope", "run", "-o", str(Path(d) / "run"), "-f",
+                                   "--full", "--telemetry-interval", "0", *script]}
+
+        def median_us(kind: str) -> float:
+            done = subprocess.run(commands[kind], capture_output=True, text=True, env=env(), cwd=d, check=True)
+            return float(MEDIAN.findall(done.stdout)[-1])
+
+        kinds = list(commands)
+        medians: dict[str, list[float]] = {kind: [] for kind in kinds}
+        for i in range(pairs):
+            for kind in kinds[i % len(kinds):] + kinds[:i % len(kinds)]:
+                medians[kind].append(median_us(kind))
+    plain = medians["plain"]
+    print(f"host-bound tiny-op loop ({steps} steps): plain median step {statistics.median(plain):.1f} us "
+          f"({min(plain):.1f}..{max(plain):.1f}), {pairs} rounds")
+    for kind in kinds[1:]:
+        ratios = [m / p - 1 for m, p in zip(medians[kind], plain, strict=True)]
+        diffs = [m - p for m, p in zip(medians[kind], plain, strict=True)]
+        print(f"  {kind}: {statistics.median(ratios):+.2%} ({min(ratios):+.1%}..{max(ratios):+.1%}) = "
+              f"{statistics.median(diffs):+.1f} us per step")
+
+
 def main() -> None:
     p = argparse.ArgumentParser()
     p.add_argument("--only", nargs="*")
@@ -244,7 +277,11 @@ def main() -> None:
                    help="plain and metered runs paired for the meter's cost (the rounds' own, then more)")
     p.add_argument("--skip", type=int, default=None, help="stepscope run's --skip (default: its own)")
     p.add_argument("--in-process", action="store_true", help="the meter's cost per step in this process (MLP)")
+    p.add_argument("--host-bound", action="store_true", help="the meter on the 0.5 ms loop of tiny ops")
     args = p.parse_args()
+    if args.host_bound:
+        host_bound(args.rounds, max(args.steps, 3000))
+        return
     if args.in_process:
         in_process(max(args.rounds, 8))
         return

@@ -62,7 +62,10 @@ def events_of_a_loop(monkeypatch: pytest.MonkeyPatch, python_hooks: bool) -> tup
     validation = torch.utils.data.DataLoader(torch.utils.data.TensorDataset(torch.ones(2, 4)), batch_size=2)
     relayed: list[str] = []
     meter = StepMeter(None, live=False, syncs=False).install()
-    meter.relay_steps(relayed.append, relayed.append)
+    assert meter.layer is not None
+    meter.layer.subscribe(relay_optimizer=relayed.append, relay_backward=relayed.append,
+                          relay_dataloader=relayed.append, relay_batch=lambda batch: relayed.append("batch"),
+                          relay_forward=lambda source: relayed.append("F"))
     try:
         for epoch in range(2):
             for i, (x,) in enumerate(train):  # 3 batches, then StopIteration
@@ -105,7 +108,15 @@ def test_the_c_hooks_append_what_the_python_hooks_append(native, monkeypatch: py
     assert py_codes.count(0 + 2) == 8  # 6 backward passes and the 2 that raised
     # Per epoch 4 fetches of the training loader (3 batches, then its end) and 2 of validation (1 batch, its end).
     assert py_codes.count(0 + 0) == py_codes.count(8 + 0) == 2 * (4 + 2)
-    assert py_relayed == ["backward", "optimizer"] * 6 + ["backward", "optimizer"]
+    # Relayed, per epoch: each training batch; each fetch after one (the 2nd, the 3rd, the epoch's end) ends a
+    # dataloader step; each model call after the very first (validation's and the raising one's included); the
+    # backward and optimizer steps; in the first epoch the other thread's call, backward and step.
+    step = ["backward", "optimizer"]
+    first = ["batch", *step, "dataloader", "batch", "F", *step, "F", "dataloader", "batch", "F", *step, "dataloader",
+             "F", "F", *step]
+    second = ["batch", "F", *step, "dataloader", "batch", "F", *step, "F", "dataloader", "batch", "F", *step,
+              "dataloader", "F"]
+    assert py_relayed == first + second
 
 
 def test_the_wrapped_functions_keep_their_names_and_signatures(native, tmp_path) -> None:  # type: ignore[no-untyped-def]

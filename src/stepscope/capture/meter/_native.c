@@ -31,7 +31,7 @@
 #define ABSENT(o) ((o) == NULL || (o) == Py_None)
 
 static long current_pid;  /* renewed in a forked child: a hook acts only in the process that installed it */
-static PyObject *str_dataset, *str_mark, *str_flag, *str_backward, *str_optimizer;
+static PyObject *str_dataset, *str_mark, *str_flag, *str_backward, *str_optimizer, *str_dataloader;
 
 static void after_fork_in_child(void) { current_pid = (long)getpid(); }
 
@@ -50,6 +50,9 @@ typedef struct {
     PyObject *device;           /* None or the DeviceTimer (its mark(phase)) */
     PyObject *relay_backward;   /* None or the step detection's mark(source) */
     PyObject *relay_optimizer;
+    PyObject *relay_dataloader; /* None or mark('dataloader'): a fetch of the main loader after a yielded batch */
+    PyObject *relay_batch;      /* None or a callable given each batch the main loader yields (its batch size) */
+    PyObject *around_fetch;     /* None or around(original, iterator): the fetch in its place, inside its phase */
     PyObject *dataset;          /* None or a callable returning the main dataset (a weakref) */
     PyObject *pin;              /* pin(iterator, dataset) -> True: the first dataset to yield is the main one */
     PyObject *optimizer;        /* None or a weakref to the first optimizer to step */
@@ -70,7 +73,7 @@ typedef struct {
  * leaks a cycle or keeps a dead object). */
 #define STATE_REFERENCES(apply) \
     apply(s->events); apply(s->catch_up); apply(s->device); apply(s->relay_backward); apply(s->relay_optimizer); \
-    apply(s->dataset); apply(s->pin); apply(s->optimizer); apply(s->other_thread_step); apply(s->folded); \
+    apply(s->relay_dataloader); apply(s->relay_batch); apply(s->around_fetch); apply(s->dataset); apply(s->pin); apply(s->optimizer); apply(s->other_thread_step); apply(s->folded); \
     apply(s->flags)
 
 static int state_traverse(State *s, visitproc visit, void *arg) {
@@ -101,7 +104,8 @@ static PyObject *state_new(PyTypeObject *type, PyObject *args, PyObject *kwargs)
     s->events = Py_NewRef(events); s->catch_up = Py_NewRef(catch_up); s->pin = Py_NewRef(pin);
     s->other_thread_step = Py_NewRef(other); s->folded = Py_NewRef(folded); s->flags = Py_NewRef(flags);
     s->device = Py_NewRef(Py_None); s->relay_backward = Py_NewRef(Py_None);
-    s->relay_optimizer = Py_NewRef(Py_None); s->dataset = Py_NewRef(Py_None); s->optimizer = Py_NewRef(Py_None);
+    s->relay_optimizer = Py_NewRef(Py_None); s->relay_dataloader = Py_NewRef(Py_None);
+    s->relay_batch = Py_NewRef(Py_None); s->around_fetch = Py_NewRef(Py_None); s->dataset = Py_NewRef(Py_None); s->optimizer = Py_NewRef(Py_None);
     s->thread = PyThread_get_thread_ident();
     s->pid = current_pid;
     return (PyObject *)s;
@@ -111,6 +115,9 @@ static PyMemberDef state_members[] = {
     {"device", T_OBJECT_EX, offsetof(State, device), 0, NULL},
     {"relay_backward", T_OBJECT_EX, offsetof(State, relay_backward), 0, NULL},
     {"relay_optimizer", T_OBJECT_EX, offsetof(State, relay_optimizer), 0, NULL},
+    {"relay_dataloader", T_OBJECT_EX, offsetof(State, relay_dataloader), 0, NULL},
+    {"relay_batch", T_OBJECT_EX, offsetof(State, relay_batch), 0, NULL},
+    {"around_fetch", T_OBJECT_EX, offsetof(State, around_fetch), 0, NULL},
     {"dataset", T_OBJECT_EX, offsetof(State, dataset), 0, NULL},
     {"optimizer", T_OBJECT_EX, offsetof(State, optimizer), 0, NULL},
     {"thread", T_ULONG, offsetof(State, thread), 0, NULL},
@@ -309,12 +316,17 @@ static PyObject *data_call(PyObject *self, PyObject *const *args, size_t nargsf,
     if (main && s->batch_pending) {  /* a fetch after a yielded batch ends that batch's step */
         s->batch_pending = 0;
         if (mark_step(s, t, SOURCE_DATALOADER) < 0) return NULL;
+        if (call_discarding(s->relay_dataloader, str_dataloader) < 0) return NULL;
     }
     if (push(s, t, ENTER + w->phase) < 0) return NULL;
-    PyObject *batch = PyObject_Vectorcall(w->original, args, nargsf, kwnames);
+    PyObject *batch = ABSENT(s->around_fetch) ? PyObject_Vectorcall(w->original, args, nargsf, kwnames)
+        : PyObject_CallFunctionObjArgs(s->around_fetch, w->original, iterator, NULL);
     batch = left(s, now_ns(), w->phase, 1, batch);  /* NULL: StopIteration at an epoch's end, most often */
     if (batch == NULL) return NULL;
-    if (main) s->batch_pending = 1;
+    if (main) {
+        s->batch_pending = 1;
+        if (call_discarding(s->relay_batch, batch) < 0) { Py_DECREF(batch); return NULL; }
+    }
     return batch;
 }
 
@@ -497,7 +509,8 @@ PyMODINIT_FUNC PyInit__native(void) {
     str_flag = PyUnicode_InternFromString("_is_compiling_flag");
     str_backward = PyUnicode_InternFromString("backward");
     str_optimizer = PyUnicode_InternFromString("optimizer");
-    if (!str_dataset || !str_mark || !str_flag || !str_backward || !str_optimizer) return NULL;
+    str_dataloader = PyUnicode_InternFromString("dataloader");
+    if (!str_dataset || !str_mark || !str_flag || !str_backward || !str_optimizer || !str_dataloader) return NULL;
     current_pid = (long)getpid();
     if (pthread_atfork(NULL, NULL, after_fork_in_child) != 0) {
         PyErr_SetString(PyExc_OSError, "pthread_atfork failed");

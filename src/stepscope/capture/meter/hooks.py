@@ -1,7 +1,11 @@
-"""The meter's hooks on torch: the DataLoader's `__next__` (waiting for data), the model's top-level forward, the
-backward pass, the optimizer step, and, where a device is in use, the calls that block on it (`item()`, `tolist()`,
-`cpu()`, `torch.cuda.synchronize()`). They stay for the whole program, unlike the step-detection hooks, and do
-nothing on other threads, in forked DataLoader workers, or while torch.compile traces.
+"""The instrumentation layer: the one set of hooks on torch's measuring-side patch points, the DataLoader's
+`__next__` (waiting for data), the model's top-level forward, the backward pass, the optimizer step, and, where a
+device is in use, the calls that block on it (`item()`, `tolist()`, `cpu()`, `torch.cuda.synchronize()`). They
+append one event stream the step meter replays, stay for the whole program and measure nothing on other threads, in
+forked DataLoader workers, or while torch.compile traces.
+
+Others subscribe instead of patching them again (`subscribe`): the step detection (capture/hooks.py) hears of the
+steps each source ends, the main loader's batches and the model; the window's line ranges run in the fetch's place.
 
 The model is the first module with parameters called outside any other module's forward; global module hooks
 find it and are then replaced by a watch on the model's calls (global hooks slow every module call; a hook on the
@@ -29,6 +33,9 @@ SYNC_METHODS = ("item", "tolist", "cpu")
 # The step sources the hooks mark, in the order of their event codes (MARK + index).
 HOOKED = ("dataloader", "forward", "backward", "optimizer")
 MARK_DATALOADER, MARK_FORWARD, MARK_BACKWARD, MARK_OPTIMIZER = (MARK + i for i in range(len(HOOKED)))
+# What may subscribe to the layer (MeterHooks.subscribe); the C hooks' state holds the first five itself.
+NATIVE_SUBSCRIBERS = ("relay_optimizer", "relay_backward", "relay_dataloader", "relay_batch", "around_fetch")
+SUBSCRIBERS = (*NATIVE_SUBSCRIBERS, "relay_forward", "on_model")
 
 
 class Meter(Protocol):
@@ -81,11 +88,16 @@ class MeterHooks:
         self.native: Any = None  # the C hooks' module, when they run
         self._muted_seen: set[str] | None = None
         self.model_found = False
-        # The capture's step detection (capture/hooks.py) hears of optimizer steps and backward passes from these
-        # hooks instead of hooking the same points again (a second layer cost ~13 µs a step): the session's `mark`.
-        # A training loop on another thread is not measured, but its steps are still relayed.
+        # The subscribers (`subscribe`; a second layer of hooks cost ~13 µs a step). A training loop on another
+        # thread is not measured, but its optimizer steps, backward passes and model calls are relayed.
         self.relay_optimizer: Callable[[str], None] | None = None
         self.relay_backward: Callable[[str], None] | None = None
+        self.relay_dataloader: Callable[[str], None] | None = None  # a main-loader fetch after a yielded batch
+        self.relay_batch: Callable[[Any], None] | None = None  # each batch the main loader yields
+        self.relay_forward: Callable[[str], None] | None = None  # each call of the model after the first
+        self.on_model: Callable[[Any, Any], None] | None = None  # (model, its first call's args), once found
+        self.around_fetch: Callable[[Any, Any], Any] | None = None  # around(original, iterator): the fetch itself
+        self.model: Any = None  # a weakref to the model, once found
 
     # -- install / remove ------------------------------------------------------------------------------
 
@@ -130,10 +142,15 @@ class MeterHooks:
             self._unwatch = None
         self._patches.undo()  # an inherited method (Tensor.item from TensorBase) is deleted again
 
-    def relay(self, optimizer: Callable[[str], None] | None, backward: Callable[[str], None] | None) -> None:
-        self.relay_optimizer, self.relay_backward = optimizer, backward
-        if self.native is not None:
-            self.state.relay_optimizer, self.state.relay_backward = optimizer, backward
+    def subscribe(self, **callbacks: Any) -> None:
+        """Set (or, with None, clear) subscribers by name: relay_optimizer, relay_backward, relay_dataloader,
+        relay_batch, relay_forward, on_model, around_fetch. The C hooks read theirs from the state."""
+        for name, callback in callbacks.items():
+            if name not in SUBSCRIBERS:
+                raise TypeError(f"no subscriber {name!r} in the instrumentation layer")
+            setattr(self, name, callback)
+            if self.native is not None and name in NATIVE_SUBSCRIBERS:
+                setattr(self.state, name, callback)
 
     def mirror(self) -> None:
         """The meter's due times, muted sources and device, into the C hooks' state (the Python hooks read them
@@ -169,9 +186,13 @@ class MeterHooks:
                     push(t << SHIFT | MARK_DATALOADER)
                     if t >= meter.mark_due:
                         meter.catch_up()
+                relay = hooks.relay_dataloader
+                if relay is not None:
+                    relay("dataloader")
             push(t << SHIFT | (ENTER + DATA))
             try:
-                batch = original(iterator)
+                around = hooks.around_fetch
+                batch = original(iterator) if around is None else around(original, iterator)
             finally:
                 t = clock()
                 push(t << SHIFT | (LEAVE + DATA))
@@ -179,6 +200,8 @@ class MeterHooks:
                     meter.catch_up()
             if main:
                 state.batch_pending = True
+                if hooks.relay_batch is not None:
+                    hooks.relay_batch(batch)
             return batch
 
         return __next__
@@ -293,6 +316,10 @@ class MeterHooks:
     def pinned_optimizer(self) -> Any:
         return self.state.optimizer() if self.state.optimizer is not None else None
 
+    def pinned_dataset(self) -> Any:
+        """The main loader's dataset (the first to yield), if it is still alive."""
+        return self.state.dataset() if self.state.dataset is not None else None
+
     def _sync_wrapper(self, original: Any) -> Any:
         """`original` (a call that blocks on the device) charged to SYNC on the training thread (not while
         torch.compile traces it)."""
@@ -323,12 +350,15 @@ class MeterHooks:
             return
         if self._depth == 0 and next(iter(module.parameters()), None) is not None:
             self.model_found = True
+            self.model = weakref.ref(module)
             for handle in self._discovery:
                 handle.remove()
             self._discovery = []
+            if self.on_model is not None:
+                self.on_model(module, args)
             before, after = self._model_hooks()
             self._unwatch = watch_forward(module, before, after)
-            before()  # this call's forward was looked up before the watch existed: its end comes from a hook
+            before(first=True)  # this call's forward was looked up before the watch existed: its end from a hook
             handle: Any = None
 
             def first_call_ended(module: Any, args: Any, output: Any) -> None:
@@ -342,12 +372,20 @@ class MeterHooks:
     def _after_any_forward(self, module: Any, args: Any, output: Any) -> None:
         self._depth = max(self._depth - 1, 0)
 
+    def known_model(self) -> Any:
+        return self.model() if self.model is not None else None
+
     def _model_hooks(self) -> tuple[Any, Any]:
-        meter, thread, pid, get_ident = self.meter, self.meter.thread, self.meter.pid, threading.get_ident
+        hooks, meter, thread, pid, get_ident = self, self.meter, self.meter.thread, self.meter.pid, threading.get_ident
         clock, push = self.meter.clock.clock, self.meter.clock.push
 
-        def before() -> None:
-            if PID[0] != pid or get_ident() != thread:
+        def before(first: bool = False) -> None:
+            if PID[0] != pid:
+                return
+            relay = hooks.relay_forward
+            if relay is not None and not first:  # the step detection counts the calls after the first
+                relay("forward")
+            if get_ident() != thread:
                 return
             t = clock()
             if "forward" not in meter.muted:

@@ -16,7 +16,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 from stepscope.atomic import write_atomic
-from stepscope.capture.arbiter import PRIORITY  # lower is stronger, as the capture's arbiter ranks sources
+from stepscope.capture.arbiter import PRIORITY, Mark, StepArbiter
 from stepscope.capture.guard import PID
 from stepscope.capture.meter import host
 from stepscope.capture.meter.bulk import replay_in_bulk
@@ -56,7 +56,7 @@ class StepMeter:
         # timed (its events are recorded at the boundary), else about once a second, with the live line.
         self.due = self.mark_due = 0
         self.logs: dict[str, StepLog] = {}
-        self.leading: str | None = None  # the strongest source seen so far
+        self.arbiter = StepArbiter()  # the one arbiter's rule: the strongest source seen so far leads (never locked)
         self.muted: set[str] = set()  # sources weaker than one that has led SETTLED steps: not kept
         self.spans: list[list[int]] = []  # when a profiler ran
         self.num_workers: int | None = None
@@ -108,17 +108,24 @@ class StepMeter:
         if self._live is not None:
             self._live.close()
 
-    def relay_steps(self, optimizer: Callable[[str], None] | None, backward: Callable[[str], None] | None) -> bool:
-        """Tell `optimizer` of each optimizer step and `backward` of each backward pass the hooks see (the capture's
-        step detection, instead of a second layer of hooks); False when the meter's hooks are not installed."""
+    def around_fetch(self, around: Callable[[object, object], object] | None) -> bool:
+        """The line ranges' fetch slot (attribution/line_ranges.FetchSlot): each DataLoader fetch through `around`
+        (None: plainly again); False when the layer is not installed."""
         if self._hooks is None:
             return False
-        self._hooks.relay(optimizer, backward)
+        self._hooks.subscribe(around_fetch=around)
         return True
 
-    def pinned_optimizer(self) -> object | None:
-        """The optimizer whose steps are counted (the first to step), if it is still alive."""
-        return self._hooks.pinned_optimizer() if self._hooks is not None else None
+    @property
+    def layer(self) -> MeterHooks | None:
+        """The instrumentation layer while installed: the one set of hooks others subscribe to (capture/hooks.py's
+        step detection, the line ranges' fetch) instead of patching the same points again."""
+        return self._hooks
+
+    @property
+    def leading(self) -> str | None:
+        """The strongest source seen so far."""
+        return self.arbiter.leader
 
     def here(self) -> bool:
         """The training thread of the process that started the meter (not a forked worker, not another thread).
@@ -191,11 +198,8 @@ class StepMeter:
             else:
                 log.start(t, totals)
         log.boundary(t, totals)
-        leading = self.leading
-        if source != leading:
-            if leading is not None and PRIORITY.get(source, 9) >= PRIORITY.get(leading, 9):
-                return
-            self.leading = source
+        if self.arbiter.mark(source) is Mark.IGNORE:
+            return
         if log.count <= SETTLED or self.device is not None or t - self._last_write >= WRITE_EVERY_NS:
             self._on_leading_step(source, log, t)  # a call a step saved otherwise: a 1 ms step has 10 µs for all
 
