@@ -53,6 +53,8 @@ typedef struct {
     PyObject *relay_dataloader; /* None or mark('dataloader'): a fetch of the main loader after a yielded batch */
     PyObject *relay_batch;      /* None or a callable given each batch the main loader yields (its batch size) */
     PyObject *around_fetch;     /* None or around(original, iterator): the fetch in its place, inside its phase */
+    PyObject *relay_forward;    /* read by the Python model hooks (the forward stays Python): kept here, one state */
+    PyObject *on_model;
     PyObject *dataset;          /* None or a callable returning the main dataset (a weakref) */
     PyObject *pin;              /* pin(iterator, dataset) -> True: the first dataset to yield is the main one */
     PyObject *optimizer;        /* None or a weakref to the first optimizer to step */
@@ -73,7 +75,8 @@ typedef struct {
  * leaks a cycle or keeps a dead object). */
 #define STATE_REFERENCES(apply) \
     apply(s->events); apply(s->catch_up); apply(s->device); apply(s->relay_backward); apply(s->relay_optimizer); \
-    apply(s->relay_dataloader); apply(s->relay_batch); apply(s->around_fetch); apply(s->dataset); apply(s->pin); apply(s->optimizer); apply(s->other_thread_step); apply(s->folded); \
+    apply(s->relay_dataloader); apply(s->relay_batch); apply(s->around_fetch); apply(s->relay_forward); \
+    apply(s->on_model); apply(s->dataset); apply(s->pin); apply(s->optimizer); apply(s->other_thread_step); apply(s->folded); \
     apply(s->flags)
 
 static int state_traverse(State *s, visitproc visit, void *arg) {
@@ -105,7 +108,8 @@ static PyObject *state_new(PyTypeObject *type, PyObject *args, PyObject *kwargs)
     s->other_thread_step = Py_NewRef(other); s->folded = Py_NewRef(folded); s->flags = Py_NewRef(flags);
     s->device = Py_NewRef(Py_None); s->relay_backward = Py_NewRef(Py_None);
     s->relay_optimizer = Py_NewRef(Py_None); s->relay_dataloader = Py_NewRef(Py_None);
-    s->relay_batch = Py_NewRef(Py_None); s->around_fetch = Py_NewRef(Py_None); s->dataset = Py_NewRef(Py_None); s->optimizer = Py_NewRef(Py_None);
+    s->relay_batch = Py_NewRef(Py_None); s->around_fetch = Py_NewRef(Py_None); s->relay_forward = Py_NewRef(Py_None);
+    s->on_model = Py_NewRef(Py_None); s->dataset = Py_NewRef(Py_None); s->optimizer = Py_NewRef(Py_None);
     s->thread = PyThread_get_thread_ident();
     s->pid = current_pid;
     return (PyObject *)s;
@@ -118,6 +122,8 @@ static PyMemberDef state_members[] = {
     {"relay_dataloader", T_OBJECT_EX, offsetof(State, relay_dataloader), 0, NULL},
     {"relay_batch", T_OBJECT_EX, offsetof(State, relay_batch), 0, NULL},
     {"around_fetch", T_OBJECT_EX, offsetof(State, around_fetch), 0, NULL},
+    {"relay_forward", T_OBJECT_EX, offsetof(State, relay_forward), 0, NULL},
+    {"on_model", T_OBJECT_EX, offsetof(State, on_model), 0, NULL},
     {"dataset", T_OBJECT_EX, offsetof(State, dataset), 0, NULL},
     {"optimizer", T_OBJECT_EX, offsetof(State, optimizer), 0, NULL},
     {"thread", T_ULONG, offsetof(State, thread), 0, NULL},
@@ -134,7 +140,8 @@ static PyMemberDef state_members[] = {
 static PyTypeObject StateType = {
     PyVarObject_HEAD_INIT(NULL, 0)
     .tp_name = "stepscope.capture.meter._native.State",
-    .tp_doc = "What the native hooks read and the meter keeps up to date (due times, muted sources, the device).",
+    .tp_doc = "What the hooks read and write, the meter's due times, muted sources and device and the subscribers "
+              "included (capture/meter/hooks.py's HookState has the same fields).",
     .tp_basicsize = sizeof(State),
     .tp_flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_HAVE_GC,
     .tp_new = state_new,
