@@ -21,9 +21,11 @@
 #define ENTER 0
 #define LEAVE 8
 #define MARK 16
+#define FORWARD_PHASE 1
 #define OPTIMIZER_PHASE 3
 /* Step sources, in hooks.py's HOOKED order: their bit in `muted` and their mark code (MARK + index). */
 #define SOURCE_DATALOADER 0
+#define SOURCE_FORWARD 1
 #define SOURCE_OPTIMIZER 3
 
 /* A reference the collector cleared (tp_clear, at interpreter exit) or a member deleted from Python reads as None:
@@ -31,7 +33,7 @@
 #define ABSENT(o) ((o) == NULL || (o) == Py_None)
 
 static long current_pid;  /* renewed in a forked child: a hook acts only in the process that installed it */
-static PyObject *str_dataset, *str_mark, *str_flag, *str_backward, *str_optimizer, *str_dataloader;
+static PyObject *str_dataset, *str_mark, *str_flag, *str_backward, *str_optimizer, *str_dataloader, *str_forward;
 
 static void after_fork_in_child(void) { current_pid = (long)getpid(); }
 
@@ -192,15 +194,10 @@ static int mark_step(State *s, long long t, int source) {
     return 0;
 }
 
-/* torch.compile or torch.export is tracing the caller: 1, else 0 (-1 on an error). */
+/* torch.export is tracing the caller (it runs the code natively with the flag set): 1, else 0. torch.compile never
+ * runs a C hook while it traces (it cannot trace into one: it breaks the graph and runs it natively, where
+ * is_dynamo_compiling() is False), so `folded` is not called here: a Python frame a call saved. */
 static int tracing(State *s) {
-    if (!ABSENT(s->folded)) {
-        PyObject *r = PyObject_CallNoArgs(s->folded);
-        if (r == NULL) return -1;
-        int yes = PyObject_IsTrue(r);
-        Py_DECREF(r);
-        if (yes) return yes;
-    }
     if (!ABSENT(s->flags)) {
         PyObject *r = PyObject_GetAttr(s->flags, str_flag);
         if (r == NULL) { PyErr_Clear(); return 0; }
@@ -431,6 +428,35 @@ static PyObject *after_step(PyObject *self, PyObject *const *args, size_t nargsf
     Py_RETURN_NONE;
 }
 
+/* The model's forward, entered and left: called by the Python wrapper of the model's class's forward
+ * (capture/model_forward.py: torch.compile traces that wrapper, so it stays Python). A call of the model after the
+ * first ends the previous forward's step and is relayed; `before(True)`: the first call, whose step nothing ends. */
+static PyObject *forward_enter(PyObject *self, PyObject *const *args, size_t nargsf, PyObject *kwnames) {
+    State *s = ((OptimizerHook *)self)->state;
+    if (s == NULL || current_pid != s->pid) Py_RETURN_NONE;
+    int first = PyVectorcall_NARGS(nargsf) >= 1 ? PyObject_IsTrue(args[0]) : 0;
+    if (first < 0) return NULL;
+    if (!first && call_discarding(s->relay_forward, str_forward) < 0) return NULL;
+    if (PyThread_get_thread_ident() != s->thread) Py_RETURN_NONE;
+    long long t = now_ns();
+    if (!(s->muted & (1 << SOURCE_FORWARD))) {
+        if (push(s, t, MARK + SOURCE_FORWARD) < 0) return NULL;
+        if (t >= s->mark_due && call_discarding(s->catch_up, NULL) < 0) return NULL;
+    }
+    if (push(s, t, ENTER + FORWARD_PHASE) < 0) return NULL;
+    if (mark_device(s, FORWARD_PHASE) < 0) return NULL;
+    Py_RETURN_NONE;
+}
+
+static PyObject *forward_leave(PyObject *self, PyObject *const *args, size_t nargsf, PyObject *kwnames) {
+    State *s = ((OptimizerHook *)self)->state;
+    if (s == NULL || !here(s)) Py_RETURN_NONE;
+    long long t = now_ns();
+    if (push(s, t, LEAVE + FORWARD_PHASE) < 0) return NULL;
+    if (t >= s->due && call_discarding(s->catch_up, NULL) < 0) return NULL;
+    Py_RETURN_NONE;
+}
+
 static PyMemberDef hook_members[] = {
     {"__vectorcalloffset__", T_PYSSIZET, offsetof(OptimizerHook, vectorcall), READONLY, NULL},
     {NULL}
@@ -439,7 +465,8 @@ static PyMemberDef hook_members[] = {
 static PyTypeObject OptimizerHookType = {
     PyVarObject_HEAD_INIT(NULL, 0)
     .tp_name = "stepscope.capture.meter._native.OptimizerHook",
-    .tp_doc = "torch's global optimizer step pre- or post-hook: the optimizer phase and its step's end.",
+    .tp_doc = "torch's global optimizer step pre- or post-hook (the optimizer phase and its step's end), or the "
+              "model's forward entered or left.",
     .tp_basicsize = sizeof(OptimizerHook),
     .tp_flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_HAVE_GC | Py_TPFLAGS_HAVE_VECTORCALL,
     .tp_dealloc = gc_dealloc,
@@ -478,19 +505,29 @@ static PyObject *data_next(PyObject *module, PyObject *args) {
     return make_wrapper((State *)state, original, data_call, phase, SOURCE_DATALOADER, 0, 0);
 }
 
+static PyObject *hook_pair(PyObject *state, vectorcallfunc first, vectorcallfunc second);
+
 static PyObject *optimizer_hooks(PyObject *module, PyObject *state) {
+    return hook_pair(state, before_step, after_step);
+}
+
+static PyObject *hook_pair(PyObject *state, vectorcallfunc first, vectorcallfunc second) {
     if (!PyObject_TypeCheck(state, &StateType)) {
-        PyErr_SetString(PyExc_TypeError, "optimizer_hooks() takes a State");
+        PyErr_SetString(PyExc_TypeError, "the hooks take a State");
         return NULL;
     }
-    PyObject *before = make_hook((State *)state, before_step);
+    PyObject *before = make_hook((State *)state, first);
     if (before == NULL) return NULL;
-    PyObject *after = make_hook((State *)state, after_step);
+    PyObject *after = make_hook((State *)state, second);
     if (after == NULL) { Py_DECREF(before); return NULL; }
     PyObject *pair = PyTuple_Pack(2, before, after);
     Py_DECREF(before);
     Py_DECREF(after);
     return pair;
+}
+
+static PyObject *forward_hooks(PyObject *module, PyObject *state) {
+    return hook_pair(state, forward_enter, forward_leave);
 }
 
 static PyObject *now(PyObject *module, PyObject *unused) { return PyLong_FromLongLong(now_ns()); }
@@ -500,6 +537,7 @@ static PyMethodDef methods[] = {
      "timed(state, original, phase, source=-1, marks_device=False, relays=False): `original` charged to `phase`."},
     {"data_next", data_next, METH_VARARGS, "data_next(state, original, phase): a DataLoader iterator's __next__."},
     {"optimizer_hooks", optimizer_hooks, METH_O, "optimizer_hooks(state): the (pre, post) optimizer step hooks."},
+    {"forward_hooks", forward_hooks, METH_O, "forward_hooks(state): (before(first=False), after) of the model's forward."},
     {"now", now, METH_NOARGS, "The hooks' clock, in ns (time.perf_counter_ns's)."},
     {NULL}
 };
@@ -517,7 +555,9 @@ PyMODINIT_FUNC PyInit__native(void) {
     str_backward = PyUnicode_InternFromString("backward");
     str_optimizer = PyUnicode_InternFromString("optimizer");
     str_dataloader = PyUnicode_InternFromString("dataloader");
-    if (!str_dataset || !str_mark || !str_flag || !str_backward || !str_optimizer || !str_dataloader) return NULL;
+    str_forward = PyUnicode_InternFromString("forward");
+    if (!str_dataset || !str_mark || !str_flag || !str_backward || !str_optimizer || !str_dataloader || !str_forward)
+        return NULL;
     current_pid = (long)getpid();
     if (pthread_atfork(NULL, NULL, after_fork_in_child) != 0) {
         PyErr_SetString(PyExc_OSError, "pthread_atfork failed");

@@ -349,9 +349,9 @@ class MeterHooks:
             self._discovery = []
             if self.state.on_model is not None:
                 self.state.on_model(module, args)
-            before, after = self._model_hooks()
+            before, after = self.native.forward_hooks(self.state) if self.native is not None else self._model_hooks()
             self._unwatch = watch_forward(module, before, after)
-            before(first=True)  # this call's forward was looked up before the watch existed: its end from a hook
+            before(True)  # the first call: its forward was looked up before the watch existed, its end from a hook
             handle: Any = None
 
             def first_call_ended(module: Any, args: Any, output: Any) -> None:
