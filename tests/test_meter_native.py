@@ -184,3 +184,31 @@ def test_a_hook_whose_state_lost_its_members_still_calls_through(native) -> None
         _dataset = None
 
     assert fetch(Iterator()) == 42 and len(events) == 11  # enter, leave: the first batch ends no step
+
+
+def test_both_hook_sets_read_and_write_one_state(native) -> None:  # type: ignore[no-untyped-def]
+    """No mirror: the C hooks' State has every field of the Python hooks' HookState, the meter writes its due times,
+    muted sources and device into the state the installed set reads, and the subscribers are slots of it too."""
+    from stepscope.capture.meter.hooks import HOOKED, SUBSCRIBERS, HookState
+
+    meter = StepMeter(None, live=False, syncs=False).install()
+    try:
+        state = meter.state
+        assert type(state).__module__ == "stepscope.capture.meter._native"
+        assert all(hasattr(state, name) for name in HookState.__slots__)
+        assert set(SUBSCRIBERS) <= set(HookState.__slots__)
+        meter.muted = {"forward", "optimizer"}
+        assert state.muted == (1 << HOOKED.index("forward")) | (1 << HOOKED.index("optimizer")) == 0b1010
+        meter.due = 12345
+        assert state.due == 12345 and meter.due == 12345
+        heard: list[str] = []
+        assert meter.layer is not None
+        meter.layer.subscribe(relay_backward=heard.append)
+        assert state.relay_backward == heard.append
+        x = torch.ones(2, requires_grad=True)
+        (x * 2).sum().backward()
+        assert heard == ["backward"]
+        with pytest.raises(TypeError, match="no subscriber"):
+            meter.layer.subscribe(relay_everything=print)
+    finally:
+        meter.remove()

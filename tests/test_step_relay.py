@@ -44,7 +44,7 @@ def train(model: torch.nn.Module, opt: torch.optim.Optimizer, steps: int) -> Non
 def relayed():  # type: ignore[no-untyped-def]
     pre, post = len(_global_optimizer_pre_hooks), len(_global_optimizer_post_hooks)
     session, meter = Marks(), StepMeter(None, live=False, syncs=False).install()
-    hooks = StepHooks(session)  # type: ignore[arg-type]
+    hooks = StepHooks(session)
     hooks.install(meter)
     try:
         yield session, meter, hooks, (pre, post)
@@ -105,7 +105,7 @@ def test_the_fetch_is_the_layers_alone_and_relays_each_step_and_the_batch_size()
     plain_next = _BaseDataLoaderIter.__next__
     session, meter = Marks(batch_size_source=None), StepMeter(None, live=False, syncs=False).install()
     layer_next = _BaseDataLoaderIter.__next__
-    hooks = StepHooks(session)  # type: ignore[arg-type]
+    hooks = StepHooks(session)
     hooks.install(meter)
     try:
         assert _BaseDataLoaderIter.__next__ is layer_next  # not wrapped a second time
@@ -137,7 +137,7 @@ def test_without_a_meter_the_step_detection_runs_one_of_its_own() -> None:
 
     pre, plain_next = len(_global_optimizer_pre_hooks), _BaseDataLoaderIter.__next__
     session = Marks()
-    hooks = StepHooks(session)  # type: ignore[arg-type]
+    hooks = StepHooks(session)
     hooks.install()
     try:
         assert len(_global_optimizer_pre_hooks) == pre + 1  # the layer's, once

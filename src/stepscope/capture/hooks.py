@@ -16,22 +16,31 @@ import functools
 import os
 import weakref
 from collections.abc import Callable
-from typing import Any
+from typing import Any, Protocol
 
 from stepscope.capture.arbiter import PRIORITY
 from stepscope.capture.batch import batch_size_of
 from stepscope.capture.guard import PID
 from stepscope.capture.meter import StepMeter
 from stepscope.capture.meter.hooks import MeterHooks
-from stepscope.capture.session import CaptureSession
 from stepscope.capture.sites import Sites
 from stepscope.patches import Patches
+
+
+class Steps(Protocol):
+    """What the step hooks tell of the steps: a capture session (capture/session.py) or tune's clock (tune/clock.py),
+    each deciding the leading source with capture/arbiter.py's StepArbiter."""
+
+    batch_size_source: str | None
+
+    def mark(self, source: str) -> None: ...
+    def set_batch_size(self, size: int | None, source: str) -> None: ...
 
 
 class StepHooks:
     """Subscribes one session to the instrumentation layer; `remove()` unsubscribes it and undoes its own patches."""
 
-    def __init__(self, session: CaptureSession) -> None:
+    def __init__(self, session: Steps) -> None:
         self.session = session
         self.pid = os.getpid()
         self.sites = Sites()
@@ -55,9 +64,6 @@ class StepHooks:
         session = self.session
         layer.subscribe(relay_optimizer=session.mark, relay_backward=session.mark, relay_dataloader=session.mark,
                         relay_batch=self._on_batch, relay_forward=session.mark, on_model=self._on_model)
-        model = layer.known_model()
-        if model is not None:  # found before this session subscribed (a second capture in one process)
-            self._on_model(model, None)
         self._patch(torch.utils.data.DataLoader, "_get_iterator", self._iterator_wrapper)
         self._patch(torch.utils.data.DataLoader, "__init__", self.sites.recorder)
         self._patch(torch.optim.Optimizer, "__init__", self.sites.recorder)
@@ -128,8 +134,7 @@ class StepHooks:
             layer.subscribe(relay_batch=None)  # known: no call a step for it
 
     def _on_model(self, model: Any, args: Any) -> None:
-        if args is not None:
-            self.session.set_batch_size(batch_size_of(args), "model input")
+        self.session.set_batch_size(batch_size_of(args), "model input")
 
     # -- the DataLoader's iterators ----------------------------------------------------------------------
 
