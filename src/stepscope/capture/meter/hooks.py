@@ -57,8 +57,9 @@ class Meter(Protocol):
 # each reads the meter's thread and clock from its closure, appends an event (`time << SHIFT | code`: one C call) and
 # leaves the bookkeeping to the replay (capture/meter/phases.py, bulk.py), about once a second. The tail that marks a
 # step and replays when due is written out in each hook, not shared: a call is exactly what it would cost.
-# The data fetch, the backward pass and the optimizer's hooks run in C where it was built (`_native.c`, native.py):
-# the same events, from the same state; the model's forward and the syncs stay Python (torch.compile traces them).
+# The data fetch, the backward pass, the optimizer's hooks and the forward's entry and exit run in C where it was built
+# (`_native.c`, native.py): the same events, from the same state; the model class's wrapper and the syncs stay Python
+# (torch.compile traces them).
 
 
 class HookState:
