@@ -242,16 +242,21 @@ def in_process(rounds: int, steps: int = 300, workload: str = "mlp") -> None:
               f"{high / 1e3:+.1f}) = {cost / plain_step:+.2%}")
 
 
+IMPORTED = ("import runpy, sys; import stepscope.capture.meter; sys.argv = sys.argv[1:]; "
+            "runpy.run_path(sys.argv[0], run_name='__main__')")
 MEDIAN = re.compile(r"median step ([\d.]+) us")
 
 
 def host_bound(pairs: int, steps: int) -> None:
     """The meter's cost on the host-bound loop of tiny ops with no DataLoader (meter_workloads.py `tiny`, ~0.5 ms
-    a step): the script's own median step, run plain, under the meter alone and under `stepscope run --full`, in
-    processes one after the other, the order rotating each round; the median of the per-round ratios to plain."""
+    a step): the script's own median step, run plain, through runpy with stepscope's meter imported but not installed
+    (the launch's own effect), under the meter alone and under `stepscope run --full`, in processes one after the
+    other, the order rotating each round; the median of the per-round ratios to plain (the meter's also to the
+    imported run's)."""
     script = [str(WORKLOADS), "tiny", "--steps", str(steps)]
     with tempfile.TemporaryDirectory() as d:
-        commands = {"plain": [sys.executable, *script], "meter": [sys.executable, "-c", METERED, *script],
+        commands = {"plain": [sys.executable, *script], "imported": [sys.executable, "-c", IMPORTED, *script],
+                    "meter": [sys.executable, "-c", METERED, *script],
                     "run --full": [sys.executable, "-m", "stepscope", "run", "-o", str(Path(d) / "run"), "-f",
                                    "--full", "--telemetry-interval", "0", *script]}
 
@@ -272,6 +277,8 @@ def host_bound(pairs: int, steps: int) -> None:
         diffs = [m - p for m, p in zip(medians[kind], plain, strict=True)]
         print(f"  {kind}: {statistics.median(ratios):+.2%} ({min(ratios):+.1%}..{max(ratios):+.1%}) = "
               f"{statistics.median(diffs):+.1f} us per step")
+    over = [m / i - 1 for m, i in zip(medians["meter"], medians["imported"], strict=True)]
+    print(f"  meter against imported: {statistics.median(over):+.2%} ({min(over):+.1%}..{max(over):+.1%})")
 
 
 def main() -> None:
