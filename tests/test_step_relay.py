@@ -130,6 +130,8 @@ def test_the_fetch_is_the_layers_alone_and_relays_each_step_and_the_batch_size()
         hooks.remove()
         meter.remove()
     assert _BaseDataLoaderIter.__next__ is plain_next
+    # What the layer pinned still answers once the hooks are off (the report's settings and census ask late).
+    assert hooks.main_loader() is loader and hooks.known_model() is model and hooks.pinned_optimizer() is opt
 
 
 def test_without_a_meter_the_step_detection_runs_one_of_its_own() -> None:

@@ -47,8 +47,11 @@ class StepHooks:
         self._loaders: dict[int, weakref.ref] = {}  # id(dataset) -> the DataLoader iterating it
         self.iterators_started = 0  # new iterators of the main DataLoader (epochs with worker start-ups)
         self._patches = Patches()  # stepscope/patches.py: owned or inherited, restored only if still on top
-        self._meter: StepMeter | None = None  # the meter whose layer relays the steps
+        # The meter whose layer relays the steps, kept after remove(): what its state pinned can still be asked.
+        self._meter: StepMeter | None = None
         self._own_meter = False  # started here: no meter ran
+        self._subscribed = False
+        self._model: weakref.ref | None = None
 
     # -- install / remove ------------------------------------------------------------------------------
 
@@ -64,6 +67,7 @@ class StepHooks:
         session = self.session
         layer.subscribe(relay_optimizer=session.mark, relay_backward=session.mark, relay_dataloader=session.mark,
                         relay_batch=self._on_batch, relay_forward=session.mark, on_model=self._on_model)
+        self._subscribed = True
         self._patch(torch.utils.data.DataLoader, "_get_iterator", self._iterator_wrapper)
         self._patch(torch.utils.data.DataLoader, "__init__", self.sites.recorder)
         self._patch(torch.optim.Optimizer, "__init__", self.sites.recorder)
@@ -84,8 +88,9 @@ class StepHooks:
             layer.subscribe(relay_forward=None, on_model=None)
 
     def remove(self) -> None:
-        meter, self._meter = self._meter, None
-        if meter is not None:
+        meter = self._meter
+        if meter is not None and self._subscribed:
+            self._subscribed = False
             if meter.layer is not None:
                 meter.layer.subscribe(**dict.fromkeys(SUBSCRIBED))
             if self._own_meter:
@@ -102,7 +107,7 @@ class StepHooks:
     # -- what the settings reader needs (the layer pins the main dataset, the optimizer and the model) -----
 
     def _layer(self) -> MeterHooks | None:
-        return self._meter.layer if self._meter is not None else None
+        return self._meter.layer if self._meter is not None and self._subscribed else None
 
     def main_loader(self) -> Any:
         """The DataLoader whose batches are the steps (the first to yield), if it is still alive."""
@@ -110,16 +115,19 @@ class StepHooks:
         ref = self._loaders.get(id(pinned)) if pinned is not None else None
         return ref() if ref is not None else None
 
+    # Read from the layer's state, which outlives the hooks: asked after remove(), they still answer.
     def _main_dataset(self) -> Any:
-        layer = self._layer()
-        return layer.pinned_dataset() if layer is not None else None
+        state = self._meter.state if self._meter is not None else None
+        return state.dataset() if state is not None and state.dataset is not None else None
 
     def pinned_optimizer(self) -> Any:
-        layer = self._layer()
-        return layer.pinned_optimizer() if layer is not None else None
+        state = self._meter.state if self._meter is not None else None
+        return state.optimizer() if state is not None and state.optimizer is not None else None
 
     def known_model(self) -> Any:
-        layer = self._layer()
+        if self._model is not None:
+            return self._model()
+        layer = self._meter.layer if self._meter is not None else None
         return layer.known_model() if layer is not None else None
 
     # -- relayed ---------------------------------------------------------------------------------------
@@ -134,6 +142,7 @@ class StepHooks:
             layer.subscribe(relay_batch=None)  # known: no call a step for it
 
     def _on_model(self, model: Any, args: Any) -> None:
+        self._model = weakref.ref(model)
         self.session.set_batch_size(batch_size_of(args), "model input")
 
     # -- the DataLoader's iterators ----------------------------------------------------------------------

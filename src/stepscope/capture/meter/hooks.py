@@ -310,10 +310,6 @@ class MeterHooks:
     def pinned_optimizer(self) -> Any:
         return self.state.optimizer() if self.state.optimizer is not None else None
 
-    def pinned_dataset(self) -> Any:
-        """The main loader's dataset (the first to yield), if it is still alive."""
-        return self.state.dataset() if self.state.dataset is not None else None
-
     def _sync_wrapper(self, original: Any) -> Any:
         """`original` (a call that blocks on the device) charged to SYNC on the training thread (not while
         torch.compile traces it)."""
