@@ -4,6 +4,8 @@
     .venv/bin/python benchmarks/bench_meter.py --only storage --rounds 5
     .venv/bin/python benchmarks/bench_meter.py --examples         # the examples/ scripts instead (CPU sizes)
     .venv/bin/python benchmarks/bench_meter.py --in-process --rounds 16   # the meter's cost per step, in process
+    .venv/bin/python benchmarks/bench_meter.py --in-process --only tiny --rounds 16   # the same, tiny-op loop
+    .venv/bin/python benchmarks/bench_meter.py --host-bound --rounds 10   # the meter on the 0.5 ms tiny-op loop
 
 For each workload, each round runs, one after the other (so the machine's drift falls on all of them alike):
   plain       the loop as it is (its own step times: the truth)
@@ -177,11 +179,11 @@ def examples(rounds: int, only: list[str] | None) -> None:
         print(f"| {example[0]} | {statistics.median(plains):,.1f} | {cost} | {err} | {verdict} |", flush=True)
 
 
-def in_process(rounds: int, steps: int = 300) -> None:
-    """The meter's cost per step in this process, on the MLP workload (the most hooks per µs of step): segments
-    of `steps` steps plain, with the meter's C hooks and with its Python hooks, in an order that rotates each round,
-    each segment's median step on the thread's CPU clock (another process's load moves it less than the wall clock);
-    the median of the paired differences."""
+def in_process(rounds: int, steps: int = 300, workload: str = "mlp") -> None:
+    """The meter's cost per step in this process, on the MLP workload (the most hooks per µs of step) or the tiny-op
+    loop with no DataLoader (`tiny`): segments of `steps` steps plain, with the meter's C hooks and with its Python
+    hooks, in an order that rotates each round, each segment's 10th-percentile step on the thread's CPU clock (another
+    process's load moves it less than the wall clock); the median of the paired differences."""
     sys.path.insert(0, str(WORKLOADS.parent))
     os.environ["OMP_NUM_THREADS"] = "1"
     import time
@@ -193,8 +195,12 @@ def in_process(rounds: int, steps: int = 300) -> None:
     from stepscope.capture.meter.native import OFF_SWITCH, native_hooks
 
     torch.set_num_threads(1)
-    model, opt, loader = meter_workloads.build("mlp", 8, 0, False)
-    lossf, batches = torch.nn.CrossEntropyLoss(), iter(loader)
+    if workload == "tiny":
+        model, opt, batches = meter_workloads.tiny(4)
+    else:
+        model, opt, loader = meter_workloads.build("mlp", 8, 0, False)
+        batches = iter(loader)
+    lossf = torch.nn.CrossEntropyLoss()
 
     def segment(n: int) -> float:
         times, last = [], time.thread_time_ns()
@@ -206,7 +212,9 @@ def in_process(rounds: int, steps: int = 300) -> None:
             now = time.thread_time_ns()
             times.append(now - last)
             last = now
-        return statistics.median(times)
+        # The 10th percentile: on a shared machine another process's load only ever adds to a step, so the least
+        # disturbed steps say the hooks' own cost best (the median moves by tens of µs between segments there).
+        return statistics.quantiles(times, n=10)[0]
 
     def metered(n: int, hooks: str) -> float:
         os.environ[OFF_SWITCH] = "1" if hooks == "Python" else "0"
@@ -224,7 +232,7 @@ def in_process(rounds: int, steps: int = 300) -> None:
         for kind in kinds[i % len(kinds):] + kinds[:i % len(kinds)]:
             times[kind].append(segment(steps) if kind == "plain" else metered(steps, kind))
     plain_step = statistics.median(times["plain"])
-    print(f"in process, MLP batch 8: plain {plain_step / 1e3:.0f} µs per step, median of {rounds} rounds of "
+    print(f"in process, {workload}: plain {plain_step / 1e3:.0f} µs per step, median of {rounds} rounds of "
           f"{steps}-step segments")
     for kind in kinds[1:]:
         diffs = [m - p for m, p in zip(times[kind], times["plain"], strict=True)]
@@ -232,6 +240,45 @@ def in_process(rounds: int, steps: int = 300) -> None:
         low, _, high = statistics.quantiles(diffs, n=4)
         print(f"  the meter, {kind} hooks: {cost / 1e3:+.1f} µs per step (quartiles {low / 1e3:+.1f}.."
               f"{high / 1e3:+.1f}) = {cost / plain_step:+.2%}")
+
+
+IMPORTED = ("import runpy, sys; import stepscope.capture.meter; sys.argv = sys.argv[1:]; "
+            "runpy.run_path(sys.argv[0], run_name='__main__')")
+MEDIAN = re.compile(r"median step ([\d.]+) us")
+
+
+def host_bound(pairs: int, steps: int) -> None:
+    """The meter's cost on the host-bound loop of tiny ops with no DataLoader (meter_workloads.py `tiny`, ~0.5 ms
+    a step): the script's own median step, run plain, through runpy with stepscope's meter imported but not installed
+    (the launch's own effect), under the meter alone and under `stepscope run --full`, in processes one after the
+    other, the order rotating each round; the median of the per-round ratios to plain (the meter's also to the
+    imported run's)."""
+    script = [str(WORKLOADS), "tiny", "--steps", str(steps)]
+    with tempfile.TemporaryDirectory() as d:
+        commands = {"plain": [sys.executable, *script], "imported": [sys.executable, "-c", IMPORTED, *script],
+                    "meter": [sys.executable, "-c", METERED, *script],
+                    "run --full": [sys.executable, "-m", "stepscope", "run", "-o", str(Path(d) / "run"), "-f",
+                                   "--full", "--telemetry-interval", "0", *script]}
+
+        def median_us(kind: str) -> float:
+            done = subprocess.run(commands[kind], capture_output=True, text=True, env=env(), cwd=d, check=True)
+            return float(MEDIAN.findall(done.stdout)[-1])
+
+        kinds = list(commands)
+        medians: dict[str, list[float]] = {kind: [] for kind in kinds}
+        for i in range(pairs):
+            for kind in kinds[i % len(kinds):] + kinds[:i % len(kinds)]:
+                medians[kind].append(median_us(kind))
+    plain = medians["plain"]
+    print(f"host-bound tiny-op loop ({steps} steps): plain median step {statistics.median(plain):.1f} us "
+          f"({min(plain):.1f}..{max(plain):.1f}), {pairs} rounds")
+    for kind in kinds[1:]:
+        ratios = [m / p - 1 for m, p in zip(medians[kind], plain, strict=True)]
+        diffs = [m - p for m, p in zip(medians[kind], plain, strict=True)]
+        print(f"  {kind}: {statistics.median(ratios):+.2%} ({min(ratios):+.1%}..{max(ratios):+.1%}) = "
+              f"{statistics.median(diffs):+.1f} us per step")
+    over = [m / i - 1 for m, i in zip(medians["meter"], medians["imported"], strict=True)]
+    print(f"  meter against imported: {statistics.median(over):+.2%} ({min(over):+.1%}..{max(over):+.1%})")
 
 
 def main() -> None:
@@ -244,9 +291,13 @@ def main() -> None:
                    help="plain and metered runs paired for the meter's cost (the rounds' own, then more)")
     p.add_argument("--skip", type=int, default=None, help="stepscope run's --skip (default: its own)")
     p.add_argument("--in-process", action="store_true", help="the meter's cost per step in this process (MLP)")
+    p.add_argument("--host-bound", action="store_true", help="the meter on the 0.5 ms loop of tiny ops")
     args = p.parse_args()
+    if args.host_bound:
+        host_bound(args.rounds, max(args.steps, 3000))
+        return
     if args.in_process:
-        in_process(max(args.rounds, 8))
+        in_process(max(args.rounds, 8), workload=args.only[0] if args.only else "mlp")
         return
     if args.examples:
         examples(args.rounds, args.only)

@@ -62,7 +62,10 @@ def events_of_a_loop(monkeypatch: pytest.MonkeyPatch, python_hooks: bool) -> tup
     validation = torch.utils.data.DataLoader(torch.utils.data.TensorDataset(torch.ones(2, 4)), batch_size=2)
     relayed: list[str] = []
     meter = StepMeter(None, live=False, syncs=False).install()
-    meter.relay_steps(relayed.append, relayed.append)
+    assert meter.layer is not None
+    meter.layer.subscribe(relay_optimizer=relayed.append, relay_backward=relayed.append,
+                          relay_dataloader=relayed.append, relay_batch=lambda batch: relayed.append("batch"),
+                          relay_forward=lambda source: relayed.append("F"))
     try:
         for epoch in range(2):
             for i, (x,) in enumerate(train):  # 3 batches, then StopIteration
@@ -105,7 +108,15 @@ def test_the_c_hooks_append_what_the_python_hooks_append(native, monkeypatch: py
     assert py_codes.count(0 + 2) == 8  # 6 backward passes and the 2 that raised
     # Per epoch 4 fetches of the training loader (3 batches, then its end) and 2 of validation (1 batch, its end).
     assert py_codes.count(0 + 0) == py_codes.count(8 + 0) == 2 * (4 + 2)
-    assert py_relayed == ["backward", "optimizer"] * 6 + ["backward", "optimizer"]
+    # Relayed, per epoch: each training batch; each fetch after one (the 2nd, the 3rd, the epoch's end) ends a
+    # dataloader step; each model call after the very first (validation's and the raising one's included); the
+    # backward and optimizer steps; in the first epoch the other thread's call, backward and step.
+    step = ["backward", "optimizer"]
+    first = ["batch", *step, "dataloader", "batch", "F", *step, "F", "dataloader", "batch", "F", *step, "dataloader",
+             "F", "F", *step]
+    second = ["batch", "F", *step, "dataloader", "batch", "F", *step, "F", "dataloader", "batch", "F", *step,
+              "dataloader", "F"]
+    assert py_relayed == first + second
 
 
 def test_the_wrapped_functions_keep_their_names_and_signatures(native, tmp_path) -> None:  # type: ignore[no-untyped-def]
@@ -173,3 +184,31 @@ def test_a_hook_whose_state_lost_its_members_still_calls_through(native) -> None
         _dataset = None
 
     assert fetch(Iterator()) == 42 and len(events) == 11  # enter, leave: the first batch ends no step
+
+
+def test_both_hook_sets_read_and_write_one_state(native) -> None:  # type: ignore[no-untyped-def]
+    """No mirror: the C hooks' State has every field of the Python hooks' HookState, the meter writes its due times,
+    muted sources and device into the state the installed set reads, and the subscribers are slots of it too."""
+    from stepscope.capture.meter.hooks import HOOKED, SUBSCRIBERS, HookState
+
+    meter = StepMeter(None, live=False, syncs=False).install()
+    try:
+        state = meter.state
+        assert type(state).__module__ == "stepscope.capture.meter._native"
+        assert all(hasattr(state, name) for name in HookState.__slots__)
+        assert set(SUBSCRIBERS) <= set(HookState.__slots__)
+        meter.muted = {"forward", "optimizer"}
+        assert state.muted == (1 << HOOKED.index("forward")) | (1 << HOOKED.index("optimizer")) == 0b1010
+        meter.due = 12345
+        assert state.due == 12345 and meter.due == 12345
+        heard: list[str] = []
+        assert meter.layer is not None
+        meter.layer.subscribe(relay_backward=heard.append)
+        assert state.relay_backward == heard.append
+        x = torch.ones(2, requires_grad=True)
+        (x * 2).sum().backward()
+        assert heard == ["backward"]
+        with pytest.raises(TypeError, match="no subscriber"):
+            meter.layer.subscribe(relay_everything=print)
+    finally:
+        meter.remove()

@@ -62,11 +62,17 @@ def stepscope_run(tmp_path: Path, source: str, *options: str) -> subprocess.Comp
                            str(script)], capture_output=True, text=True, env=env, timeout=240, cwd=tmp_path)
 
 
-def test_a_loader_that_waits_is_the_verdict_and_more_workers_the_fix(tmp_path: Path) -> None:
+def test_a_loader_that_waits_is_the_verdict_and_more_workers_the_fix(tmp_path: Path, hook_set: str) -> None:
+    """A whole program with each hook set (conftest's hook_set: STEPSCOPE_PURE_PYTHON_HOOKS reaches the child)."""
     done = stepscope_run(tmp_path, WAITING_LOADER, "--warmup", "1", "--steps", "3", "--no-timing-pass",
                          "--telemetry-interval", "0")
     assert done.returncode == 0, done.stderr[-2000:]
     report = json.loads((tmp_path / "run" / "report.json").read_text())
+    assert json.loads((tmp_path / "run" / "meter.json").read_text())["hooks"] == hook_set.split()[0]
+    # The fetch's line: no torch function is called on it, so only the range run inside the layer's fetch (its
+    # around_fetch slot, not a second patch of __next__) can name it.
+    fetch_line = next(r for r in report["lines"]["rows"] if r["code"].startswith("for i, (x, y) in enumerate"))
+    assert fetch_line["cpu_fwd_us"] > 0
     meter = report["meter"]
     data = next(p for p in meter["phases"] if p["name"] == "data")
     # One worker makes a batch in >= 8 ms while the loop needs ~2-3 ms of its own: it waits most of each step.

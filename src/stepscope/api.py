@@ -130,14 +130,18 @@ class Profile:
                                   lambda: hooks.batch_bytes)
         else:
             watch = SettingsWatch(self._objects_seen)
-        attribution = AttributionWindow() if self.spec.attribution else None
+        session = self._session
+        # The meter's hooks are the instrumentation layer: the step hooks and the line ranges subscribe to them. They
+        # go on after the listeners' own (the census's optimizer hook, which the window's end removes: from inside
+        # the meter's optimizer hook that would change torch's hook registry while it runs them).
+        self._meter = session.meter = StepMeter(self.folder, syncs=self.spec.meter_syncs,
+                                                batch_size=lambda: session.batch_size)
+        attribution = AttributionWindow(fetch=self._meter.around_fetch) if self.spec.attribution else None
         # MemoryCensus: what the model and optimizer hold, for the memory categories.
         self._session.listeners = [x for x in (self._telemetry, watch, attribution, MemoryCensus(self.folder))
                                    if x is not None]
         self._session.set_batch_size(self.spec.batch_size, "user")
-        session = self._session
-        self._meter = session.meter = StepMeter(self.folder, syncs=self.spec.meter_syncs,
-                                                batch_size=lambda: session.batch_size).install()
+        self._meter.install()
         self._previous = activate(self._session)
         # SIGTERM or SIGHUP ends the program as it would have, but through its `with` blocks and its exit handlers
         # (which stop a capture nobody stopped, as a trainer callback without an exception hook leaves it): the

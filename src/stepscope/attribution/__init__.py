@@ -42,10 +42,12 @@ class Attribution:
     """Line ranges for torch calls and module ranges for module forwards, between start() and stop()."""
 
     def __init__(self, code_root: CodeRoot = None, *, modules: bool = True, compiled: bool | None = None,
-                 libraries: bool = False) -> None:
+                 libraries: bool = False, fetch: Any = None) -> None:
         """`compiled`: whether torch.compile runs in the window (None: whether it has compiled anything yet);
-        `libraries`: installed libraries' code counts as the user's (the lines below `trainer.train()`)."""
+        `libraries`: installed libraries' code counts as the user's (the lines below `trainer.train()`); `fetch`:
+        the instrumentation layer's fetch slot (line_ranges.FetchSlot), so the DataLoader is not patched twice."""
         self.code_root = code_root
+        self.fetch = fetch
         self.libraries = libraries
         self.modules = modules
         self.compiled = compiled
@@ -68,7 +70,7 @@ class Attribution:
             line_ranges.sweep()  # a mode stopped inside its own handler earlier comes off before another goes on
 
             user = UserCode(self.code_root, libraries=self.libraries)
-            self._patches = line_ranges.CallSitePatches(user)
+            self._patches = line_ranges.CallSitePatches(user, self.fetch)
             if self.compiled if self.compiled is not None else torch_compile_in_use():
                 # torch.compile guards on the mode stack and the global module hooks: installing either would
                 # recompile inside the window. Only the call sites are annotated then.

@@ -5,7 +5,10 @@ the call is on the Python stack; the first user frame up from there is the line 
 points that are not torch functions get the same range around them for their caller: the DataLoader's
 `__next__`, the optimizers' `step` and `zero_grad` (whose own torch calls then get no ranges: the whole
 call is charged to the caller), `autograd.Function.apply` (so a custom Function is one op at the line
-that applied it, forward and backward alike) and a torch.compile'd module's call.
+that applied it, forward and backward alike) and a torch.compile'd module's call. Inside a capture the
+DataLoader's `__next__` is the instrumentation layer's (capture/meter/hooks.py): the range runs inside its
+fetch (`fetch`, its `around_fetch` slot) rather than in a second patch of it; only `stepscope.attribution`
+used alone, with no capture in the process, patches `__next__` itself.
 """
 
 from __future__ import annotations
@@ -24,6 +27,10 @@ from torch.overrides import TorchFunctionMode
 
 from stepscope.attribution.usercode import UserCode
 from stepscope.patches import Patches
+
+# The instrumentation layer's fetch slot: given `around(original, iterator)` it runs each DataLoader fetch through
+# it and says True (False: no layer is installed); given None it runs them plainly again.
+FetchSlot = Callable[[Callable[[Any, Any], Any] | None], bool]
 
 # Tensor methods that read metadata and dispatch no op: no range for them, it would only cost time.
 _NO_OP_METHODS = frozenset({
@@ -80,35 +87,53 @@ class _PatchState:
         self.mode: LineMode | None = None
 
 
+def _ranged(original: Callable, args: tuple, kwargs: dict, user: UserCode, state: _PatchState, quiet: bool,
+            caller: Any) -> Any:
+    """`original(*args, **kwargs)` inside a line range for the user's frame from `caller` outwards while the state
+    is armed; with `quiet`, the torch calls inside it get no ranges of their own (the whole call is charged to the
+    caller's line anyway)."""
+    if not state.active or _compiling():
+        return original(*args, **kwargs)
+    try:
+        name = user.annotation(caller)
+    except Exception:
+        name = None
+    if name is None:
+        return original(*args, **kwargs)
+    mode = state.mode if quiet else None
+    if mode is None or not mode.on_top():
+        with _RecordFunctionFast(name):
+            return original(*args, **kwargs)
+    args, kwargs = _with_closure_attributed(args, kwargs, mode)
+    _C._pop_torch_function_stack()  # out of the way entirely: not even a pass-through per call
+    try:
+        with _RecordFunctionFast(name):
+            return original(*args, **kwargs)
+    finally:
+        if mode.active:  # not stopped meanwhile (capture may stop at a DataLoader or optimizer step)
+            _C._push_on_torch_function_stack(mode)
+
+
 def _call_site_wrapper(original: Callable, user: UserCode, state: _PatchState, quiet: bool) -> Callable:
-    """`original` inside a line range for its caller while the state is armed; with `quiet`, the torch
-    calls inside it get no ranges of their own (the whole call is charged to the caller's line anyway)."""
+    """`original` inside a line range for its caller (`_ranged`)."""
 
     @functools.wraps(original)
     def wrapper(*args: Any, **kwargs: Any) -> Any:
-        if not state.active or _compiling():
-            return original(*args, **kwargs)
-        try:
-            name = user.annotation(sys._getframe(1))
-        except Exception:
-            name = None
-        if name is None:
-            return original(*args, **kwargs)
-        mode = state.mode if quiet else None
-        if mode is None or not mode.on_top():
-            with _RecordFunctionFast(name):
-                return original(*args, **kwargs)
-        args, kwargs = _with_closure_attributed(args, kwargs, mode)
-        _C._pop_torch_function_stack()  # out of the way entirely: not even a pass-through per call
-        try:
-            with _RecordFunctionFast(name):
-                return original(*args, **kwargs)
-        finally:
-            if mode.active:  # not stopped meanwhile (capture may stop at a DataLoader or optimizer step)
-                _C._push_on_torch_function_stack(mode)
+        return _ranged(original, args, kwargs, user, state, quiet, sys._getframe(1))
 
     wrapper.__stepscope_wrapper__ = True  # type: ignore[attr-defined]
     return wrapper
+
+
+def _fetch_around(user: UserCode, state: _PatchState) -> Callable[[Any, Any], Any]:
+    """What the instrumentation layer's fetch runs in its place: the fetch inside a range for its caller (the C
+    fetch has no frame of its own, so the caller's is this function's caller's; the Python one's is stepscope's
+    and skipped as not the user's)."""
+
+    def around(original: Any, iterator: Any) -> Any:
+        return _ranged(original, (iterator,), {}, user, state, True, sys._getframe(1))
+
+    return around
 
 
 def _with_closure_attributed(args: tuple, kwargs: dict, mode: LineMode) -> tuple[tuple, dict]:
@@ -143,13 +168,15 @@ def _subclasses(cls: type) -> list[type]:
     return found
 
 
-def _targets() -> list[tuple[type, str, bool]]:
-    """(owner, attribute, quiet inside): a custom Function's forward keeps the lines of its own ops."""
+def _targets(*, fetch: bool) -> list[tuple[type, str, bool]]:
+    """(owner, attribute, quiet inside): a custom Function's forward keeps the lines of its own ops. `fetch`: the
+    DataLoader's `__next__` too (no instrumentation layer runs its fetch)."""
     import torch
     from torch.utils.data.dataloader import _BaseDataLoaderIter
 
-    targets = [(_BaseDataLoaderIter, "__next__", True), (torch.optim.Optimizer, "zero_grad", True),
-               (torch.autograd.Function, "apply", False)]
+    targets = [(torch.optim.Optimizer, "zero_grad", True), (torch.autograd.Function, "apply", False)]
+    if fetch:
+        targets.append((_BaseDataLoaderIter, "__next__", True))
     # Each optimizer class's own step (torch wraps it in its profiling wrapper once per class).
     targets += [(cls, "step", True) for cls in _subclasses(torch.optim.Optimizer) if "step" in cls.__dict__]
     dynamo = sys.modules.get("torch._dynamo.eval_frame")
@@ -161,14 +188,18 @@ def _targets() -> list[tuple[type, str, bool]]:
 class CallSitePatches:
     """Line ranges around the entry points that torch functions do not see; removed without a trace."""
 
-    def __init__(self, user: UserCode) -> None:
+    def __init__(self, user: UserCode, fetch: FetchSlot | None = None) -> None:
+        """`fetch`: the instrumentation layer's fetch slot (`around` in, or None out; False: no layer installed)."""
         self.user = user
         self._state = _PatchState()
         self._installed = Patches()  # stepscope/patches.py: owned or inherited, restored only if still on top
+        self._fetch = fetch
+        self._in_fetch = False
 
     def install(self, mode: LineMode | None = None) -> None:
         self._state.active, self._state.mode = True, mode
-        for owner, attribute, quiet in _targets():
+        self._in_fetch = self._fetch is not None and self._fetch(_fetch_around(self.user, self._state))
+        for owner, attribute, quiet in _targets(fetch=not self._in_fetch):
             original = owner.__dict__.get(attribute, getattr(owner, attribute, None))
             if original is None:
                 continue
@@ -181,6 +212,9 @@ class CallSitePatches:
     def remove(self) -> None:
         # A wrapper someone else put over ours keeps ours in its chain: inactive, it only passes through.
         self._state.active, self._state.mode = False, None
+        if self._in_fetch and self._fetch is not None:
+            self._fetch(None)
+            self._in_fetch = False
         self._installed.undo()
 
 

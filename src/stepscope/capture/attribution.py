@@ -8,6 +8,8 @@ lines below it, in the libraries it calls, rather than to that one line.
 from __future__ import annotations
 
 import sys
+from collections.abc import Callable
+from typing import Any
 
 from stepscope.attribution import Attribution, Survey
 
@@ -19,9 +21,12 @@ class AttributionWindow:
     """Installs the line and module ranges when recording begins and removes them when it ends; the
     session calls both on the thread that runs the steps."""
 
-    def __init__(self, code_root: str | None = None) -> None:
+    def __init__(self, code_root: str | None = None, fetch: Callable[[Any], bool] | None = None) -> None:
+        """`fetch`: the instrumentation layer's fetch slot (StepMeter.around_fetch): the line range of a DataLoader
+        fetch runs inside the layer's own hook instead of a second patch of `__next__`."""
         self.code_root = code_root
-        self.attribution = Attribution(code_root)
+        self.fetch = fetch
+        self.attribution = Attribution(code_root, fetch=fetch)
         self._survey: Survey | None = None
         self.drill_note: str | None = None
 
@@ -34,7 +39,7 @@ class AttributionWindow:
             share, line = self._survey.stop()
             self._survey = None
             if share >= DRILL_SHARE and line is not None and not self.attribution.active:
-                self.attribution = Attribution(self.code_root, libraries=True)
+                self.attribution = Attribution(self.code_root, libraries=True, fetch=self.fetch)
                 self.drill_note = (f"{line} made {share:.0%} of the torch calls of the warm-up steps: the lines "
                                    "below it, in the libraries it calls, are shown instead of that one line")
         self.attribution.start()

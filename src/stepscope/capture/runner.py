@@ -46,13 +46,13 @@ def capture_program(program: Program, spec: CaptureOptions, folder: Path, *, ful
     hooks = StepHooks(session)
     watch = SettingsWatch(lambda: (hooks.known_model(), hooks.main_loader(), hooks.pinned_optimizer()),
                           hooks.sites.location, lambda: hooks.iterators_started, lambda: hooks.batch_bytes)
-    attribution = AttributionWindow() if spec.attribution else None
+    # The meter's hooks are the instrumentation layer: the step detection and the line ranges subscribe to them.
+    meter = session.meter = StepMeter(folder, syncs=spec.meter_syncs, batch_size=lambda: session.batch_size,
+                                      chosen=CHOSEN.get(spec.step_on or ""))
+    attribution = AttributionWindow(fetch=meter.around_fetch) if spec.attribution else None
     # MemoryCensus: what the model and optimizer hold, for the memory categories.
     session.listeners = [x for x in (telemetry, watch, attribution, MemoryCensus(folder)) if x is not None]
     session.on_leader = hooks.drop_weaker_than
-    # The meter's hooks go on first, so the step-detection hooks (which start and stop the profiler) wrap them.
-    meter = session.meter = StepMeter(folder, syncs=spec.meter_syncs, batch_size=lambda: session.batch_size,
-                                      chosen=CHOSEN.get(spec.step_on or ""))
     previous = activate(session)
     try:
         meter.install()

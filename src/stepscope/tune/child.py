@@ -60,7 +60,7 @@ def seed_everything(seed: int) -> None:
 def measure(spec: TrialSpec, program: Program, patches: Points, clock: StepClock) -> ChildResult:
 
     clock.set_batch_size(spec.batch_size, "user")
-    hooks = StepHooks(clock)  # type: ignore[arg-type]  # the clock stands in for a capture session
+    hooks = StepHooks(clock)  # the clock stands in for a capture session (capture/hooks.Steps)
     clock.on_leader = hooks.drop_weaker_than
     previous = activate(clock)  # type: ignore[arg-type]  # stepscope.step() marks it too
     meter = StepMeter(None, live=False)  # times the clock's windows step by step, phases and all

@@ -21,9 +21,11 @@
 #define ENTER 0
 #define LEAVE 8
 #define MARK 16
+#define FORWARD_PHASE 1
 #define OPTIMIZER_PHASE 3
 /* Step sources, in hooks.py's HOOKED order: their bit in `muted` and their mark code (MARK + index). */
 #define SOURCE_DATALOADER 0
+#define SOURCE_FORWARD 1
 #define SOURCE_OPTIMIZER 3
 
 /* A reference the collector cleared (tp_clear, at interpreter exit) or a member deleted from Python reads as None:
@@ -31,7 +33,7 @@
 #define ABSENT(o) ((o) == NULL || (o) == Py_None)
 
 static long current_pid;  /* renewed in a forked child: a hook acts only in the process that installed it */
-static PyObject *str_dataset, *str_mark, *str_flag, *str_backward, *str_optimizer;
+static PyObject *str_dataset, *str_mark, *str_flag, *str_backward, *str_optimizer, *str_dataloader, *str_forward;
 
 static void after_fork_in_child(void) { current_pid = (long)getpid(); }
 
@@ -50,6 +52,11 @@ typedef struct {
     PyObject *device;           /* None or the DeviceTimer (its mark(phase)) */
     PyObject *relay_backward;   /* None or the step detection's mark(source) */
     PyObject *relay_optimizer;
+    PyObject *relay_dataloader; /* None or mark('dataloader'): a fetch of the main loader after a yielded batch */
+    PyObject *relay_batch;      /* None or a callable given each batch the main loader yields (its batch size) */
+    PyObject *around_fetch;     /* None or around(original, iterator): the fetch in its place, inside its phase */
+    PyObject *relay_forward;    /* read by the Python model hooks (the forward stays Python): kept here, one state */
+    PyObject *on_model;
     PyObject *dataset;          /* None or a callable returning the main dataset (a weakref) */
     PyObject *pin;              /* pin(iterator, dataset) -> True: the first dataset to yield is the main one */
     PyObject *optimizer;        /* None or a weakref to the first optimizer to step */
@@ -70,7 +77,8 @@ typedef struct {
  * leaks a cycle or keeps a dead object). */
 #define STATE_REFERENCES(apply) \
     apply(s->events); apply(s->catch_up); apply(s->device); apply(s->relay_backward); apply(s->relay_optimizer); \
-    apply(s->dataset); apply(s->pin); apply(s->optimizer); apply(s->other_thread_step); apply(s->folded); \
+    apply(s->relay_dataloader); apply(s->relay_batch); apply(s->around_fetch); apply(s->relay_forward); \
+    apply(s->on_model); apply(s->dataset); apply(s->pin); apply(s->optimizer); apply(s->other_thread_step); apply(s->folded); \
     apply(s->flags)
 
 static int state_traverse(State *s, visitproc visit, void *arg) {
@@ -101,7 +109,9 @@ static PyObject *state_new(PyTypeObject *type, PyObject *args, PyObject *kwargs)
     s->events = Py_NewRef(events); s->catch_up = Py_NewRef(catch_up); s->pin = Py_NewRef(pin);
     s->other_thread_step = Py_NewRef(other); s->folded = Py_NewRef(folded); s->flags = Py_NewRef(flags);
     s->device = Py_NewRef(Py_None); s->relay_backward = Py_NewRef(Py_None);
-    s->relay_optimizer = Py_NewRef(Py_None); s->dataset = Py_NewRef(Py_None); s->optimizer = Py_NewRef(Py_None);
+    s->relay_optimizer = Py_NewRef(Py_None); s->relay_dataloader = Py_NewRef(Py_None);
+    s->relay_batch = Py_NewRef(Py_None); s->around_fetch = Py_NewRef(Py_None); s->relay_forward = Py_NewRef(Py_None);
+    s->on_model = Py_NewRef(Py_None); s->dataset = Py_NewRef(Py_None); s->optimizer = Py_NewRef(Py_None);
     s->thread = PyThread_get_thread_ident();
     s->pid = current_pid;
     return (PyObject *)s;
@@ -111,6 +121,11 @@ static PyMemberDef state_members[] = {
     {"device", T_OBJECT_EX, offsetof(State, device), 0, NULL},
     {"relay_backward", T_OBJECT_EX, offsetof(State, relay_backward), 0, NULL},
     {"relay_optimizer", T_OBJECT_EX, offsetof(State, relay_optimizer), 0, NULL},
+    {"relay_dataloader", T_OBJECT_EX, offsetof(State, relay_dataloader), 0, NULL},
+    {"relay_batch", T_OBJECT_EX, offsetof(State, relay_batch), 0, NULL},
+    {"around_fetch", T_OBJECT_EX, offsetof(State, around_fetch), 0, NULL},
+    {"relay_forward", T_OBJECT_EX, offsetof(State, relay_forward), 0, NULL},
+    {"on_model", T_OBJECT_EX, offsetof(State, on_model), 0, NULL},
     {"dataset", T_OBJECT_EX, offsetof(State, dataset), 0, NULL},
     {"optimizer", T_OBJECT_EX, offsetof(State, optimizer), 0, NULL},
     {"thread", T_ULONG, offsetof(State, thread), 0, NULL},
@@ -127,7 +142,8 @@ static PyMemberDef state_members[] = {
 static PyTypeObject StateType = {
     PyVarObject_HEAD_INIT(NULL, 0)
     .tp_name = "stepscope.capture.meter._native.State",
-    .tp_doc = "What the native hooks read and the meter keeps up to date (due times, muted sources, the device).",
+    .tp_doc = "What the hooks read and write, the meter's due times, muted sources and device and the subscribers "
+              "included (capture/meter/hooks.py's HookState has the same fields).",
     .tp_basicsize = sizeof(State),
     .tp_flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_HAVE_GC,
     .tp_new = state_new,
@@ -178,15 +194,10 @@ static int mark_step(State *s, long long t, int source) {
     return 0;
 }
 
-/* torch.compile or torch.export is tracing the caller: 1, else 0 (-1 on an error). */
+/* torch.export is tracing the caller (it runs the code natively with the flag set): 1, else 0. torch.compile never
+ * runs a C hook while it traces (it cannot trace into one: it breaks the graph and runs it natively, where
+ * is_dynamo_compiling() is False), so `folded` is not called here: a Python frame a call saved. */
 static int tracing(State *s) {
-    if (!ABSENT(s->folded)) {
-        PyObject *r = PyObject_CallNoArgs(s->folded);
-        if (r == NULL) return -1;
-        int yes = PyObject_IsTrue(r);
-        Py_DECREF(r);
-        if (yes) return yes;
-    }
     if (!ABSENT(s->flags)) {
         PyObject *r = PyObject_GetAttr(s->flags, str_flag);
         if (r == NULL) { PyErr_Clear(); return 0; }
@@ -309,12 +320,17 @@ static PyObject *data_call(PyObject *self, PyObject *const *args, size_t nargsf,
     if (main && s->batch_pending) {  /* a fetch after a yielded batch ends that batch's step */
         s->batch_pending = 0;
         if (mark_step(s, t, SOURCE_DATALOADER) < 0) return NULL;
+        if (call_discarding(s->relay_dataloader, str_dataloader) < 0) return NULL;
     }
     if (push(s, t, ENTER + w->phase) < 0) return NULL;
-    PyObject *batch = PyObject_Vectorcall(w->original, args, nargsf, kwnames);
+    PyObject *batch = ABSENT(s->around_fetch) ? PyObject_Vectorcall(w->original, args, nargsf, kwnames)
+        : PyObject_CallFunctionObjArgs(s->around_fetch, w->original, iterator, NULL);
     batch = left(s, now_ns(), w->phase, 1, batch);  /* NULL: StopIteration at an epoch's end, most often */
     if (batch == NULL) return NULL;
-    if (main) s->batch_pending = 1;
+    if (main) {
+        s->batch_pending = 1;
+        if (call_discarding(s->relay_batch, batch) < 0) { Py_DECREF(batch); return NULL; }
+    }
     return batch;
 }
 
@@ -412,6 +428,35 @@ static PyObject *after_step(PyObject *self, PyObject *const *args, size_t nargsf
     Py_RETURN_NONE;
 }
 
+/* The model's forward, entered and left: called by the Python wrapper of the model's class's forward
+ * (capture/model_forward.py: torch.compile traces that wrapper, so it stays Python). A call of the model after the
+ * first ends the previous forward's step and is relayed; `before(True)`: the first call, whose step nothing ends. */
+static PyObject *forward_enter(PyObject *self, PyObject *const *args, size_t nargsf, PyObject *kwnames) {
+    State *s = ((OptimizerHook *)self)->state;
+    if (s == NULL || current_pid != s->pid) Py_RETURN_NONE;
+    int first = PyVectorcall_NARGS(nargsf) >= 1 ? PyObject_IsTrue(args[0]) : 0;
+    if (first < 0) return NULL;
+    if (!first && call_discarding(s->relay_forward, str_forward) < 0) return NULL;
+    if (PyThread_get_thread_ident() != s->thread) Py_RETURN_NONE;
+    long long t = now_ns();
+    if (!(s->muted & (1 << SOURCE_FORWARD))) {
+        if (push(s, t, MARK + SOURCE_FORWARD) < 0) return NULL;
+        if (t >= s->mark_due && call_discarding(s->catch_up, NULL) < 0) return NULL;
+    }
+    if (push(s, t, ENTER + FORWARD_PHASE) < 0) return NULL;
+    if (mark_device(s, FORWARD_PHASE) < 0) return NULL;
+    Py_RETURN_NONE;
+}
+
+static PyObject *forward_leave(PyObject *self, PyObject *const *args, size_t nargsf, PyObject *kwnames) {
+    State *s = ((OptimizerHook *)self)->state;
+    if (s == NULL || !here(s)) Py_RETURN_NONE;
+    long long t = now_ns();
+    if (push(s, t, LEAVE + FORWARD_PHASE) < 0) return NULL;
+    if (t >= s->due && call_discarding(s->catch_up, NULL) < 0) return NULL;
+    Py_RETURN_NONE;
+}
+
 static PyMemberDef hook_members[] = {
     {"__vectorcalloffset__", T_PYSSIZET, offsetof(OptimizerHook, vectorcall), READONLY, NULL},
     {NULL}
@@ -420,7 +465,8 @@ static PyMemberDef hook_members[] = {
 static PyTypeObject OptimizerHookType = {
     PyVarObject_HEAD_INIT(NULL, 0)
     .tp_name = "stepscope.capture.meter._native.OptimizerHook",
-    .tp_doc = "torch's global optimizer step pre- or post-hook: the optimizer phase and its step's end.",
+    .tp_doc = "torch's global optimizer step pre- or post-hook (the optimizer phase and its step's end), or the "
+              "model's forward entered or left.",
     .tp_basicsize = sizeof(OptimizerHook),
     .tp_flags = Py_TPFLAGS_DEFAULT | Py_TPFLAGS_HAVE_GC | Py_TPFLAGS_HAVE_VECTORCALL,
     .tp_dealloc = gc_dealloc,
@@ -459,19 +505,29 @@ static PyObject *data_next(PyObject *module, PyObject *args) {
     return make_wrapper((State *)state, original, data_call, phase, SOURCE_DATALOADER, 0, 0);
 }
 
+static PyObject *hook_pair(PyObject *state, vectorcallfunc first, vectorcallfunc second);
+
 static PyObject *optimizer_hooks(PyObject *module, PyObject *state) {
+    return hook_pair(state, before_step, after_step);
+}
+
+static PyObject *hook_pair(PyObject *state, vectorcallfunc first, vectorcallfunc second) {
     if (!PyObject_TypeCheck(state, &StateType)) {
-        PyErr_SetString(PyExc_TypeError, "optimizer_hooks() takes a State");
+        PyErr_SetString(PyExc_TypeError, "the hooks take a State");
         return NULL;
     }
-    PyObject *before = make_hook((State *)state, before_step);
+    PyObject *before = make_hook((State *)state, first);
     if (before == NULL) return NULL;
-    PyObject *after = make_hook((State *)state, after_step);
+    PyObject *after = make_hook((State *)state, second);
     if (after == NULL) { Py_DECREF(before); return NULL; }
     PyObject *pair = PyTuple_Pack(2, before, after);
     Py_DECREF(before);
     Py_DECREF(after);
     return pair;
+}
+
+static PyObject *forward_hooks(PyObject *module, PyObject *state) {
+    return hook_pair(state, forward_enter, forward_leave);
 }
 
 static PyObject *now(PyObject *module, PyObject *unused) { return PyLong_FromLongLong(now_ns()); }
@@ -481,6 +537,7 @@ static PyMethodDef methods[] = {
      "timed(state, original, phase, source=-1, marks_device=False, relays=False): `original` charged to `phase`."},
     {"data_next", data_next, METH_VARARGS, "data_next(state, original, phase): a DataLoader iterator's __next__."},
     {"optimizer_hooks", optimizer_hooks, METH_O, "optimizer_hooks(state): the (pre, post) optimizer step hooks."},
+    {"forward_hooks", forward_hooks, METH_O, "forward_hooks(state): (before(first=False), after) of the model's forward."},
     {"now", now, METH_NOARGS, "The hooks' clock, in ns (time.perf_counter_ns's)."},
     {NULL}
 };
@@ -497,7 +554,10 @@ PyMODINIT_FUNC PyInit__native(void) {
     str_flag = PyUnicode_InternFromString("_is_compiling_flag");
     str_backward = PyUnicode_InternFromString("backward");
     str_optimizer = PyUnicode_InternFromString("optimizer");
-    if (!str_dataset || !str_mark || !str_flag || !str_backward || !str_optimizer) return NULL;
+    str_dataloader = PyUnicode_InternFromString("dataloader");
+    str_forward = PyUnicode_InternFromString("forward");
+    if (!str_dataset || !str_mark || !str_flag || !str_backward || !str_optimizer || !str_dataloader || !str_forward)
+        return NULL;
     current_pid = (long)getpid();
     if (pthread_atfork(NULL, NULL, after_fork_in_child) != 0) {
         PyErr_SetString(PyExc_OSError, "pthread_atfork failed");

@@ -1,7 +1,11 @@
-"""The meter's hooks on torch: the DataLoader's `__next__` (waiting for data), the model's top-level forward, the
-backward pass, the optimizer step, and, where a device is in use, the calls that block on it (`item()`, `tolist()`,
-`cpu()`, `torch.cuda.synchronize()`). They stay for the whole program, unlike the step-detection hooks, and do
-nothing on other threads, in forked DataLoader workers, or while torch.compile traces.
+"""The instrumentation layer: the one set of hooks on torch's measuring-side patch points, the DataLoader's
+`__next__` (waiting for data), the model's top-level forward, the backward pass, the optimizer step, and, where a
+device is in use, the calls that block on it (`item()`, `tolist()`, `cpu()`, `torch.cuda.synchronize()`). They
+append one event stream the step meter replays, stay for the whole program and measure nothing on other threads, in
+forked DataLoader workers, or while torch.compile traces.
+
+Others subscribe instead of patching them again (`subscribe`): the step detection (capture/hooks.py) hears of the
+steps each source ends, the main loader's batches and the model; the window's line ranges run in the fetch's place.
 
 The model is the first module with parameters called outside any other module's forward; global module hooks
 find it and are then replaced by a watch on the model's calls (global hooks slow every module call; a hook on the
@@ -12,7 +16,6 @@ from __future__ import annotations
 import functools
 import threading
 import weakref
-from collections.abc import Callable
 from typing import Any, Protocol
 
 from stepscope.capture.guard import PID, tracing_checks
@@ -29,19 +32,22 @@ SYNC_METHODS = ("item", "tolist", "cpu")
 # The step sources the hooks mark, in the order of their event codes (MARK + index).
 HOOKED = ("dataloader", "forward", "backward", "optimizer")
 MARK_DATALOADER, MARK_FORWARD, MARK_BACKWARD, MARK_OPTIMIZER = (MARK + i for i in range(len(HOOKED)))
+# Who may subscribe to the layer (MeterHooks.subscribe), each a slot of the hooks' state: relay_* get the source's
+# name at each step it ends (relay_batch: each batch of the main loader), on_model (model, its first call's args),
+# around_fetch(original, iterator) runs each fetch in its place (the window's line ranges).
+SUBSCRIBERS = ("relay_optimizer", "relay_backward", "relay_dataloader", "relay_batch", "relay_forward", "on_model",
+               "around_fetch")
 
 
 class Meter(Protocol):
-    """What the hooks report to (capture/meter/meter.py's StepMeter)."""
+    """What the hooks report to (capture/meter/meter.py's StepMeter); its due times, muted sources and device it
+    keeps in the hooks' state itself."""
 
     clock: PhaseClock
     num_workers: int | None
     thread: int  # the training thread's id
     pid: int  # the process that installed the meter (capture/guard.py)
-    device: DeviceTimer | None  # marks the phases on the device, once the program has used CUDA
-    muted: set[str]  # sources whose boundaries are not kept (checked here: an event per hook saved)
-    due: int  # an event at or after it replays the events (about once a second)
-    mark_due: int  # a mark at or after it does (every mark while the steps settle, or with a device)
+    state: Any  # the hooks' state (HookState or _native.State): the one both hook sets read and write
 
     def here(self) -> bool: ...
     def catch_up(self) -> None: ...
@@ -51,21 +57,33 @@ class Meter(Protocol):
 # each reads the meter's thread and clock from its closure, appends an event (`time << SHIFT | code`: one C call) and
 # leaves the bookkeeping to the replay (capture/meter/phases.py, bulk.py), about once a second. The tail that marks a
 # step and replays when due is written out in each hook, not shared: a call is exactly what it would cost.
-# The data fetch, the backward pass and the optimizer's hooks run in C where it was built (`_native.c`, native.py):
-# the same events, from the same state; the model's forward and the syncs stay Python (torch.compile traces them).
+# The data fetch, the backward pass, the optimizer's hooks and the forward's entry and exit run in C where it was built
+# (`_native.c`, native.py): the same events, from the same state; the model class's wrapper and the syncs stay Python
+# (torch.compile traces them).
 
 
 class HookState:
-    """What the Python hooks keep between calls; the C hooks keep the same in `_native.State`."""
+    """What the hooks read and write, the meter's part included: the Python hooks' state; the C hooks' is
+    `_native.State`, with the same fields. Written in one place (no copy from one to the other)."""
 
-    __slots__ = ("batch_pending", "dataset", "optimizer", "optimizer_depth", "other_depth")
+    __slots__ = ("batch_pending", "dataset", "device", "due", "mark_due", "muted", "optimizer", "optimizer_depth",
+                 "other_depth", *SUBSCRIBERS)
 
     def __init__(self) -> None:
+        self.due = 0  # an event at or after it replays the events (about once a second)
+        self.mark_due = 0  # a mark at or after it does (every mark while the steps settle, or with a device)
+        self.muted = 0  # a bit per source of HOOKED whose boundaries are not kept (an event per hook saved)
+        self.device: DeviceTimer | None = None  # marks the phases on the device, once the program has used CUDA
         self.batch_pending = False  # the main loader yielded a batch whose step has not ended
         self.dataset: Any = None  # the first dataset to yield marks the steps (not a validation set's): a weakref
         self.optimizer: Any = None  # the first optimizer to step marks the steps (a GAN has two): a weakref
         self.optimizer_depth = 0  # optimizer steps running on the training thread, nested
         self.other_depth = 0  # optimizer steps running on other threads, nested
+        for name in SUBSCRIBERS:
+            setattr(self, name, None)
+
+
+MUTED_DATALOADER, MUTED_FORWARD, MUTED_BACKWARD, MUTED_OPTIMIZER = (1 << i for i in range(len(HOOKED)))
 
 
 class MeterHooks:
@@ -77,15 +95,15 @@ class MeterHooks:
         self._discovery: list[Any] = []
         self._unwatch: Any = None  # stops watching the model's calls (capture/model_forward.py)
         self._depth = 0
-        self.state: Any = HookState()  # or the C hooks' _native.State
         self.native: Any = None  # the C hooks' module, when they run
-        self._muted_seen: set[str] | None = None
         self.model_found = False
-        # The capture's step detection (capture/hooks.py) hears of optimizer steps and backward passes from these
-        # hooks instead of hooking the same points again (a second layer cost ~13 µs a step): the session's `mark`.
-        # A training loop on another thread is not measured, but its steps are still relayed.
-        self.relay_optimizer: Callable[[str], None] | None = None
-        self.relay_backward: Callable[[str], None] | None = None
+        self.model: Any = None  # a weakref to the model, once found
+        # The subscribers are slots of the state (`subscribe`; a second layer of hooks cost ~13 µs a step). A loop on
+        # another thread is not measured, but its optimizer steps, backward passes and model calls are relayed.
+
+    @property
+    def state(self) -> Any:
+        return self.meter.state
 
     # -- install / remove ------------------------------------------------------------------------------
 
@@ -95,11 +113,12 @@ class MeterHooks:
         from torch.utils.data.dataloader import _BaseDataLoaderIter
 
         native = native_hooks(self.meter.clock.clock)
-        if native is not None:
-            state = self.state = native.State(self.meter.clock.events, self.meter.catch_up, self._pin,
-                                              self._other_thread_step, *tracing_checks())
-            # The rest (due times, muted sources, the device) the meter mirrors into the state (`mirror`).
-            state.pid, state.thread, self.native = self.meter.pid, self.meter.thread, native
+        if native is not None:  # the C state takes the Python one's place, its fields as they are so far
+            state = native.State(self.meter.clock.events, self.meter.catch_up, self._pin, self._other_thread_step,
+                                 *tracing_checks())
+            for name in HookState.__slots__:
+                setattr(state, name, getattr(self.meter.state, name))
+            state.pid, state.thread, self.native, self.meter.state = self.meter.pid, self.meter.thread, native, state
             # Each given the wrapped function's name, doc and __wrapped__, as functools.wraps gives the Python ones.
             self._patch(_BaseDataLoaderIter, "__next__", lambda original: functools.update_wrapper(
                 native.data_next(state, original, DATA), original))
@@ -130,21 +149,13 @@ class MeterHooks:
             self._unwatch = None
         self._patches.undo()  # an inherited method (Tensor.item from TensorBase) is deleted again
 
-    def relay(self, optimizer: Callable[[str], None] | None, backward: Callable[[str], None] | None) -> None:
-        self.relay_optimizer, self.relay_backward = optimizer, backward
-        if self.native is not None:
-            self.state.relay_optimizer, self.state.relay_backward = optimizer, backward
-
-    def mirror(self) -> None:
-        """The meter's due times, muted sources and device, into the C hooks' state (the Python hooks read them
-        from the meter): after each replay and each boundary the meter is told of."""
-        if self.native is None:
-            return
-        meter, state = self.meter, self.state
-        state.due, state.mark_due, state.device = meter.due, meter.mark_due, meter.device
-        if meter.muted is not self._muted_seen:  # the meter replaces the set when it changes
-            self._muted_seen = meter.muted
-            state.muted = sum(1 << i for i, source in enumerate(HOOKED) if source in meter.muted)
+    def subscribe(self, **callbacks: Any) -> None:
+        """Set (or, with None, clear) subscribers by name (SUBSCRIBERS), in the state both hook sets read."""
+        state = self.state
+        for name, callback in callbacks.items():
+            if name not in SUBSCRIBERS:
+                raise TypeError(f"no subscriber {name!r} in the instrumentation layer")
+            setattr(state, name, callback)
 
     def _patch(self, owner: Any, name: str, make: Any) -> None:
         self._patches.wrap(owner, name, make)
@@ -165,20 +176,26 @@ class MeterHooks:
             t = clock()
             if main and state.batch_pending:  # a fetch after a yielded batch ends that batch's step
                 state.batch_pending = False
-                if "dataloader" not in meter.muted:
+                if not state.muted & MUTED_DATALOADER:
                     push(t << SHIFT | MARK_DATALOADER)
-                    if t >= meter.mark_due:
+                    if t >= state.mark_due:
                         meter.catch_up()
+                relay = state.relay_dataloader
+                if relay is not None:
+                    relay("dataloader")
             push(t << SHIFT | (ENTER + DATA))
             try:
-                batch = original(iterator)
+                around = state.around_fetch
+                batch = original(iterator) if around is None else around(original, iterator)
             finally:
                 t = clock()
                 push(t << SHIFT | (LEAVE + DATA))
-                if t >= meter.due:
+                if t >= state.due:
                     meter.catch_up()
             if main:
                 state.batch_pending = True
+                if state.relay_batch is not None:
+                    state.relay_batch(batch)
             return batch
 
         return __next__
@@ -194,8 +211,8 @@ class MeterHooks:
 
     def _backward_wrapper(self, original: Any) -> Any:
         """The backward pass charged to BACKWARD; a backward step ends when it returns (and is relayed)."""
-        hooks, meter, thread, pid, get_ident = self, self.meter, self.meter.thread, self.meter.pid, threading.get_ident
-        clock, push = self.meter.clock.clock, self.meter.clock.push
+        meter, thread, pid, get_ident = self.meter, self.meter.thread, self.meter.pid, threading.get_ident
+        clock, push, state = self.meter.clock.clock, self.meter.clock.push, self.state
         folded, flags = tracing_checks()
         enters, leaves = ENTER + BACKWARD, LEAVE + BACKWARD
 
@@ -205,12 +222,12 @@ class MeterHooks:
                 return original(*args, **kwargs)
             if get_ident() != thread:
                 result = original(*args, **kwargs)
-                if hooks.relay_backward is not None:
-                    hooks.relay_backward("backward")
+                if state.relay_backward is not None:
+                    state.relay_backward("backward")
                 return result
             push(clock() << SHIFT | enters)
-            if meter.device is not None:
-                meter.device.mark(BACKWARD)
+            if state.device is not None:
+                state.device.mark(BACKWARD)
             try:
                 result = original(*args, **kwargs)
             except BaseException:
@@ -218,13 +235,13 @@ class MeterHooks:
                 raise
             t = clock()
             push(t << SHIFT | leaves)
-            if "backward" not in meter.muted:
+            if not state.muted & MUTED_BACKWARD:
                 push(t << SHIFT | MARK_BACKWARD)
-                if t >= meter.mark_due:
+                if t >= state.mark_due:
                     meter.catch_up()
-            elif t >= meter.due:
+            elif t >= state.due:
                 meter.catch_up()
-            relay = hooks.relay_backward
+            relay = state.relay_backward
             if relay is not None:
                 relay("backward")
             return result
@@ -246,8 +263,8 @@ class MeterHooks:
             state.optimizer_depth += 1
             if state.optimizer_depth == 1:
                 push(clock() << SHIFT | (ENTER + OPTIMIZER))
-                if meter.device is not None:
-                    meter.device.mark(OPTIMIZER)
+                if state.device is not None:
+                    state.device.mark(OPTIMIZER)
 
         def after(optimizer: Any, args: Any, kwargs: Any) -> None:
             if PID[0] != pid:
@@ -265,13 +282,13 @@ class MeterHooks:
                 state.optimizer, pinned = weakref.ref(optimizer), optimizer
             if optimizer is not pinned:
                 return
-            if "optimizer" not in meter.muted:
+            if not state.muted & MUTED_OPTIMIZER:
                 push(t << SHIFT | MARK_OPTIMIZER)
-                if t >= meter.mark_due:
+                if t >= state.mark_due:
                     meter.catch_up()
-            elif t >= meter.due:
+            elif t >= state.due:
                 meter.catch_up()
-            relay = hooks.relay_optimizer
+            relay = state.relay_optimizer
             if relay is not None:
                 relay("optimizer")
 
@@ -282,13 +299,13 @@ class MeterHooks:
         optimizer (the first to step, on any thread)."""
         state = self.state
         state.other_depth = max(state.other_depth - 1, 0)
-        if state.other_depth or self.relay_optimizer is None:
+        if state.other_depth or state.relay_optimizer is None:
             return
         pinned = state.optimizer() if state.optimizer is not None else None
         if pinned is None:
             state.optimizer, pinned = weakref.ref(optimizer), optimizer
         if optimizer is pinned:
-            self.relay_optimizer("optimizer")
+            state.relay_optimizer("optimizer")
 
     def pinned_optimizer(self) -> Any:
         return self.state.optimizer() if self.state.optimizer is not None else None
@@ -297,7 +314,7 @@ class MeterHooks:
         """`original` (a call that blocks on the device) charged to SYNC on the training thread (not while
         torch.compile traces it)."""
         meter, thread, pid, get_ident = self.meter, self.meter.thread, self.meter.pid, threading.get_ident
-        clock, push = self.meter.clock.clock, self.meter.clock.push
+        clock, push, state = self.meter.clock.clock, self.meter.clock.push, self.state
         folded, flags = tracing_checks()
         enters, leaves = ENTER + SYNC, LEAVE + SYNC
 
@@ -311,7 +328,7 @@ class MeterHooks:
             finally:
                 t = clock()
                 push(t << SHIFT | leaves)
-                if t >= meter.due:
+                if t >= state.due:
                     meter.catch_up()
 
         return timed
@@ -323,12 +340,15 @@ class MeterHooks:
             return
         if self._depth == 0 and next(iter(module.parameters()), None) is not None:
             self.model_found = True
+            self.model = weakref.ref(module)
             for handle in self._discovery:
                 handle.remove()
             self._discovery = []
-            before, after = self._model_hooks()
+            if self.state.on_model is not None:
+                self.state.on_model(module, args)
+            before, after = self.native.forward_hooks(self.state) if self.native is not None else self._model_hooks()
             self._unwatch = watch_forward(module, before, after)
-            before()  # this call's forward was looked up before the watch existed: its end comes from a hook
+            before(True)  # the first call: its forward was looked up before the watch existed, its end from a hook
             handle: Any = None
 
             def first_call_ended(module: Any, args: Any, output: Any) -> None:
@@ -342,27 +362,35 @@ class MeterHooks:
     def _after_any_forward(self, module: Any, args: Any, output: Any) -> None:
         self._depth = max(self._depth - 1, 0)
 
+    def known_model(self) -> Any:
+        return self.model() if self.model is not None else None
+
     def _model_hooks(self) -> tuple[Any, Any]:
         meter, thread, pid, get_ident = self.meter, self.meter.thread, self.meter.pid, threading.get_ident
-        clock, push = self.meter.clock.clock, self.meter.clock.push
+        clock, push, state = self.meter.clock.clock, self.meter.clock.push, self.state
 
-        def before() -> None:
-            if PID[0] != pid or get_ident() != thread:
+        def before(first: bool = False) -> None:
+            if PID[0] != pid:
+                return
+            relay = state.relay_forward
+            if relay is not None and not first:  # the step detection counts the calls after the first
+                relay("forward")
+            if get_ident() != thread:
                 return
             t = clock()
-            if "forward" not in meter.muted:
+            if not state.muted & MUTED_FORWARD:
                 push(t << SHIFT | MARK_FORWARD)  # a call of the model ends the previous forward's step
-                if t >= meter.mark_due:
+                if t >= state.mark_due:
                     meter.catch_up()
             push(t << SHIFT | (ENTER + FORWARD))
-            if meter.device is not None:
-                meter.device.mark(FORWARD)
+            if state.device is not None:
+                state.device.mark(FORWARD)
 
         def after() -> None:
             if PID[0] == pid and get_ident() == thread:
                 t = clock()
                 push(t << SHIFT | (LEAVE + FORWARD))
-                if t >= meter.due:
+                if t >= state.due:
                     meter.catch_up()
 
         return before, after

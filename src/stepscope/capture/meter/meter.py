@@ -14,14 +14,15 @@ import threading
 import time
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 from stepscope.atomic import write_atomic
-from stepscope.capture.arbiter import PRIORITY  # lower is stronger, as the capture's arbiter ranks sources
+from stepscope.capture.arbiter import PRIORITY, Mark, StepArbiter
 from stepscope.capture.guard import PID
 from stepscope.capture.meter import host
 from stepscope.capture.meter.bulk import replay_in_bulk
 from stepscope.capture.meter.device import TIMED_PHASES, DeviceTimer, cuda_timer, nvml_busy
-from stepscope.capture.meter.hooks import HOOKED, MeterHooks
+from stepscope.capture.meter.hooks import HOOKED, HookState, MeterHooks
 from stepscope.capture.meter.live import LiveLine
 from stepscope.capture.meter.phases import FIELDS, MAX_STEPS, NAMED, PhaseClock, Replayed, StepLog
 from stepscope.capture.meter.workers import WorkerLog
@@ -54,14 +55,14 @@ class StepMeter:
         # The hooks replay their events (self.catch_up) at a mark at or after `mark_due`, at any event at or after
         # `due`: every mark until the leading source has settled (the weaker ones are muted then) or while a device is
         # timed (its events are recorded at the boundary), else about once a second, with the live line.
-        self.due = self.mark_due = 0
+        self.state: Any = HookState()  # the hooks' state (the C hooks' replaces it at install): due, muted, device
         self.logs: dict[str, StepLog] = {}
-        self.leading: str | None = None  # the strongest source seen so far
-        self.muted: set[str] = set()  # sources weaker than one that has led SETTLED steps: not kept
+        self.arbiter = StepArbiter()  # the one arbiter's rule: the strongest source seen so far leads (never locked)
+        self._muted: set[str] = set()  # sources weaker than one that has led SETTLED steps: not kept
         self.spans: list[list[int]] = []  # when a profiler ran
         self.num_workers: int | None = None
         self._syncs = syncs
-        self.device = device  # the device timer, once the program has used CUDA (hooks mark phases on it)
+        self.state.device = device  # the device timer, once the program has used CUDA (hooks mark phases on it)
         self.device_source: str | None = None
         # NVML's busy % of the device, read once a second ([host ns, %]): the share of time a kernel ran
         self._busy = busy
@@ -108,17 +109,38 @@ class StepMeter:
         if self._live is not None:
             self._live.close()
 
-    def relay_steps(self, optimizer: Callable[[str], None] | None, backward: Callable[[str], None] | None) -> bool:
-        """Tell `optimizer` of each optimizer step and `backward` of each backward pass the hooks see (the capture's
-        step detection, instead of a second layer of hooks); False when the meter's hooks are not installed."""
+    def around_fetch(self, around: Callable[[object, object], object] | None) -> bool:
+        """The line ranges' fetch slot (attribution/line_ranges.FetchSlot): each DataLoader fetch through `around`
+        (None: plainly again); False when the layer is not installed."""
         if self._hooks is None:
             return False
-        self._hooks.relay(optimizer, backward)
+        self._hooks.subscribe(around_fetch=around)
         return True
 
-    def pinned_optimizer(self) -> object | None:
-        """The optimizer whose steps are counted (the first to step), if it is still alive."""
-        return self._hooks.pinned_optimizer() if self._hooks is not None else None
+    @property
+    def layer(self) -> MeterHooks | None:
+        """The instrumentation layer while installed: the one set of hooks others subscribe to (capture/hooks.py's
+        step detection, the line ranges' fetch) instead of patching the same points again."""
+        return self._hooks
+
+    # What the hooks read, kept in their state alone (one state for both hook sets, no copy).
+    due = property(lambda self: self.state.due, lambda self, v: setattr(self.state, "due", v))
+    mark_due = property(lambda self: self.state.mark_due, lambda self, v: setattr(self.state, "mark_due", v))
+    device = property(lambda self: self.state.device, lambda self, v: setattr(self.state, "device", v))
+
+    @property
+    def muted(self) -> set[str]:
+        return self._muted
+
+    @muted.setter
+    def muted(self, sources: set[str]) -> None:
+        self._muted = sources
+        self.state.muted = sum(1 << i for i, source in enumerate(HOOKED) if source in sources)
+
+    @property
+    def leading(self) -> str | None:
+        """The strongest source seen so far."""
+        return self.arbiter.leader
 
     def here(self) -> bool:
         """The training thread of the process that started the meter (not a forked worker, not another thread).
@@ -143,15 +165,11 @@ class StepMeter:
         self.due = self._last_write + WRITE_EVERY_NS
         log = self.logs.get(self.leading) if self.leading is not None else None
         self.mark_due = self.due if self.device is None and log is not None and log.count >= SETTLED else 0
-        if self._hooks is not None:
-            self._hooks.mirror()
 
     def boundary(self, source: str) -> None:
         """A step of `source` has just ended: a mark the hooks do not see (stepscope.step(), a trainer callback)."""
         self.catch_up()
         self._boundary(source, None)
-        if self._hooks is not None:
-            self._hooks.mirror()  # the boundary may have muted weaker sources or found the device
 
     def _replayed(self, np: object, done: Replayed) -> None:
         """A batch replayed in bulk: the settled leading source's steps appended at once, any other marks one by one
@@ -191,11 +209,8 @@ class StepMeter:
             else:
                 log.start(t, totals)
         log.boundary(t, totals)
-        leading = self.leading
-        if source != leading:
-            if leading is not None and PRIORITY.get(source, 9) >= PRIORITY.get(leading, 9):
-                return
-            self.leading = source
+        if self.arbiter.mark(source) is Mark.IGNORE:
+            return
         if log.count <= SETTLED or self.device is not None or t - self._last_write >= WRITE_EVERY_NS:
             self._on_leading_step(source, log, t)  # a call a step saved otherwise: a 1 ms step has 10 µs for all
 
