@@ -111,8 +111,8 @@ TITLES = {  # advice/rules/ and advice/meter.py, verbatim in their form
 
 
 def _settings(name: str, config: int, call: int, loader: int | None = None) -> s.Settings:
-    def at(line: int) -> dict:
-        return {"file": "train.py", "line": line, "function": "<module>", "code": "..."}
+    def at(line: int) -> s.Location:
+        return s.Location(file="train.py", line=line, function="<module>", code="...")
 
     return s.Settings(dataloader=s.LoaderSettings(num_workers=0, pin_memory=False, persistent_workers=False,
                                                   batch_size=4, location=at(call)),
@@ -124,7 +124,7 @@ def _settings(name: str, config: int, call: int, loader: int | None = None) -> s
 def _rec(rec_id: str, line: int) -> s.Recommendation:
     title, evidence = TITLES[rec_id]
     return s.Recommendation(id=rec_id, title=title, evidence=evidence, estimated_speedup=1.5,
-                            location={"file": "train.py", "line": line, "function": "<module>", "code": "..."})
+                            location=s.Location(file="train.py", line=line, function="<module>", code="..."))
 
 
 HF_SETTINGS = {  # what the user writes in TrainingArguments(...) for each fix
@@ -147,7 +147,7 @@ def test_every_trainer_fix_is_its_trainingarguments_field(rec_id: str) -> None:
     assert HF_SETTINGS[rec_id] in rec.title
     assert not any(code in rec.title for code in ("DataLoader(", "torch.autocast", "torch.compile(", "AdamW(",
                                                   "torch.backends", "set_float32_matmul_precision"))
-    assert rec.location is not None and rec.location["line"] == 25
+    assert rec.location is not None and rec.location.line == 25
     assert rec.evidence["framework_setting"] == HF_SETTINGS[rec_id]
 
 
@@ -162,18 +162,18 @@ def test_half_precision_is_each_frameworks_own_precision_setting() -> None:
         settings = _settings(name, 12, 30)
         for rec, text in ((_rec("amp", 9), bf16), (fp16, half), (_rec("cpu_bf16", 9), bf16)):
             done = in_framework(rec, settings)
-            assert text in done.title and done.location is not None and done.location["line"] == 12, (name, done)
+            assert text in done.title and done.location is not None and done.location.line == 12, (name, done)
 
 
 def test_lightning_and_accelerate_keep_loader_fixes_on_the_users_dataloader() -> None:
     lightning = in_framework(_rec("persistent_workers", 18), _settings("lightning", 34, 36))
-    assert lightning.title == TITLES["persistent_workers"][0] and lightning.location["line"] == 18
+    assert lightning.title == TITLES["persistent_workers"][0] and lightning.location.line == 18
     compiled = in_framework(_rec("torch_compile", 18), _settings("lightning", 34, 36))
-    assert "torch.compile(model) before trainer.fit" in compiled.title and compiled.location["line"] == 36
+    assert "torch.compile(model) before trainer.fit" in compiled.title and compiled.location.line == 36
     accelerate = in_framework(_rec("dataloader_workers", 20), _settings("accelerate", 16, 25, loader=19))
-    assert "DataLoader(..., num_workers=2" in accelerate.title and accelerate.location["line"] == 19
+    assert "DataLoader(..., num_workers=2" in accelerate.title and accelerate.location.line == 19
     accelerated = in_framework(_rec("torch_compile", 20), _settings("accelerate", 16, 25, loader=19))
-    assert 'Accelerator(dynamo_backend="inductor")' in accelerated.title and accelerated.location["line"] == 16
+    assert 'Accelerator(dynamo_backend="inductor")' in accelerated.title and accelerated.location.line == 16
 
 
 def test_a_plain_loop_keeps_its_plain_fix() -> None:

@@ -69,7 +69,7 @@ def with_advice(report: s.Report) -> s.Report:
                             evidence={"sync_us": 60.0, "kernel": EVIL})],
         recommendations=[s.Recommendation(
             id="remove_item_sync", title="Drop the per-step .item()", evidence={"syncs_per_step": 1},
-            location={"file": "train.py", "line": 42, "function": "train_step"}, estimated_speedup=1.25,
+            location=s.Location(file="train.py", line=42, function="train_step"), estimated_speedup=1.25,
             estimate="step 1.0 ms -> ~0.8 ms")])
 
 

@@ -18,7 +18,8 @@ ALLOWED: dict[str, set[str]] = {
     "hardware": {"errors", "atomic", "user_output"},  # measure --json FILE: the user's own output
     # The run folder's file names and the telemetry's types: leaves of model that import nothing of ours.
     "trace": {"errors", "model.runfolder", "model.telemetry", "model.runfile"},  # census.py reads the run's side files
-    "analysis": {"trace", "errors", "hardware", "units"},  # the hardware table: peaks for MFU and the roofline
+    # the hardware table: peaks for MFU and the roofline; the model's enumerated strings and Location (a leaf)
+    "analysis": {"trace", "errors", "hardware", "units", "model.kinds"},
     "attribution": {"trace", "patches"},
     # The training frameworks' settings for each fix, and which framework runs the step: read by advice and tune.
     "frameworks": {"attribution"},
@@ -45,7 +46,7 @@ ALLOWED: dict[str, set[str]] = {
 # loaded inside the user's program.
 HEAVY_MODEL = tuple(f"stepscope.model.{m}" for m in ("report", "run", "usage", "ranks", "diff", "tune"))
 LEAVES = ("stepscope.model.runfolder", "stepscope.model.telemetry", "stepscope.model.meter",
-          "stepscope.model.calibration")
+          "stepscope.model.calibration", "stepscope.model.kinds")
 # What a layer must not have loaded at run time after importing it (the static check misses imports made by
 # the package's __init__ or inside functions).
 NOT_LOADED_BY: dict[str, tuple[str, ...]] = {
@@ -124,9 +125,10 @@ def test_importing_a_layer_loads_nothing_above_it(module: str) -> None:
 def test_the_model_leaves_capture_imports_load_nothing_else(leaf: str) -> None:
     code = f"import sys, {leaf}\nprint('\\n'.join(m for m in sys.modules if m.startswith('stepscope')))"
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout.split()
-    # model/runfile.py (how a run folder's file is read: regular, bounded, typed) is a leaf under the leaves
-    assert set(out) - {"stepscope.model.runfile"} == {"stepscope", "stepscope.errors", "stepscope.version",
-                                                      "stepscope.model", leaf}
+    # model/runfile.py (how a run folder's file is read: regular, bounded, typed) and model/kinds.py (the enumerated
+    # strings) are leaves under the leaves
+    under = {"stepscope.model.runfile", "stepscope.model.kinds"}
+    assert set(out) - (under - {leaf}) == {"stepscope", "stepscope.errors", "stepscope.version", "stepscope.model", leaf}
 
 
 @pytest.mark.parametrize("reader", READERS)

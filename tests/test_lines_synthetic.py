@@ -78,7 +78,7 @@ def test_kernel_time_by_line_forward_and_backward(trace_file: Path) -> None:
     assert sync.count_per_step == 1 and sync.time_us_per_step == 130
     # The syncs section's cause carries the same location, for the report and for advice.
     cause = report.syncs.causes[0]
-    assert cause.op == "aten::item" and cause.location["file"] == "train.py" and cause.location["line"] == 57
+    assert cause.op == "aten::item" and cause.location.file == "train.py" and cause.location.line == 57
 
 
 def test_module_table(trace_file: Path) -> None:

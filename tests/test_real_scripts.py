@@ -159,7 +159,7 @@ def test_workers_already_on_get_no_advice_for_what_is_set(tmp_path: Path) -> Non
     settings = report.run.settings if report.run else None
     assert settings is not None and settings.dataloader is not None
     assert settings.dataloader.num_workers == 4 and settings.dataloader.iterators_started == 0
-    assert settings.dataloader.location is not None and "DataLoader(" in settings.dataloader.location["code"]
+    assert settings.dataloader.location is not None and "DataLoader(" in settings.dataloader.location.code
     assert "persistent_workers" not in {r.id for r in report.recommendations}
     for rec in report.recommendations:
         if rec.id == "dataloader_workers":

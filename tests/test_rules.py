@@ -220,7 +220,7 @@ def test_offload_cpu_work_never_offers_to_move_what_autograd_or_the_optimizer_ru
 def test_offload_cpu_work_names_the_users_line(tmp_path: Path) -> None:
     b = _host_work_trace(("aten::unbind", 3000.0, "x = torch.stack([torch.from_numpy(d) for d in rows])"))
     (rec,) = fired(rules_host.offload_cpu_work, b, tmp_path)
-    assert rec.location is not None and (rec.location["file"], rec.location["line"]) == ("train.py", 124)
+    assert rec.location is not None and (rec.location.file, rec.location.line) == ("train.py", 124)
     assert "aten::unbind at train.py:124" in rec.title and "DataLoader's workers" in rec.title
 
 
@@ -342,7 +342,7 @@ def test_location_seam_points_at_the_users_line(tmp_path: Path) -> None:
                 break
     report = analyze(path)
     fix = next(r for r in report.recommendations if r.id == "dataloader_workers")
-    assert fix.location is not None and fix.location["file"].endswith("test_rules.py")
+    assert fix.location is not None and fix.location.file.endswith("test_rules.py")
 
 
 def test_a_bigger_batch_is_one_model_formula_or_replay(tmp_path: Path) -> None:

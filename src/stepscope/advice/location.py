@@ -3,15 +3,15 @@
 from __future__ import annotations
 
 import re
-from typing import Any
 
 import numpy as np
 
 from stepscope.analysis.time_by_line import location_of_rows
+from stepscope.model import report as s
 from stepscope.trace.model import Trace
 
 
-def locate(trace: Trace, rows: np.ndarray | None) -> dict[str, Any] | None:
+def locate(trace: Trace, rows: np.ndarray | None) -> s.Location | None:
     """The user's source line for the host rows behind a fix, when the trace carries source information."""
     if rows is None or len(rows) == 0:
         return None

@@ -39,7 +39,7 @@ PLAIN_CODE = {
 
 
 def recommendation(ctx: Context, rec_id: str, title: str, evidence: dict[str, Any], estimate: Estimate,
-                   rows: np.ndarray | None = None, location: dict[str, Any] | None = None,
+                   rows: np.ndarray | None = None, location: s.Location | None = None,
                    after: str | None = None) -> s.Recommendation:
     """`location`: the line the fix goes on when capture saw it (the line that built the DataLoader or the
     optimizer); else the user's line behind the host `rows`, when the trace carries source information. `after`:
@@ -65,7 +65,7 @@ def in_framework(rec: s.Recommendation, settings: s.Settings | None) -> s.Recomm
         setting, location = spec.at_call[fix_id(rec.id)], fw.call or rec.location
     elif rec.id in LOADER_FIXES:  # the user's own DataLoader( call: at its line (accelerate's is not the one stepped)
         location = fw.loader or rec.location
-        function = location.get("function") if location else None
+        function = location.function if location else None
         title = rec.title + (f" in {function}()" if function and function != "<module>" else "")
         return msgspec.structs.replace(rec, title=title, location=location,
                                        evidence={**rec.evidence, "framework": fw.name})

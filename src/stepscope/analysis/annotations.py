@@ -4,7 +4,6 @@ and source line that caused them, and DataLoader waits."""
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
 
 import numpy as np
 
@@ -14,6 +13,7 @@ from stepscope.analysis.hostops import enclosing_ops
 from stepscope.analysis.steps import Steps
 from stepscope.analysis.syncs import SyncSummary
 from stepscope.analysis.time_by_line import line_of_row
+from stepscope.model.kinds import Location
 from stepscope.trace.model import Kind, Trace
 
 
@@ -24,7 +24,7 @@ class SyncPoints:
     rows: np.ndarray  # rows of the sync calls in the events table
     op: tuple[str, ...]  # outermost enclosing op on the same thread (what the user's code called)
     inner_op: tuple[str, ...]  # innermost enclosing op
-    location: tuple[dict[str, Any] | None, ...]  # the user's line (file, line, function, code) when known
+    location: tuple[Location | None, ...]  # the user's line, when known
 
 
 @dataclass(frozen=True)

@@ -19,7 +19,6 @@ from __future__ import annotations
 import re
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any
 
 import numpy as np
 
@@ -27,6 +26,7 @@ from stepscope.analysis import nesting
 from stepscope.analysis.categories import DATALOADER
 from stepscope.analysis.launches import launching_call
 from stepscope.analysis.steps import PROFILER_STEP
+from stepscope.model.kinds import Location
 from stepscope.trace.model import Kind, Trace, distinct
 from stepscope.trace.source_annotations import (
     LINE_PREFIX,
@@ -57,8 +57,8 @@ class SourceLine:
     def label(self) -> str:
         return f"{self.file}:{self.line}"
 
-    def location(self) -> dict[str, Any]:
-        return {"file": self.file, "line": self.line, "function": self.function, "code": self.code}
+    def location(self) -> Location:
+        return Location(file=self.file, line=self.line, function=self.function, code=self.code)
 
 
 @dataclass(frozen=True, eq=False)

@@ -8,7 +8,6 @@ created. Only anchors that start inside the steps count; figures are totals over
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
 
 import numpy as np
 
@@ -23,6 +22,7 @@ from stepscope.analysis.source_map import (
 )
 from stepscope.analysis.steps import Steps
 from stepscope.analysis.syncs import SyncCause, is_sync_api
+from stepscope.model.kinds import Location
 from stepscope.trace.intervals import union
 from stepscope.trace.model import Kind, Trace
 
@@ -218,7 +218,7 @@ def line_of_row(trace: Trace, row: int) -> SourceLine | None:
     return sm.lines[index] if index >= 0 else None
 
 
-def location_of_rows(trace: Trace, rows: np.ndarray) -> dict[str, Any] | None:
+def location_of_rows(trace: Trace, rows: np.ndarray) -> Location | None:
     """The `location` for a recommendation about these events: the line charged with most of their time."""
     sm = source_map(trace)
     rows = np.asarray(rows, dtype=np.int64)
@@ -234,13 +234,13 @@ def location_of_rows(trace: Trace, rows: np.ndarray) -> dict[str, Any] | None:
     return sm.lines[int(np.argmax(weight))].location()
 
 
-def location_of_ops(trace: Trace, name: str) -> dict[str, Any] | None:
+def location_of_ops(trace: Trace, name: str) -> Location | None:
     """The location of the events with this exact name, e.g. an optimizer step or a DataLoader wait."""
     rows = np.flatnonzero(trace.names_where(lambda s: s == name))
     return location_of_rows(trace, rows)
 
 
-def location_for_sync(trace: Trace, cause: SyncCause) -> dict[str, Any] | None:
+def location_for_sync(trace: Trace, cause: SyncCause) -> Location | None:
     """The line behind a sync cause of the syncs analysis (same op and sync call), e.g. `loss.item()`."""
     sm = source_map(trace)
     if sm is None:

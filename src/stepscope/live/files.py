@@ -38,7 +38,7 @@ def reported_files(report: Report | None, roots: Iterable[Path]) -> set[Path]:
         return set()
     names = {r.file for r in (report.lines.rows if report.lines else []) if r.file}
     names |= {s.file for s in (report.lines.syncs if report.lines else []) if s.file}
-    names |= {str(r.location["file"]) for r in report.recommendations if r.location and r.location.get("file")}
+    names |= {r.location.file for r in report.recommendations if r.location and r.location.file}
     found = set()
     for name in names:
         for root in roots:

@@ -14,6 +14,7 @@ import msgspec
 from stepscope.live.compare import Changes, LineDelta, Shift
 from stepscope.live.engine import Result, Target
 from stepscope.model.batches import BatchSizes, at, batch_problem
+from stepscope.model.kinds import Location
 
 TOP_LINES = 8
 TOP_FIXES = 3
@@ -216,12 +217,9 @@ def _result(session: Session) -> ResultView:
                for f in r.recommendations[:TOP_FIXES]])
 
 
-def _where(location: object) -> str | None:
-    """`file:line` of a fix's location (a dict today, a struct once locations are typed)."""
-    if not location:
-        return None
-    get = location.get if isinstance(location, dict) else lambda k: getattr(location, k, None)
-    return f"{get('file')}:{get('line')}"
+def _where(location: Location | None) -> str | None:
+    """`file:line` of a fix's location."""
+    return location.label if location is not None else None
 
 
 def _shift_view(s: Shift) -> ShiftView:

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import msgspec
 
+from stepscope.model.kinds import HeadlineBasis, PatternId, SourceFormat, ThroughputUnit
 from stepscope.model.noise import DiffVerdict
 from stepscope.model.report import Struct
 
@@ -13,14 +14,14 @@ DIFF_SCHEMA = "stepscope.diff/1"
 
 class DiffSide(Struct, kw_only=True):
     paths: list[str]
-    format: str
+    format: SourceFormat
     device: str | None
     step_count: int
     step_time_us: float | None
     steps_per_s: float | None
     samples_per_s: float | None
     gpu_utilization: float | None
-    primary_pattern: str | None
+    primary_pattern: PatternId | None
     mfu: float | None = None
     model_flops_per_step: float | None = None
     peak_allocated_bytes: int | None = None  # the largest over the devices
@@ -41,7 +42,7 @@ class CategoryDelta(Struct, kw_only=True):
 
 
 class PatternChange(Struct, kw_only=True):
-    id: str
+    id: PatternId
     before_share: float | None  # None: not found in that run
     after_share: float | None
 
@@ -95,7 +96,7 @@ class Diff(Struct, kw_only=True):
     step_time_ratio: float | None  # after / before: under 1 is faster
     speedup: float | None  # before / after
     throughput_ratio: float | None  # after / before, in throughput_unit
-    throughput_unit: str  # "samples/s" when both runs know their batch size, else "steps/s"
+    throughput_unit: ThroughputUnit  # samples/s when both runs know their batch size
     breakdown: list[CategoryDelta]
     patterns_appeared: list[PatternChange]
     patterns_gone: list[PatternChange]
@@ -111,7 +112,7 @@ class Diff(Struct, kw_only=True):
     # The one speed-up the diff leads with: the throughput ratio when both runs have one (samples/s when both know
     # their batch), else the step-time speed-up; its basis in words.
     headline_speedup: float | None = None
-    headline_basis: str = ""  # "samples/s" | "steps/s" | "step time"
+    headline_basis: HeadlineBasis = ""
     kernel_groups: list[KernelGroup] = msgspec.field(default_factory=list)  # largest change first (per sample if so)
     # The step meter's phases before and after (data, forward, backward, optimizer, sync, other), when both runs were
     # measured unprofiled: the figures that add up to each run's headline step.

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import msgspec
 
+from stepscope.model.kinds import DeviceTimer, HookSet, MeterBasis, MeterPhaseName
 from stepscope.model.runfile import negative
 
 METER_SCHEMA = "stepscope.meter/1"
@@ -65,14 +66,14 @@ class MeterRecord(Struct, kw_only=True):
     overflow_steps: int = 0  # steps beyond the per-step cap, counted in the totals only
     overflow_totals_ns: dict[str, int] = msgspec.field(default_factory=dict)
     workers: WorkerBatches | None = None
-    device_timer: str | None = None  # "cuda events" when the device's step time was measured
+    device_timer: DeviceTimer | None = None  # "cuda events" when the device's step time was measured
     device_busy: list[list[float]] = msgspec.field(default_factory=list)  # [host ns, NVML busy %], once a second
     # [host ns, this process's CPU seconds, the machine's busy CPU seconds]: once a second and around the profiler's
     # window (the other processes' load before and after it); empty where /proc/stat is not there
     host_cpu: list[list[float]] = msgspec.field(default_factory=list)
     num_workers: int | None = None  # the main DataLoader's workers, when known
     cpu_cores: int | None = None  # CPUs (hyperthreads counted) the process may use: what workers share
-    hooks: str | None = None  # which set measured: "C" (capture/meter/_native.c) | "Python"; None: not installed
+    hooks: HookSet | None = None  # which set measured; None: not installed
     notes: list[str] = msgspec.field(default_factory=list)
 
 
@@ -129,7 +130,7 @@ class Frozen(msgspec.Struct, kw_only=True, omit_defaults=False, frozen=True):
 
 
 class MeterPhase(Frozen, kw_only=True):
-    name: str  # data | forward | backward | optimizer | sync | other
+    name: MeterPhaseName
     mean_us: float  # per step, over the headline's steps; the phases add up to the headline step
     share: float
 
@@ -149,7 +150,7 @@ class Meter(Frozen, kw_only=True):
 
     source: str | None  # the step source the steps are counted by
     steps_measured: int  # every step the meter saw
-    basis: str  # which steps the headline is: "before the profiler" | "no profiler ran" | "after the profiler"
+    basis: MeterBasis  # which steps the headline is
     steps: int  # how many
     step_us: float  # their mean wall time: the headline
     median_us: float

@@ -7,6 +7,8 @@ from __future__ import annotations
 
 import msgspec
 
+from stepscope.model.kinds import PatternId
+
 
 class Struct(msgspec.Struct, kw_only=True, omit_defaults=False, frozen=True):
     pass
@@ -18,7 +20,7 @@ class RankRow(Struct, kw_only=True):
     step_time_us: float | None
     breakdown_us: dict[str, float]
     gpu_utilization: float | None
-    primary_pattern: str | None = None
+    primary_pattern: PatternId | None = None
     # Cross-rank figures (docs/distributed.md). Per step: over the steps in which it shares a collective (waits);
     # over its profiled steps (communication, exposed communication).
     collectives: int = 0  # collectives it shares with another rank

@@ -8,6 +8,21 @@ from typing import Any
 import msgspec
 
 from stepscope.model.batches import BatchSizes
+from stepscope.model.kinds import (
+    Accelerator,
+    CopyDirection,
+    DeviceKind,
+    DiagnosisRole,
+    Fitted,
+    FixId,
+    Granularity,
+    Location,
+    MatchedBy,
+    PatternId,
+    SourceFormat,
+    SourceKind,
+    TimelineRowKind,
+)
 from stepscope.model.meter import Meter, MeterPhase, MeterWorkers  # noqa: F401 - part of the Report's namespace
 from stepscope.model.noise import StepNoise
 from stepscope.model.ranks import CollectiveRow, RankFailure, RankRow, Straggler, StragglerCause  # noqa: F401
@@ -32,12 +47,12 @@ class Struct(msgspec.Struct, kw_only=True, omit_defaults=False, frozen=True):
 
 class Source(Struct, kw_only=True):
     paths: list[str]
-    format: str  # "kineto" | "nsys" | "live"
+    format: SourceFormat
 
 
 class Device(Struct, kw_only=True):
     name: str
-    kind: str  # "cuda" | "rocm" | "cpu" | "other"
+    kind: DeviceKind
     id: int | None = None
     compute_capability: str | None = None
     total_memory_bytes: int | None = None
@@ -120,7 +135,7 @@ class SyncCause(Struct, kw_only=True):
     api: str
     count: int
     total_us: float
-    location: dict[str, Any] | None = None
+    location: Location | None = None
 
 
 class Syncs(Struct, kw_only=True):
@@ -131,7 +146,7 @@ class Syncs(Struct, kw_only=True):
 
 
 class CopyRow(Struct, kw_only=True):
-    direction: str
+    direction: CopyDirection
     count: int
     bytes: int
     total_us: float
@@ -156,17 +171,17 @@ class MemoryRow(Struct, kw_only=True):
 
 
 class Pattern(Struct, kw_only=True):
-    id: str
+    id: PatternId
     share: float
     evidence: dict[str, Any]
     title: str = ""
 
 
 class Recommendation(Struct, kw_only=True):
-    id: str
+    id: FixId
     title: str
     evidence: dict[str, Any]
-    location: dict[str, Any] | None
+    location: Location | None
     estimated_speedup: float | None
     estimate: str = ""  # the reasoning behind the estimate, in words
     after: str | None = None  # the fix id this estimate builds on (measured against the step with it), else None
@@ -176,7 +191,7 @@ class Considered(Struct, kw_only=True):
     """A fix the advice weighed for this run and left out, and why (on a CPU run: its settings, its CPU, its
     compute share); none of them is in `recommendations`."""
 
-    id: str
+    id: FixId
     reason: str
     estimated_speedup: float | None = None  # its estimate, when it was left out for gaining under MIN_GAIN
 
@@ -184,7 +199,7 @@ class Considered(Struct, kw_only=True):
 class RankDiagnosis(Struct, kw_only=True):
     """The full single-rank diagnosis of one chosen rank."""
 
-    role: str  # "straggler" | "slowest" | "median"
+    role: DiagnosisRole
     rank: int | None
     path: str
     step_time_us: float | None
@@ -199,7 +214,7 @@ class CrossRank(Struct, kw_only=True):
     step_time_spread: float | None  # slowest / fastest - 1
     step_ids: list[str] = msgspec.field(default_factory=list)
     step_time_us: dict[str, float] | None = None  # min, median, max of the ranks' mean step times
-    matched_by: str = ""  # "seq" | "order" | "seq and order" | "" (no collective on two ranks)
+    matched_by: MatchedBy = ""  # "": no collective on two ranks
     collectives: int = 0  # collectives matched on two ranks or more
     arrival_skew_us: dict[str, float] | None = None  # mean, p50, p90, max over collectives
     median_rank: int | None = None
@@ -215,7 +230,7 @@ class CrossRank(Struct, kw_only=True):
 
 class TimelineRow(Struct, kw_only=True):
     label: str
-    kind: str  # "host" (ops at one nesting level), "runtime", "gpu" (one stream), "idle" (one device)
+    kind: TimelineRowKind  # host: ops at one nesting level; gpu: one stream; idle: one device
 
 
 class TimelineSpans(Struct, kw_only=True):
@@ -235,7 +250,7 @@ class TimelineSync(Struct, kw_only=True):
     dur_us: float
     api: str
     op: str
-    location: dict[str, Any] | None = None
+    location: Location | None = None
 
 
 class Timeline(Struct, kw_only=True):
@@ -259,7 +274,7 @@ class Report(Struct, kw_only=True):
     source: Source
     device: Device | None
     devices: list[Device] = msgspec.field(default_factory=list)
-    accelerator: str = "none"
+    accelerator: Accelerator = "none"
     rank: int | None = None
     world_size: int | None = None
     steps: list[StepRow]
@@ -316,13 +331,13 @@ class LineSync(Struct, kw_only=True):
 
 
 class Lines(Struct, kw_only=True):
-    source: str  # "stepscope annotations" | "python stacks"
-    granularity: str  # "line" | "function" (python stacks name a function's first line)
+    source: SourceKind
+    granularity: Granularity
     attributed_share: float  # of the host time of ops, units and autograd nodes, the part that found a line
     rows: list[LineCost]  # most expensive first
     unattributed: list[LineCost] = msgspec.field(default_factory=list)
     syncs: list[LineSync] = msgspec.field(default_factory=list)
-    fitted: str = ""  # "step meter": host times fitted inside the meter's phases (pipeline/fit_lines.py); "" raw
+    fitted: Fitted = ""  # "step meter": host times fitted inside the meter's phases (pipeline/fit_lines.py)
 
 
 class ModuleCost(Struct, kw_only=True):
@@ -341,9 +356,9 @@ class ModuleCost(Struct, kw_only=True):
 
 
 class Modules(Struct, kw_only=True):
-    source: str
+    source: SourceKind
     rows: list[ModuleCost]  # in path order, parents before children
-    fitted: str = ""  # as Lines.fitted
+    fitted: Fitted = ""  # as Lines.fitted
 
 
 class PredictionOrigin(Struct, kw_only=True):
@@ -354,7 +369,7 @@ class PredictionOrigin(Struct, kw_only=True):
     energy_j_per_step: float | None  # mean NVML power over the telemetry window x step time
     name: str = ""  # the device name the trace reports
     samples_per_s: float | None = None
-    bottleneck: str | None = None  # the primary pattern id
+    bottleneck: PatternId | None = None  # the primary pattern
     gpu_utilization: float | None = None
     power_w: float | None = None  # the mean NVML power the energy comes from
 
@@ -367,7 +382,7 @@ class PredictionTarget(Struct, kw_only=True):
     low_us: float  # the interval, from the model's measured error on GPU time (docs/predict.md)
     high_us: float
     samples_per_s: float | None
-    bottleneck: str | None  # the primary pattern id of the replayed steps
+    bottleneck: PatternId | None  # the primary pattern of the replayed steps
     price_per_gpu_hour: float | None  # USD
     cost_per_million_samples: float | None  # USD
     energy_j_per_step: float | None  # an estimate: predicted time x the target's power at the predicted utilisation

@@ -4,10 +4,18 @@ removed, within the schema version."""
 
 from __future__ import annotations
 
-from typing import Any
-
 import msgspec
 
+from stepscope.model.kinds import (
+    CostSource,
+    EnergyBasis,
+    FrameworkName,
+    Location,
+    ProfiledDevice,
+    ReferenceMethod,
+    RunPhase,
+    RunStatus,
+)
 from stepscope.model.runfile import negative
 from stepscope.model.telemetry import WindowSummary
 
@@ -20,7 +28,7 @@ class Run(Struct, kw_only=True):
     """How a live capture went (`stepscope run`, the Python API, a trainer callback); absent for files."""
 
     command: list[str]  # the program and its arguments, as run
-    status: str  # "window recorded" | "ended early" | "failed" | "interrupted" | "nothing recorded"
+    status: RunStatus
     exit_code: int | None  # the program's own (None for the API and callbacks)
     step_source: str | None  # optimizer | dataloader | forward | manual | lightning | huggingface
     skip: int
@@ -30,7 +38,7 @@ class Run(Struct, kw_only=True):
     first_recorded_step: int | None  # the program's step number (from 0) of the first recorded step
     batch_size: int | None
     batch_size_source: str | None  # user | trainer | dataloader | model input
-    profiled_device: str  # "cuda" | "cpu"
+    profiled_device: ProfiledDevice
     profiler_overhead: float | None  # recorded step / unprofiled step - 1 (overhead_correction.overhead's figure)
     unprofiled_step_us: float | None
     recorded_step_us: float | None
@@ -38,7 +46,7 @@ class Run(Struct, kw_only=True):
     folder: str | None = None
     files: list[str] = msgspec.field(default_factory=list)
     step_on: str | None = None  # the step source the user chose (--step-on), None: the strongest one seen
-    phase: str | None = None  # "training" | "inference or evaluation only" (no backward pass recorded)
+    phase: RunPhase | None = None  # inference or evaluation only: no backward pass recorded
     grad_accumulation: int | None = None  # backward passes per optimizer step, when more than one
     samples_per_step: int | None = None  # batch_size x grad_accumulation when the batch is one micro-batch
     reference: Reference | None = None  # how the unprofiled steps were timed
@@ -53,13 +61,13 @@ class StepEnergy(Struct, kw_only=True):
 
     gpu: int  # NVML index
     joules: float
-    basis: str  # "unprofiled step time" (the reference steps) | "step time" (the recorded steps, profiler included)
+    basis: EnergyBasis  # unprofiled step time: the reference steps; step time: the recorded ones, profiler included
 
 
 class Reference(Struct, kw_only=True):
     """The unprofiled step time the profiler's overhead is measured against."""
 
-    method: str  # "synchronized slices" (GPU: torch.cuda.synchronize() at each end) | "host clock"
+    method: ReferenceMethod  # synchronized slices: GPU, torch.cuda.synchronize() at each end
     step_us: float  # the mean over the slices, or the median unprofiled step
     values_us: list[float]  # per slice (its mean step), or per step
     steps: int
@@ -90,24 +98,24 @@ class LoaderSettings(Struct, kw_only=True):
     batches_per_epoch: int | None = None
     iterators_started: int = 0  # new iterators (epochs: workers started again) while the steps were recorded
     batch_bytes: int | None = None  # the first batch's tensors: what crosses from a worker to the main process
-    location: dict[str, Any] | None = None  # the line that built the DataLoader
+    location: Location | None = None  # the line that built the DataLoader
 
 
 class OptimizerSettings(Struct, kw_only=True):
     name: str
     foreach: bool | None = None
     fused: bool | None = None
-    location: dict[str, Any] | None = None  # the line that built the optimizer
+    location: Location | None = None  # the line that built the optimizer
 
 
 class FrameworkSettings(Struct, kw_only=True):
     """The framework that runs the step: its fixes are its own settings, at the lines where the user sets them."""
 
-    name: str  # "huggingface" | "lightning" | "accelerate"
+    name: FrameworkName
     config_name: str | None = None  # the configuration call ("TrainingArguments", "Trainer", "Accelerator")
-    config: dict[str, Any] | None = None  # the line of that call
-    call: dict[str, Any] | None = None  # the user's line that runs the framework's loop (trainer.train())
-    loader: dict[str, Any] | None = None  # accelerate: the user's DataLoader( line (the one stepped is its copy)
+    config: Location | None = None  # the line of that call
+    call: Location | None = None  # the user's line that runs the framework's loop (trainer.train())
+    loader: Location | None = None  # accelerate: the user's DataLoader( line (the one stepped is its copy)
 
 
 class Settings(Struct, kw_only=True):
@@ -149,7 +157,7 @@ class Replay(Struct, kw_only=True):
     phases: dict[str, dict[str, float | None]] = msgspec.field(default_factory=dict)
     # How profiler_cost_ns was sized: "calibration" (measured on the capturing machine) | "fitted" (the default cost
     # per event scaled until the replayed step reaches the top of the unprofiled steps' spread); None: none taken out.
-    cost_source: str | None = None
+    cost_source: CostSource | None = None
 
 
 MAX_SAMPLES = 10**7  # samples per step: beyond any batch that fits a machine (model/batches.MAX_BATCH, the same bound)

@@ -3,13 +3,11 @@ Fields are added, never renamed or removed, within a schema version."""
 
 from __future__ import annotations
 
-from typing import Any, Literal
+from typing import Any
 
 import msgspec
 
-# keep | drop | undecided (measured, not kept) | failed (could not be measured) | numerics (its loss moved beyond
-# tolerance) | not applied (it found nothing to change in the program)
-TrialDecision = Literal["keep", "drop", "undecided", "failed", "numerics", "not applied", ""]
+from stepscope.model.kinds import DeviceKind, FixId, PatternId, Timing, TrialArm, TrialDecision, TuneStatus
 
 
 class Struct(msgspec.Struct, kw_only=True, omit_defaults=False):
@@ -20,7 +18,7 @@ TUNE_SCHEMA = "stepscope.tune/1"
 
 
 class TuneDevice(Struct, kw_only=True):
-    kind: str  # "cuda" | "cpu"
+    kind: DeviceKind
     name: str
     count: int = 1
     compute_capability: str | None = None
@@ -30,7 +28,7 @@ class TuneDevice(Struct, kw_only=True):
 
 
 class PatternShare(Struct, kw_only=True):
-    id: str
+    id: PatternId
     share: float
 
 
@@ -51,9 +49,8 @@ class Measurement(Struct, kw_only=True):
     spread: float | None  # half the range of the windows' throughputs, over the run's throughput
     steps: int  # steps timed
     batch_size: int | None = None
-    # "step meter" (the meter timed every window) | "host clock" | "synchronised windows" (CUDA: one sync at each
-    # window's ends), where the meter could not stand for the clock
-    timing: str = "host clock"
+    # "step meter" (the meter timed every window); the clock's own where the meter could not stand for it
+    timing: Timing = "host clock"
     wall_s: float | None = None  # the child process, start to end
     windows: list[WindowStat] = msgspec.field(default_factory=list)  # the timed windows
     warmup_s: float | None = None  # from the first step to the first timed window (compilation included)
@@ -64,7 +61,7 @@ class Measurement(Struct, kw_only=True):
 class TrialRun(Struct, kw_only=True):
     """One run of a comparison: of the candidate, or of the rung it is compared with, in the order they ran."""
 
-    arm: str  # "reference" | "candidate"
+    arm: TrialArm
     rate: float | None  # samples/s (steps/s when the batch size is unknown) over its windows
     windows: list[WindowStat] = msgspec.field(default_factory=list)
     wall_s: float | None = None
@@ -99,7 +96,7 @@ class Numerics(Struct, kw_only=True):
 
 
 class Trial(Struct, kw_only=True):
-    fixes: list[str]  # every fix in effect in this trial (the rung it builds on, plus `tried`)
+    fixes: list[FixId]  # every fix in effect in this trial (the rung it builds on, plus `tried`)
     params: dict[str, Any]  # per fix id, the settings applied
     step_time_us: float | None
     steps_per_s: float | None
@@ -113,7 +110,7 @@ class Trial(Struct, kw_only=True):
     compile_s: float | None  # warm-up beyond the steady step (compilation, autotuning), apart from step time
     exit_code: int | None
     rung: int = 0  # 1, 2, ... in the order tried
-    tried: list[str] = msgspec.field(default_factory=list)  # the fixes this trial added
+    tried: list[FixId] = msgspec.field(default_factory=list)  # the fixes this trial added
     builds_on: int = 0  # the rung it was compared with (0: the baseline)
     gain: float | None = None  # against the rung it builds on: what decided `accepted`
     status: str = "measured"  # measured | crashed | out of memory | timed out | slower | too few steps | not applied
@@ -139,7 +136,7 @@ class Trial(Struct, kw_only=True):
 
 
 class NotTried(Struct, kw_only=True):
-    id: str
+    id: FixId
     reason: str
     suggestion: str = ""  # the code change, for fixes that cannot be applied from outside
     estimated_speedup: float | None = None
@@ -148,7 +145,7 @@ class NotTried(Struct, kw_only=True):
 class FinalRecommendation(Struct, kw_only=True):
     """What the diagnosis of the tuned configuration still recommends, less what the ladder applied or measured."""
 
-    id: str
+    id: FixId
     title: str
     estimated_speedup: float | None = None
 
@@ -160,12 +157,12 @@ class Tune(Struct, kw_only=True):
     device: TuneDevice | None
     baseline: Baseline | None
     trials: list[Trial]
-    applied: list[str]
+    applied: list[FixId]
     speedup: float | None  # measured: the tuned configuration over the baseline, interleaved (throughput ratio)
     final_patterns: list[PatternShare]
     patch: str | None  # file name in the tune folder
     not_tried: list[NotTried]
-    status: str = "finished"  # finished | interrupted | failed
+    status: TuneStatus = "finished"
     applied_params: dict[str, Any] = msgspec.field(default_factory=dict)
     seed: int = 0
     budget_s: float | None = None

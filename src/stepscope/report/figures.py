@@ -124,7 +124,7 @@ def timeline_figure(timeline: Timeline | None) -> Figure | None:
 def _sync_label(sync: Any) -> str:
     where = ""
     if sync.location:
-        where = f"<br>{plain(str(sync.location.get('file', '?')))}:{sync.location.get('line', '?')}"
+        where = f"<br>{plain(sync.location.file)}:{sync.location.line}"
     return f"{plain(sync.api)} ({sync.dur_us:,.1f} µs)<br>in {plain(sync.op)}{where}"
 
 

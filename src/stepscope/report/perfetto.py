@@ -84,10 +84,10 @@ class PerfettoRenderer:
             where = s.location[j]
             args = {"op": s.op[j], "inner_op": s.inner_op[j], "dur_us": round(int(ev.dur[r]) / 1000, 3),
                     "thread": int(ev.tid[r])}
-            if where:
-                args["source"] = f"{where['file']}:{where['line']} ({where.get('function') or '?'})"
-                if where.get("code"):
-                    args["code"] = where["code"]
+            if where is not None:
+                args["source"] = f"{where.label} ({where.function or '?'})"
+                if where.code:
+                    args["code"] = where.code
             out.append({"ph": "i", "s": "t", "name": self.trace.name_of(r), "cat": CATEGORY, "pid": pid,
                         "tid": SYNC_TID, "ts": ts(ev.start[r]), "args": args})
         return out

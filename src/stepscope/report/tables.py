@@ -8,6 +8,7 @@ from typing import Any
 
 import msgspec
 
+from stepscope.model.kinds import Location
 from stepscope.model.report import Report
 from stepscope.report.evidence import label, value_text
 from stepscope.report.names import short_kernel
@@ -46,11 +47,10 @@ def kernel_cell(name: str) -> Cell:
     return Cell(short, None, "text name mono", name if short != name else "")
 
 
-def where(location: dict[str, Any] | None) -> str:
-    if not location:
+def where(location: Location | None) -> str:
+    if location is None:
         return ""
-    text = f"{location.get('file', '?')}:{location.get('line', '?')}"
-    return f"{text} ({location['function']})" if location.get("function") else text
+    return f"{location.label} ({location.function})" if location.function else location.label
 
 
 def _num(x: float | None, text: str) -> Cell:

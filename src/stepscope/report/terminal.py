@@ -64,7 +64,7 @@ def fixes(recs: list[Recommendation], detail: bool = True, first: int = 1) -> Re
         title = Text(rec.title)
         title.append(f" [{rec.id}]", style="dim")
         if rec.location and not detail:
-            title.append(f" at {rec.location.get('file', '?')}:{rec.location.get('line', '?')}", style="cyan")
+            title.append(f" at {rec.location.label}", style="cyan")
         grid.add_row(f"{i}.", gain, title)
         if detail and rec.location:
             grid.add_row("", "", Text(f"at {where(rec.location)}", style="cyan"))

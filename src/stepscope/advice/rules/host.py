@@ -165,7 +165,7 @@ def offload_cpu_work(ctx: Context, patterns: list[s.Pattern]) -> list[s.Recommen
     if not top or est.speedup < MIN_GAIN:
         return []
     location = locate(trace, rows_named(trace, re.compile(re.escape(top) + "$")))
-    where = f" at {location['file']}:{location['line']}" if location else ""
+    where = f" at {location.label}" if location else ""
     title = (f"Take the CPU work the GPU waits for off the critical path ({top}{where}, {top_ns / n / 1e6:.3g} ms "
              "per step): do it on the GPU or vectorise it; if it prepares the batch, do it in the DataLoader's "
              "workers instead")
