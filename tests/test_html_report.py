@@ -94,7 +94,7 @@ def test_timeline_of_the_median_step(tmp_path: Path) -> None:
     names = {tl.names[n] for n in sp.name}
     assert {EVIL, "volta_sgemm_128x64_nn", "host wait"} <= names
     assert [(y.api, y.op) for y in tl.syncs] == [("cudaStreamSynchronize", "aten::item")]
-    assert tl.syncs[0].location == {"file": "train.py", "line": 42, "function": "train_step", "code": ""}
+    assert tl.syncs[0].location == s.Location(file="train.py", line=42, function="train_step", code="")
 
 
 def test_timeline_keeps_the_longest_spans(tmp_path: Path) -> None:

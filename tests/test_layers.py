@@ -128,7 +128,8 @@ def test_the_model_leaves_capture_imports_load_nothing_else(leaf: str) -> None:
     # model/runfile.py (how a run folder's file is read: regular, bounded, typed) and model/kinds.py (the enumerated
     # strings) are leaves under the leaves
     under = {"stepscope.model.runfile", "stepscope.model.kinds"}
-    assert set(out) - (under - {leaf}) == {"stepscope", "stepscope.errors", "stepscope.version", "stepscope.model", leaf}
+    expected = {"stepscope", "stepscope.errors", "stepscope.version", "stepscope.model", leaf}
+    assert set(out) - (under - {leaf}) == expected
 
 
 @pytest.mark.parametrize("reader", READERS)

@@ -8,6 +8,7 @@ from pathlib import Path
 import pytest
 
 from builder import BACKWARD_TID, TraceBuilder
+from stepscope.model.kinds import Location
 from stepscope.trace.source_annotations import line_annotation, module_annotation
 
 MATMUL = line_annotation("train.py", 40, "Net.forward", "h = x @ w")
@@ -101,9 +102,9 @@ def test_locations_for_advice(trace_file: Path) -> None:
     kernels = [r for r in range(len(trace.events)) if trace.events.kind[r] == Kind.KERNEL]
     assert {line_of_row(trace, r).line for r in kernels if trace.name_of(r).startswith("sgemm")} == {40}
     assert line_of_row(trace, next(r for r in kernels if trace.name_of(r) == "accumulate")) is None
-    assert location_of_rows(trace, kernels)["line"] == 40  # the most kernel time
+    assert location_of_rows(trace, kernels).line == 40  # the most kernel time
     loader = location_of_ops(trace, "enumerate(DataLoader)#_SingleProcessDataLoaderIter.__next__")
-    assert loader == {"file": "train.py", "line": 50, "function": "main", "code": "for x in loader:"}
+    assert loader == Location(file="train.py", line=50, function="main", code="for x in loader:")
 
 
 def test_no_source_information_means_no_sections(tmp_path: Path) -> None:

@@ -94,6 +94,12 @@ def test_a_tune_document_carries_every_field_of_the_contract() -> None:
 
 def test_round_trip_and_refusal_of_other_schemas() -> None:
     tune = sample_tune()
+    # The sample's crashed rung names a hostile fix id, to check the page escapes it: not a FixId, so a tune.json
+    # holding it is refused on decode, at its place.
+    with pytest.raises(msgspec.ValidationError, match=r"Invalid enum value .* at `\$\.trials\[1\]\.fixes\[0\]`"):
+        tune_from_json(tune_to_json(tune))
+    broken = msgspec.structs.replace(tune.trials[1], fixes=["amp", "dataloader_workers"], tried=["amp"])
+    tune = msgspec.structs.replace(tune, trials=[tune.trials[0], broken])
     assert tune_from_json(tune_to_json(tune)) == tune
     with pytest.raises(ValueError, match="unsupported schema"):
         tune_from_json(tune_to_json(msgspec.structs.replace(tune, schema="stepscope.tune/9")))
