@@ -25,6 +25,8 @@ import tempfile
 import warnings
 from pathlib import Path
 
+import msgspec
+
 ROOT = Path(__file__).resolve().parent.parent
 LIVE = ROOT / "tests" / "data" / "gpu_h100_live"
 # What perturbing each job plain showed (tests/data/gpu_h100_r5/MANIFEST.md).
@@ -71,7 +73,7 @@ def one(timing: Path, reference: dict, calibration: dict | None) -> tuple[object
 
     ref = Reference(method=reference["method"], step_us=reference["step_us"], values_us=reference["values_us"],
                     steps=reference["steps"], noise=reference["noise"])
-    cost = ProfilerCost.from_dict(calibration) if calibration else None
+    cost = msgspec.convert(calibration, ProfilerCost) if calibration else None
     report = analyze(timing, reference=ref, calibration=cost)
     return report, report.replay
 

@@ -18,6 +18,8 @@ import statistics
 import warnings
 from pathlib import Path
 
+import msgspec
+
 ROOT = Path(__file__).resolve().parent.parent
 DATA = ROOT / "tests" / "data"
 
@@ -48,7 +50,8 @@ def origins() -> list[tuple[str, str, Path, dict]]:
         ref = run["reference"]
         options = {"reference": Reference(method=ref["method"], step_us=ref["step_us"], values_us=ref["values_us"],
                                           steps=ref["steps"], noise=ref["noise"]),
-                   "calibration": ProfilerCost.from_dict(json.loads((folder / "calibration.json").read_text()))}
+                   "calibration": msgspec.convert(json.loads((folder / "calibration.json").read_text()),
+                                                                ProfilerCost)}
         found.append((folder.name, "live, replayed", folder / "timing.json.gz", options))
     for folder in sorted(p for p in (DATA / "gpu_h100_r5").iterdir() if p.is_dir()):
         trace = folder / "trace_minimal.json.gz"

@@ -24,7 +24,7 @@ ALLOWED: dict[str, set[str]] = {
     # The training frameworks' settings for each fix, and which framework runs the step: read by advice and tune.
     "frameworks": {"attribution"},
     # The step's graph and its replay: below advice and predict, above analysis (steps, launch links, syncs).
-    "replay": {"analysis", "trace", "errors"},
+    "replay": {"analysis", "trace", "errors", "model.calibration"},  # the calibration reaches it as its type
     "advice": {"analysis", "replay", "trace", "model", "errors", "units", "frameworks"},
     # Renderers format what they are handed; the Perfetto renderer is handed the trace and its annotations.
     "report": {"model", "trace.model", "analysis.annotations", "errors", "version", "units", "stats"},

@@ -14,9 +14,16 @@ import pytest
 from builder import REDUCE, SGEMM, Timeline, TraceBuilder
 from step_programs import gpu_bound, host_only, launch_bound, trace_of
 from stepscope.analysis.facts import compute_facts
+from stepscope.model.calibration import ProfilerCost
 from stepscope.replay import HostCost, replay
 from stepscope.replay.deperturb import deperturb
 from stepscope.trace.kineto import read_kineto
+
+
+def measured(op_ns: float, launch_ns: float, range_ns: float = 0.0) -> ProfilerCost:
+    """A calibration as capture measures it: the cost per event, the rest of its fields as a CUDA run's."""
+    return ProfilerCost(op_ns=op_ns, alloc_ns=0.0, launch_ns=launch_ns, range_ns=range_ns, record_shapes=False,
+                        profile_memory=False, with_stack=False, cuda=True, seconds=1.0)
 
 COST_US = {"op": 6.0, "launch": 3.0, "range": 10.0}  # a heavy profiler: shapes and memory, a slow host
 HOST_COST = HostCost(op_ns=6_000, launch_ns=3_000, range_ns=10_000)
@@ -90,7 +97,7 @@ def test_deperturb_reports_its_error_against_the_unprofiled_step(tmp_path: Path)
     plain = trace_of(tmp_path, launch_bound, {}, "plain")
     profiled = trace_of(tmp_path, launch_bound, COST_US, "profiled")
     truth = float(np.median(compute_facts(plain).steps.duration))
-    calibration = {"op_ns": 6_000, "launch_ns": 3_000, "range_ns": 10_000, "alloc_ns": 0}
+    calibration = measured(op_ns=6_000, launch_ns=3_000, range_ns=10_000)
     result = deperturb(profiled, calibration, truth, "synchronized slices")
     assert result.replayed and result.why_not is None
     assert result.error is not None and abs(result.error) < 0.02 and result.trusted
@@ -102,7 +109,7 @@ def test_deperturb_reports_its_error_against_the_unprofiled_step(tmp_path: Path)
 
 def test_deperturb_falls_back_to_the_recorded_trace_and_says_why(tmp_path: Path) -> None:
     profiled = trace_of(tmp_path, launch_bound, COST_US, "profiled")
-    calibration = {"op_ns": 6_000, "launch_ns": 3_000, "range_ns": 10_000}
+    calibration = measured(op_ns=6_000, launch_ns=3_000, range_ns=10_000)
     recorded = float(np.median(compute_facts(profiled).steps.duration))
     cases = {
         # Without a calibration the cost is sized to the gap: there is none beyond the unprofiled steps' spread.
@@ -123,7 +130,7 @@ def test_a_gpu_trace_without_launch_links_is_not_replayed(tmp_path: Path) -> Non
         if event.get("cat") == "kernel":
             event["args"].pop("correlation", None)
     trace = read_kineto(b.write(tmp_path / "unlinked.json"))
-    result = deperturb(trace, {"op_ns": 6_000, "launch_ns": 3_000}, 1e6, "synchronized slices")
+    result = deperturb(trace, measured(op_ns=6_000, launch_ns=3_000), 1e6, "synchronized slices")
     assert not result.replayed and "linked" in (result.why_not or "")
 
 

@@ -10,7 +10,8 @@ from typing import Any
 
 @dataclass(frozen=True)
 class ProfilerCost:
-    """The profiler's host cost per recorded event, in ns, measured on the capturing machine."""
+    """The profiler's host cost per recorded event, in ns, measured on the capturing machine; the one type it has
+    from capture to the replay (replay/deperturb.host_cost)."""
 
     op_ns: float
     alloc_ns: float
@@ -27,11 +28,9 @@ class ProfilerCost:
     loop: str = ""  # LOOP_VERSION of the loops that measured it (empty: before versions were recorded)
 
     def to_dict(self) -> dict[str, Any]:
+        """calibration.json's document, as capture writes it (readers decode the file into this type: the replay,
+        predict's host speed and the pipeline take the ProfilerCost itself)."""
         return asdict(self)
-
-    @classmethod
-    def from_dict(cls, data: dict[str, Any]) -> ProfilerCost:
-        return cls(**{k: data[k] for k in cls.__dataclass_fields__ if k in data})
 
 
 MAX_EVENT_NS = 1e9  # a second per recorded event: no profiler costs that much

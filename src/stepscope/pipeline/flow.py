@@ -87,5 +87,5 @@ def _with_host(request: PredictRequest, calibration: ProfilerCost | None) -> tup
     (--target-host) and --host-speed was not; and what the prediction assumed of the host."""
     if request.target_host is None or request.host_speed != 1.0:
         return request, None
-    speed, how = host_speed(calibration.to_dict() if calibration is not None else None, request.target_host)
+    speed, how = host_speed(calibration, request.target_host)
     return (dataclasses.replace(request, host_speed=speed) if speed else request), f"prediction: {how}"

@@ -35,9 +35,8 @@ def timeline_facts(trace: Trace, options: AnalyzeOptions) -> Timeline:
     base = timing if timing is not None else trace
     dep = None
     if options.reference is not None or options.calibration is not None:  # a live capture
-        calibration = options.calibration.to_dict() if options.calibration is not None else None
         ref = options.reference
-        dep = deperturb(base, calibration, ref.step_us * 1e3 if ref is not None and ref.step_us else None,
+        dep = deperturb(base, options.calibration, ref.step_us * 1e3 if ref is not None and ref.step_us else None,
                         ref.method if ref is not None else None, ref.noise if ref is not None else 0.0)
         base = dep.trace
     facts = compute_facts(base, options.step_range, census=census)

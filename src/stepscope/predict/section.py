@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import datetime as dt
 from dataclasses import dataclass, field
-from typing import Any
 
 import msgspec
 
@@ -13,6 +12,7 @@ from stepscope.analysis.facts import Facts
 from stepscope.errors import StepscopeError
 from stepscope.hardware import GpuSpec, HardwareTable, load_table
 from stepscope.model import report as s
+from stepscope.model.calibration import ProfilerCost
 from stepscope.predict import cost, energy
 from stepscope.predict.gpus import resolve, roof_pair, roofline_bias
 from stepscope.predict.host import read_host
@@ -36,7 +36,7 @@ class PredictRequest:
     steps_per_epoch: int | None = None
     host_speed: float = 1.0  # the target host runs host code this many times as fast as the origin's
     origin: str | None = None  # the origin GPU, when the trace's device name is not in the table
-    target_host: dict[str, Any] | None = None  # the target machine's calibration (--target-host): its host's speed
+    target_host: ProfilerCost | None = None  # the target machine's calibration (--target-host): its host's speed
 
 
 def parse_gpus(text: str) -> tuple[str, ...]:

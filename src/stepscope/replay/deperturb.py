@@ -18,13 +18,13 @@ kernels, nothing beyond noise to take out), the trace is used as recorded, and t
 from __future__ import annotations
 
 from dataclasses import dataclass, replace
-from typing import Any
 
 import numpy as np
 
 from stepscope.analysis.hostwork import host_work
 from stepscope.analysis.launches import launching_call
 from stepscope.analysis.steps import Steps, find_steps
+from stepscope.model.calibration import ProfilerCost
 from stepscope.replay.engine import Replayed, replay_with_clock
 from stepscope.replay.host_clock import RECORDED_DEFAULT, HostCost, incurred_per_step
 from stepscope.trace.model import Trace
@@ -72,14 +72,13 @@ class Deperturbed:
         return self.recorded_step_ns / self.unprofiled_step_ns - 1
 
 
-def host_cost(calibration: dict[str, Any]) -> HostCost:
-    """The HostCost of a calibration.json (capture/calibrate.ProfilerCost's fields)."""
-    return HostCost(op_ns=float(calibration.get("op_ns", 0.0)), alloc_ns=float(calibration.get("alloc_ns", 0.0)),
-                    launch_ns=float(calibration.get("launch_ns", 0.0)),
-                    range_ns=float(calibration.get("range_ns", 0.0)))
+def host_cost(calibration: ProfilerCost) -> HostCost:
+    """The HostCost of a calibration (calibration.json, measured by capture/calibrate.py)."""
+    return HostCost(op_ns=calibration.op_ns, alloc_ns=calibration.alloc_ns, launch_ns=calibration.launch_ns,
+                    range_ns=calibration.range_ns)
 
 
-def deperturb(trace: Trace, calibration: dict[str, Any] | None, unprofiled_step_ns: float | None,
+def deperturb(trace: Trace, calibration: ProfilerCost | None, unprofiled_step_ns: float | None,
               reference_method: str | None = None, noise: float = 0.0) -> Deperturbed:
     """Replay `trace` (a live capture's timing trace) without the profiler's cost, or say why not. The reference:
     the unprofiled step, how it was timed and its relative spread (the run's `Reference`)."""
