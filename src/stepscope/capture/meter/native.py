@@ -13,9 +13,9 @@ from collections.abc import Callable
 from types import ModuleType
 
 try:  # a leaf: the extension imports nothing of ours
-    import stepscope.capture.meter._native as _native  # type: ignore[import-not-found]
+    import stepscope.capture.meter._native as _native  # typed by _native.pyi
 except ImportError:
-    _native = None
+    _native = None  # type: ignore[assignment]  # not built: the Python hooks run
 
 OFF_SWITCH = "STEPSCOPE_PURE_PYTHON_HOOKS"
 
