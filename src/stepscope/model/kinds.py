@@ -63,6 +63,9 @@ Timing = Literal["step meter", "synchronised windows", "host clock"]
 # tolerance) | not applied (it found nothing to change in the program); "": a tune.json from before decisions
 TrialDecision = Literal["keep", "drop", "undecided", "failed", "numerics", "not applied", ""]
 
+# One fix's settings in a trial, as tune's fixes take them: {"num_workers": 4}, {"dtype": "bfloat16"}, {"factor": 2}.
+FixSettings = dict[str, int | float | str | bool]
+
 # -- the diff (model/diff.py) ------------------------------------------------------------------------------------
 ThroughputUnit = Literal["samples/s", "steps/s"]
 HeadlineBasis = Literal["samples/s", "steps/s", "step time", ""]

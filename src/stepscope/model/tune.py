@@ -3,11 +3,18 @@ Fields are added, never renamed or removed, within a schema version."""
 
 from __future__ import annotations
 
-from typing import Any
-
 import msgspec
 
-from stepscope.model.kinds import DeviceKind, FixId, PatternId, Timing, TrialArm, TrialDecision, TuneStatus
+from stepscope.model.kinds import (
+    DeviceKind,
+    FixId,
+    FixSettings,
+    PatternId,
+    Timing,
+    TrialArm,
+    TrialDecision,
+    TuneStatus,
+)
 
 
 class Struct(msgspec.Struct, kw_only=True, omit_defaults=False):
@@ -97,7 +104,7 @@ class Numerics(Struct, kw_only=True):
 
 class Trial(Struct, kw_only=True):
     fixes: list[FixId]  # every fix in effect in this trial (the rung it builds on, plus `tried`)
-    params: dict[str, Any]  # per fix id, the settings applied
+    params: dict[FixId, FixSettings]  # per fix, the settings applied
     step_time_us: float | None
     steps_per_s: float | None
     samples_per_s: float | None
@@ -163,7 +170,7 @@ class Tune(Struct, kw_only=True):
     patch: str | None  # file name in the tune folder
     not_tried: list[NotTried]
     status: TuneStatus = "finished"
-    applied_params: dict[str, Any] = msgspec.field(default_factory=dict)
+    applied_params: dict[FixId, FixSettings] = msgspec.field(default_factory=dict)  # per fix kept, its settings
     seed: int = 0
     budget_s: float | None = None
     elapsed_s: float | None = None
