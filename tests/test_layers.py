@@ -44,7 +44,8 @@ ALLOWED: dict[str, set[str]] = {
 }
 # The model's modules beyond its two leaves (the run folder's names, the telemetry's types): none of them is
 # loaded inside the user's program.
-HEAVY_MODEL = tuple(f"stepscope.model.{m}" for m in ("report", "run", "usage", "ranks", "diff", "tune"))
+HEAVY_MODEL = tuple(f"stepscope.model.{m}" for m in ("report", "run", "usage", "ranks", "diff", "tune",
+                                                          "prediction"))
 LEAVES = ("stepscope.model.runfolder", "stepscope.model.telemetry", "stepscope.model.meter",
           "stepscope.model.calibration", "stepscope.model.kinds")
 # What a layer must not have loaded at run time after importing it (the static check misses imports made by
