@@ -108,6 +108,8 @@ def test_a_report_with_a_bad_enumerated_value_is_refused_at_its_place(path: str,
 def test_a_location_keeps_its_json_shape() -> None:
     doc = _report()
     assert doc["recommendations"][0]["location"] == {"file": "train.py", "line": 3, "function": "", "code": ""}
+    # and its key order: sorted, as the dicts it replaced were written (report.json byte for byte as before)
+    assert list(doc["recommendations"][0]["location"]) == sorted(doc["recommendations"][0]["location"])
 
 
 def test_a_meter_file_with_unknown_hooks_is_refused() -> None:

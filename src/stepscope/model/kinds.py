@@ -75,10 +75,11 @@ class Location(msgspec.Struct, kw_only=True, frozen=True):
     """A line of the user's code: where a fix goes, where a sync or a DataLoader was made (`{"file", "line",
     "function", "code"}` in the JSON, as every writer spells it)."""
 
-    file: str  # as stepscope shows user code: relative to the working folder where it is under it
-    line: int
-    function: str = ""  # its qualified name ("Trainer.step", "<module>")
+    # In the keys' sorted order, as report.json has always written a location (the encoding keeps field order).
     code: str = ""  # the line's text, stripped
+    file: str  # as stepscope shows user code: relative to the working folder where it is under it
+    function: str = ""  # its qualified name ("Trainer.step", "<module>")
+    line: int
 
     @property
     def label(self) -> str:
