@@ -57,8 +57,9 @@ DeviceTimer = Literal["cuda events"]
 # -- tune (model/tune.py) ----------------------------------------------------------------------------------------
 TuneStatus = Literal["finished", "interrupted", "failed"]
 TrialArm = Literal["reference", "candidate"]
-# Who timed a run's windows: the step meter, one device sync at each window's ends (CUDA), or the host's clock.
-Timing = Literal["step meter", "synchronised windows", "host clock"]
+# Who timed a run's windows: the step meter, one device sync at each window's ends (CUDA), or the host's clock;
+# "cuda events": what tunes before the step meter wrote for CUDA's (tests/data/gpu_h100/tune_cifar/tune.json).
+Timing = Literal["step meter", "synchronised windows", "host clock", "cuda events"]
 # keep | drop | undecided (measured, not kept) | failed (could not be measured) | numerics (its loss moved beyond
 # tolerance) | not applied (it found nothing to change in the program); "": a tune.json from before decisions
 TrialDecision = Literal["keep", "drop", "undecided", "failed", "numerics", "not applied", ""]
