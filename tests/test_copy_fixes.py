@@ -104,7 +104,7 @@ def test_the_first_fix_of_a_pinned_copy_bound_trace_is_a_copy_fix_at_the_copy_li
     # The recorded trace: the profiler's default cost taken out of base and fix alike, within 3% of the plain truth.
     truth = _median_step(read_kineto(b.write(tmp_path / "t.json"))) / _median_step(_trace(tmp_path, "resident"))
     assert first.estimated_speedup == pytest.approx(truth, rel=0.03)
-    assert first.location is not None and (first.location["file"], first.location["line"]) == ("train.py", 42)
+    assert first.location is not None and (first.location.file, first.location.line) == ("train.py", 42)
     assert first.evidence["recurring_htod_bytes_per_step"] == COPY_BYTES
     overlap = next(r for r in report.recommendations if r.id == "copy_overlap")
     assert overlap.evidence["waited_pinned_copies_per_step"] == 1

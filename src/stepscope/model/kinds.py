@@ -19,7 +19,7 @@ PatternId = Literal["input_bound", "copy_bound", "sync_bound", "cpu_compute_boun
 FixId = Literal["dataloader_workers", "persistent_workers", "pin_memory", "non_blocking_copy", "uint8_transfer",
                 "larger_batch", "set_to_none", "amp", "tf32", "torch_compile", "cuda_graphs", "remove_sync",
                 "offload_cpu_work", "fused_optimizer", "overlap_communication", "cpu_threads", "channels_last",
-                "cpu_bf16", "cudnn_benchmark"]
+                "cpu_bf16", "cudnn_benchmark", "resident_tensors", "copy_overlap", "half_transfer"]
 
 # -- the trace and its device ------------------------------------------------------------------------------------
 SourceFormat = Literal["kineto", "nsys", "live"]
