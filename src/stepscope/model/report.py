@@ -185,7 +185,7 @@ class Recommendation(Struct, kw_only=True):
     location: Location | None
     estimated_speedup: float | None
     estimate: str = ""  # the reasoning behind the estimate, in words
-    after: str | None = None  # the fix id this estimate builds on (measured against the step with it), else None
+    after: FixId | None = None  # the fix this estimate builds on (measured against the step with it), else None
 
 
 class Considered(Struct, kw_only=True):
