@@ -11,6 +11,11 @@ class State:
     device: Any  # None or the DeviceTimer (its mark(phase))
     relay_backward: Callable[[int], object] | None  # the step detection's mark(source)
     relay_optimizer: Callable[[int], object] | None
+    relay_dataloader: Callable[[str], object] | None  # mark('dataloader'): a fetch of the main loader after a batch
+    relay_batch: Callable[[object], object] | None  # given each batch the main loader yields (its batch size)
+    around_fetch: Callable[[Callable[..., Any], object], object] | None  # the fetch in its place, inside its phase
+    relay_forward: Any  # read by the Python model hooks (the forward stays Python): kept here, one state
+    on_model: Any
     dataset: Callable[[], object] | None  # returns the main dataset (a weakref)
     optimizer: Callable[[], object] | None  # a weakref to the first optimizer to step
     thread: int  # the thread ident the hooks count steps on
@@ -48,6 +53,9 @@ def data_next(state: State, original: Callable[..., Any], phase: int) -> Wrapper
 
 def optimizer_hooks(state: State) -> tuple[OptimizerHook, OptimizerHook]:
     """The (pre, post) optimizer step hooks."""
+
+def forward_hooks(state: State) -> tuple[OptimizerHook, OptimizerHook]:
+    """(before(first=False), after) of the model's forward."""
 
 def now() -> int:
     """The hooks' clock, in ns (time.perf_counter_ns's)."""
