@@ -67,12 +67,15 @@ def test_the_programs_own_batch_option_is_found() -> None:
 
 def test_watch_and_the_language_server_profile_the_same_window() -> None:
     """Issue 40.4: one live window. watch with no options and the LSP's default Target (no runOptions) hand the
-    `stepscope run` child the same options; the child parses them as the window written out here by hand: skip 3,
-    warm up 1, record 3, 5 reference steps, memory on, no timing pass, no calibration."""
+    `stepscope run` child options it reads as the same capture options: the window written out here by hand, skip 3
+    (exact), warm up 1, record 3, 5 reference steps, memory on, no timing pass, no calibration."""
+    from stepscope.commands.run import options_from_args
     from stepscope.live.engine import Target
 
-    args = cli.build_parser("watch").parse_args(["watch", "t.py"])
-    assert run_options(args) == Target(("t.py",), Path(".")).run_options
-    run = cli.build_parser("run").parse_args(["run", *run_options(args), "x.py"])
-    assert (run.skip, run.warmup, run.steps, run.reference_steps) == (3, 1, 3, 5)
-    assert (run.profile_memory, run.timing_pass, run.calibrate) == (True, False, False)
+    def child(options: tuple[str, ...]) -> object:
+        return options_from_args(cli.build_parser("run").parse_args(["run", *options, "x.py"]))
+
+    watch = child(run_options(cli.build_parser("watch").parse_args(["watch", "t.py"])))
+    assert watch == child(Target(("t.py",), Path(".")).run_options)
+    assert (watch.skip, watch.settle, watch.warmup, watch.steps, watch.reference_steps) == (3, False, 1, 3, 5)
+    assert (watch.profile_memory, watch.timing_pass, watch.calibrate) == (True, False, False)

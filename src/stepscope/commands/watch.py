@@ -19,6 +19,8 @@ from rich.live import Live
 from stepscope.capture.program import check
 from stepscope.capture.signals import away_from, terminals
 from stepscope.commands.argtypes import count
+from stepscope.commands.live_window import live_window
+from stepscope.commands.live_window import run_options as live_run_options
 from stepscope.commands.output import streams_to_devnull
 from stepscope.commands.run import add_capture_options, program_from_args
 from stepscope.errors import StepscopeError
@@ -26,9 +28,8 @@ from stepscope.live.engine import Target
 from stepscope.live.page import PageServer
 from stepscope.live.terminal import render
 from stepscope.live.watch import BatchFlag, WatchSession
-from stepscope.live.window import LIVE_WINDOW
-from stepscope.live.window import run_options as live_run_options
 
+LIVE_WINDOW = live_window()  # the live engine's window: watch's defaults
 REFRESH_PER_S = 4
 BATCH_FLAGS = ("--batch-size", "--batch_size", "--bs")  # taken as the program's batch option when it gives one
 

@@ -23,7 +23,6 @@ import msgspec
 
 from stepscope import stats
 from stepscope.lifeline import for_child as lifeline_for_child
-from stepscope.live.window import LIVE_WINDOW, run_options
 from stepscope.model import runfile
 from stepscope.model.meter import PHASES, MeterRecord, meter_problem
 from stepscope.model.report import Report, from_json
@@ -34,13 +33,22 @@ POLL_S = 0.1  # how often a capture's folder is looked at for the meter's first 
 KILL_WAIT_S = 5.0
 
 
+# The one live window, as `stepscope run`'s options (watch's defaults are these, parsed: commands/live_window.py): a
+# short window, the first figures quickly, lines and modules from three recorded steps. One recorded pass (no timing
+# pass) halves the capture; memory is profiled for the per-line memory and the batch control's model. No calibration
+# of the profiler's cost (1-3 s): the step meter measures the job itself, and the replay sizes the default cost per
+# event to the gap between the recorded steps and the meter's.
+LIVE_WINDOW = ("--skip", "3", "--warmup", "1", "--steps", "3", "--reference-steps", "5", "--profile-memory",
+               "--no-timing-pass", "--no-calibrate")
+
+
 @dataclass(frozen=True)
 class Target:
     """What to re-profile: the program (script and arguments, or "-m", module, arguments) and where it runs."""
 
     argv: tuple[str, ...]
     cwd: Path
-    run_options: tuple[str, ...] = run_options(LIVE_WINDOW)  # the live window (watch's and the LSP's)
+    run_options: tuple[str, ...] = LIVE_WINDOW  # `stepscope run`'s options
     env: Mapping[str, str] | None = None
 
 

@@ -1,16 +1,23 @@
-"""The one window every live front end profiles (`stepscope watch`, `stepscope lsp`): the same program gives the
-same figures in both, and each spells it for the `stepscope run` child the same way."""
+"""The live window as capture options, for `stepscope watch`'s flags: the live engine's LIVE_WINDOW (the options the
+language server's and watch's `stepscope run` children get) parsed by `stepscope run`'s own options, so the window is
+declared once; and capture options spelled back for the child."""
 
 from __future__ import annotations
 
-from stepscope.capture.options import CaptureOptions
+import argparse
 
-# A short window: the first figures quickly, lines and modules from three recorded steps. One recorded pass (no
-# timing pass) halves the capture; memory is profiled for the per-line memory and the batch control's model. No
-# calibration of the profiler's cost (1-3 s): the step meter measures the job itself, and the replay sizes the
-# default cost per event to the gap between the recorded steps and the meter's.
-LIVE_WINDOW = CaptureOptions(skip=3, warmup=1, steps=3, timing_pass=False, profile_memory=True,
-                             reference_steps=5, calibrate=False)
+from stepscope.capture.options import CaptureOptions
+from stepscope.live.engine import LIVE_WINDOW
+
+
+def live_window() -> CaptureOptions:
+    """LIVE_WINDOW as `stepscope run` reads it."""
+    from stepscope.commands.run import add_capture_options, options_from_args
+
+    parser = argparse.ArgumentParser(add_help=False)
+    add_capture_options(parser)
+    parser.add_argument("program", nargs="*")
+    return options_from_args(parser.parse_args(list(LIVE_WINDOW)))
 
 
 def run_options(o: CaptureOptions) -> tuple[str, ...]:
