@@ -86,7 +86,7 @@ def test_lightning_callback_can_stop_training(tmp_path: Path) -> None:
     settings = callback.report.run.settings if callback.report.run is not None else None
     fw = settings.framework if settings is not None else None
     assert fw is not None and fw.name == "lightning" and fw.config is not None and fw.call is not None
-    assert (fw.config["line"], fw.call["line"]) == (78, 81)
+    assert (fw.config.line, fw.call.line) == (78, 81)
 
 
 class Pairs(Dataset):
@@ -134,7 +134,7 @@ def test_huggingface_callback(tmp_path: Path, capsys: pytest.CaptureFixture[str]
     assert (report.run.batch_size, report.run.batch_size_source) == (8, "trainer")  # 4 per device x 2 accumulated
     fw = report.run.settings.framework if report.run.settings is not None else None  # fixes go on TrainingArguments(
     assert fw is not None and fw.name == "huggingface" and fw.config is not None and fw.call is not None
-    assert (fw.config["line"], fw.config["function"], fw.call["line"]) == (123, "test_huggingface_callback", 130)
+    assert (fw.config.line, fw.config.function, fw.call.line) == (123, "test_huggingface_callback", 130)
     assert report.summary.breakdown_us["dataloader"] > 0  # the fetch happens before on_step_begin: inside the step
     out = capsys.readouterr().out
     assert "Step-time breakdown" in out  # printed at the end of training

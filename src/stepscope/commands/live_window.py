@@ -7,13 +7,12 @@ from __future__ import annotations
 import argparse
 
 from stepscope.capture.options import CaptureOptions
+from stepscope.commands.run import add_capture_options, options_from_args
 from stepscope.live.engine import LIVE_WINDOW
 
 
 def live_window() -> CaptureOptions:
     """LIVE_WINDOW as `stepscope run` reads it."""
-    from stepscope.commands.run import add_capture_options, options_from_args
-
     parser = argparse.ArgumentParser(add_help=False)
     add_capture_options(parser)
     parser.add_argument("program", nargs="*")
