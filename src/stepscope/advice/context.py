@@ -34,6 +34,13 @@ class Context:
     replayed: bool = False
 
     @property
+    def recorded(self) -> bool:
+        """A trace recorded elsewhere (no live capture's run section, its timeline not replayed without the profiler's
+        cost): the profiler's cost in it is the one stepscope.replay.recorded decides. The advice's device-side
+        what-ifs and predict take it out of such a trace alike (pipeline/flow.py asks this for both)."""
+        return self.run is None and not self.replayed
+
+    @property
     def settings(self) -> s.Settings | None:
         """What the program had set (a live capture), else None: fixes then judge from the trace alone."""
         return self.run.settings if self.run is not None else None

@@ -143,7 +143,7 @@ def without_profiler(ctx: Context, fix: str) -> tuple[HostCost | None, str]:
     left in with the reason said); for a device-side fix on a recorded trace, what stepscope.replay.recorded decides
     (the default per event and what the settings the trace was recorded with add), so that the profiler's own cost
     does not decide the gain. With the assumption it adds."""
-    if ctx.run is not None or ctx.replayed or fix not in DEVICE_SIDE:
+    if not ctx.recorded or fix not in DEVICE_SIDE:
         return None, ""
     rc = recorded_cost(ctx.facts.trace)
     return rc.cost, rc.text

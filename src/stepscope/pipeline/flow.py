@@ -8,6 +8,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from stepscope.advice import advise
+from stepscope.advice.context import Context
 from stepscope.errors import StepscopeError
 from stepscope.model import report as s
 from stepscope.pipeline import assemble, sources
@@ -76,7 +77,8 @@ def one_report(trace: str | Path | Trace, options: AnalyzeOptions) -> s.Report:
         try:
             prediction = predict(facts, request, batch_size=batch.size, power_w=options.power_w,
                                  step_range=options.step_range,
-                                 measured_step_ns=meter.step_us * 1e3 if meter is not None else None)
+                                 measured_step_ns=meter.step_us * 1e3 if meter is not None else None,
+                                 recorded=Context(facts, told, replayed).recorded)
         except StepscopeError as exc:  # the analysis stands without it; say why there is none
             notes = (*notes, f"no prediction: {exc.message}" + (f" ({exc.hint})" if exc.hint else ""))
     return assemble.report(facts, advice, options.replace(run=run), batch, prediction, notes, timeline, meter)

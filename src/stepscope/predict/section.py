@@ -18,8 +18,9 @@ from stepscope.predict.gpus import resolve, roof_pair, roofline_bias
 from stepscope.predict.host import read_host
 from stepscope.predict.measured_error import measured_error
 from stepscope.predict.scaling import FLOOR_NS
-from stepscope.predict.target import StepView, TargetRun, run_target, view
+from stepscope.predict.target import StepView, TargetRun, origin_replayed, run_target, view
 from stepscope.predict.work import gpu_work
+from stepscope.replay.recorded import RecordedCost, recorded_cost
 from stepscope.units import report_us as _us
 
 MODEL = "stepscope.predict/1"
@@ -73,7 +74,9 @@ class _Origin:
     note: str | None = None  # what matching the trace's device name to a row had to assume
 
 
-def _origin(facts: Facts, request: PredictRequest, table: HardwareTable) -> _Origin:
+def _origin(facts: Facts, request: PredictRequest, table: HardwareTable, seen: Facts) -> _Origin:
+    """The origin GPU, and its step as the targets' are compared with: `seen` (the facts as measured, or a recorded
+    trace's replayed without the profiler's host cost)."""
     trace = facts.trace
     device = primary_device(trace)
     if device is None or len(facts.steps) == 0:
@@ -93,8 +96,8 @@ def _origin(facts: Facts, request: PredictRequest, table: HardwareTable) -> _Ori
                                  hint="say which row it is with --origin GPU, or add it in your hardware file "
                                       "(docs/hardware.md)")
         spec = match.spec
-        return _Origin(device=device, name=name, spec=spec, view=view(facts, device), note=match.note)
-    return _Origin(device=device, name=name or spec.name, spec=spec, view=view(facts, device))
+        return _Origin(device=device, name=name, spec=spec, view=view(seen, device), note=match.note)
+    return _Origin(device=device, name=name or spec.name, spec=spec, view=view(seen, device))
 
 
 def _sources(table: HardwareTable, specs: list[GpuSpec], price_sources: list[str | None]) -> list[str]:
@@ -118,7 +121,8 @@ def _sources(table: HardwareTable, specs: list[GpuSpec], price_sources: list[str
 
 
 def _target(run: TargetRun, origin: _Origin, request: PredictRequest, batch_size: int | None,
-            power_w: float | None, price: cost.GpuPrice | None, scale: float = 1.0) -> s.PredictionTarget:
+            power_w: float | None, price: cost.GpuPrice | None, scale: float = 1.0,
+            profiler: RecordedCost | None = None) -> s.PredictionTarget:
     v, spec = run.view, run.roofs.spec
     err = measured_error()
     step_ns = v.step_ns * scale
@@ -127,7 +131,9 @@ def _target(run: TargetRun, origin: _Origin, request: PredictRequest, batch_size
     sps = batch_size / step_s if batch_size and step_s else None
     usd = price.usd_per_gpu_hour if price else None
     assumptions = ["the host's timeline (data loading, CPU work, launches) as measured on the origin"
-                   + ("" if request.host_speed == 1.0 else ", scaled by --host-speed"), *run.assumptions]
+                   + ("" if request.host_speed == 1.0 else ", scaled by --host-speed"),
+                   *([f"{profiler.text}, from the origin's step and the target's alike"] if profiler else []),
+                   *run.assumptions]
     watts, how = energy.target_power(power_w, origin.spec.tdp_w.value, spec.tdp_w.value,
                                      origin.view.utilization, v.utilization)
     assumptions.append(how)
@@ -179,12 +185,18 @@ def _marked(targets: list[s.PredictionTarget]) -> list[s.PredictionTarget]:
 
 def predict(facts: Facts, request: PredictRequest, *, batch_size: int | None = None, power_w: float | None = None,
             table: HardwareTable | None = None, step_range: str | None = None,
-            today: dt.date | None = None, measured_step_ns: float | None = None) -> s.Prediction:
+            today: dt.date | None = None, measured_step_ns: float | None = None,
+            recorded: bool = False) -> s.Prediction:
     """The prediction section for a trace's facts: each requested GPU's step time, cost and energy. With the
     `measured_step_ns` of the job on the origin (the step meter's), the origin is that step and each target's
-    replayed step is scaled by measured / the origin's replayed step: the replay gives the ratio, the meter the base."""
+    replayed step is scaled by measured / the origin's replayed step: the replay gives the ratio, the meter the base.
+    `recorded`: a trace recorded without a calibration (advice.context.Context.recorded, as the advice takes it):
+    the profiler's host cost replay/recorded.py decides is taken out of the origin's step and every target's alike,
+    so that neither a host the profiler slowed caps the targets nor its removal counts as their speedup."""
     table = table or load_table()
-    origin = _origin(facts, request, table)
+    profiler = recorded_cost(facts.trace) if recorded and primary_device(facts.trace) is not None else None
+    seen = origin_replayed(facts, profiler.cost, step_range) if profiler is not None else facts
+    origin = _origin(facts, request, table, seen)
     warnings: list[str] = [origin.note] if origin.note else []
     replayed = origin.view.step_ns
     scale = measured_step_ns / replayed if measured_step_ns and replayed else 1.0
@@ -196,12 +208,13 @@ def predict(facts: Facts, request: PredictRequest, *, batch_size: int | None = N
     for spec in dict.fromkeys(specs):
         roofs_o, roofs_t = roof_pair(origin.spec, spec, table, origin.name)
         work = gpu_work(facts.trace, origin.device, roofs_o)
-        run = run_target(facts, origin.device, work, roofs_o, roofs_t, request.host_speed, step_range)
+        run = run_target(facts, origin.device, work, roofs_o, roofs_t, request.host_speed, step_range,
+                         profiler.cost if profiler is not None else None)
         price = cost.price_for(spec.id, table, request.prices, today)
         if price is not None and price.stale:
             warnings.append(price.stale)
         prices.append(price.source if price else None)
-        targets.append(_target(run, origin, request, batch_size, power_w, price, scale))
+        targets.append(_target(run, origin, request, batch_size, power_w, price, scale, profiler))
     targets = _marked(targets)
     step = replayed * scale
     sps = batch_size / (step / 1e9) if batch_size and step else None
@@ -214,7 +227,9 @@ def predict(facts: Facts, request: PredictRequest, *, batch_size: int | None = N
         targets=targets,
         model=(f"{MODEL}: each GPU activity's time above a {FLOOR_NS / 1000:g} µs floor scaled by the origin/target "
                "ratio of the roof that bounds it (peak FLOP/s of its dtype, memory bandwidth, SMs x clock, PCIe or "
-               "GPU-to-GPU link), then the steps replayed with the host's timeline as measured; interval: "
+               "GPU-to-GPU link), then the steps replayed with the host's timeline as measured"
+               + (" less the profiler's host cost, on the origin and the targets alike" if profiler else "")
+               + "; interval: "
                f"±{err.gpu_time_error:.0%} of the GPU time per step, the largest error measured on "
                f"{err.workloads} workloads ({_pairs_text(err)}); energy on the origin: mean NVML power x step time"),
         sources=_sources(table, [origin.spec, *dict.fromkeys(specs)], prices),

@@ -13,7 +13,7 @@ from stepscope.analysis.facts import Facts, compute_facts
 from stepscope.predict.gpus import Roofs
 from stepscope.predict.scaling import scale
 from stepscope.predict.work import GpuWork
-from stepscope.replay import replay
+from stepscope.replay import HostCost, replay
 from stepscope.trace import intervals as iv
 from stepscope.trace.model import DeviceInfo, Trace
 
@@ -64,8 +64,17 @@ def view(facts: Facts, device: int) -> StepView:
     )
 
 
+def origin_replayed(facts: Facts, host_cost: HostCost, step_range: str | None = None) -> Facts:
+    """The origin's facts with the profiler's `host_cost` taken out (a recorded trace: replay/recorded.py decides it),
+    the GPU work as measured: the step the targets are compared with, replayed on the same host as theirs."""
+    return compute_facts(replay(facts.trace, host_cost=host_cost), step_range)
+
+
 def run_target(facts: Facts, device: int, work: GpuWork, origin: Roofs, target: Roofs, host_speed: float = 1.0,
-               step_range: str | None = None) -> TargetRun:
+               step_range: str | None = None, host_cost: HostCost | None = None) -> TargetRun:
+    """The origin's steps replayed with its GPU work scaled to `target`, the host `host_speed` times as fast and,
+    for a recorded trace, the profiler's `host_cost` taken out of the host (as `origin_replayed` takes it out of the
+    origin's step)."""
     trace = facts.trace
     scaled = scale(work, trace.events.dur[work.rows], origin, target)
     spec = target.spec
@@ -73,7 +82,7 @@ def run_target(facts: Facts, device: int, work: GpuWork, origin: Roofs, target: 
     info = DeviceInfo(id=device, name=spec.name, kind="cuda" if spec.vendor == "nvidia" else "rocm",
                       total_memory_bytes=memory, sm_count=int(spec.sm_count.value) if spec.sm_count.value else None)
     replayed = replay(trace, device=device, rows=work.rows, new_dur=scaled.dur, host_speed=host_speed,
-                      device_info=info)
+                      host_cost=host_cost, device_info=info)
     new_facts = compute_facts(replayed, step_range)
     notes = list(scaled.assumptions)
     if host_speed != 1.0:

@@ -1,6 +1,6 @@
 """The profiler's cost in a trace recorded elsewhere (no calibration, no unprofiled steps): the one place that decides
-it. Advice's device-side what-ifs (advice/whatif.without_profiler) take out what this module says; nothing else
-decides a recorded trace's profiler cost.
+it. Advice's device-side what-ifs (advice/whatif.without_profiler) and predict (the origin's step and every
+target's, predict/section.py) take out what this module says; nothing else decides a recorded trace's profiler cost.
 
 The cost per event is `host_clock.RECORDED_DEFAULT` (what 13 calibrations measured with shapes, memory and stacks
 off) plus what the settings the trace was recorded with add. The settings are read from the profiler's own metadata
