@@ -12,6 +12,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import msgspec
 import pytest
 
 from builder import SGEMM, V100, scenario
@@ -100,7 +101,7 @@ def test_a_live_captures_timeline_is_predicted_as_it_was() -> None:
     ref = json.loads((folder / "run.json").read_text())["run"]["reference"]
     reference = Reference(method=ref["method"], step_us=ref["step_us"], values_us=ref["values_us"], steps=ref["steps"],
                           noise=ref["noise"])
-    calibration = ProfilerCost.from_dict(json.loads((folder / "calibration.json").read_text()))
+    calibration = msgspec.convert(json.loads((folder / "calibration.json").read_text()), ProfilerCost)
     report = analyze(folder / "timing.json.gz", predict=PredictRequest(gpus=("h200",)), reference=reference,
                      calibration=calibration)
     assert report.replay is not None and report.replay.replayed
