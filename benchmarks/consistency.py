@@ -83,6 +83,8 @@ def check_workload(name: str, work: Path) -> dict:
 def check_tune(work: Path) -> dict:
     """`stepscope tune` on one workload: each figure of tune.json as its terminal view shows it."""
     script, args = WORKLOADS[TUNE_WORKLOAD]
+    # Steps enough for the baseline's and each trial's windows however fast the machine: a tune stops it early.
+    args = tuple("4000" if i and args[i - 1] == "--steps" else a for i, a in enumerate(args))
     out = work / "tune"
     env = {**os.environ, "OMP_NUM_THREADS": "1"}
     done = subprocess.run([sys.executable, "-m", "stepscope", "tune", "--out", str(out), "--budget", "6m",
