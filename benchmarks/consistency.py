@@ -110,11 +110,13 @@ def tune_figures(ledger: c.Ledger, tune: Tune, flat: str) -> None:
         if t.speedup is None:
             continue
         label = "+".join(t.tried) or "+".join(t.fixes)
-        m = re.search(rf"\b{t.rung} .*?{re.escape(t.tried[0] if t.tried else label)}.*? ([\d.]+x)", flat)
+        # The ladder's row: "<rung> + <first fix> ...", up to the next row.
+        m = re.search(rf"(?<![\w.=]){t.rung} \+ {re.escape(t.tried[0] if t.tried else label)}", flat)
         if m is None:
             ledger.problems.append(f"trial {t.rung} ({label}): not found in the tune terminal's ladder")
             continue
-        shown = re.findall(r"~?[\d.]+x", flat[m.start():m.start() + 400])
+        after = re.search(rf"(?<![\w.=]){t.rung + 1} \+ ", flat[m.end():])
+        shown = re.findall(r"~?[\d.]+x", flat[m.start():m.end() + (after.start() if after else 400)])
         values = [float(x.strip("~x")) for x in shown]
         ledger.same(f"fix {label} measured", "tune terminal ladder", any(abs(v - t.speedup) <= 0.005 for v in values),
                     True)
