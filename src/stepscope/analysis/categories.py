@@ -8,6 +8,7 @@ from collections.abc import Iterator, Mapping
 import numpy as np
 
 from stepscope.analysis.steps import COLLECTIVE_OP, PROFILER_STEP
+from stepscope.trace.growing import mapped_empty
 from stepscope.trace.model import Kind, Trace
 
 COLLECTIVE_KERNEL = re.compile(r"^(void )?(nccl|rccl|ncclDevKernel|ncclKernel)", re.IGNORECASE)
@@ -53,7 +54,8 @@ def _category_codes(trace: Trace, step_source: str) -> np.ndarray:
     """Each row's category code; each category written as soon as its mask is made, and the mask let go (on a
     trace of gigabytes every whole-table mask is MB: a dozen held together were the breakdown's peak)."""
     ev = trace.events
-    codes = np.zeros(len(ev), dtype=np.int8)
+    codes = mapped_empty(len(ev), np.int8)  # kept with the trace: out of the heap
+    codes.fill(0)
     kernel = ev.kind == Kind.KERNEL
     host = ev.of_kind(Kind.CPU_OP, Kind.USER_ANNOTATION, Kind.PYTHON)
     # A collective kernel by its own name, or through its launching op (the TensorBoard plugin's way,

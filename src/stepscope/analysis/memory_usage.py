@@ -63,7 +63,8 @@ class DevicePeak:
 def lifetimes(trace: Trace, device: int) -> Lifetimes:
     mem = trace.memory
     rows = np.flatnonzero(mem.device == device)
-    order = rows[np.lexsort((rows, mem.addr[rows]))]  # by address, then time (rows are in time order)
+    # By address, then time: rows rise, so a stable sort by address alone (lexsort's working arrays are larger).
+    order = rows[np.argsort(mem.addr[rows], kind="stable")]
     del rows
     size = mem.bytes[order]
     addr = mem.addr[order]  # once: a column's worth of the device's rows each time
