@@ -8,6 +8,7 @@ from collections.abc import Iterator, Mapping
 import numpy as np
 
 from stepscope.analysis.steps import COLLECTIVE_OP, PROFILER_STEP
+from stepscope.trace.growing import mapped_empty
 from stepscope.trace.model import Kind, Trace
 
 COLLECTIVE_KERNEL = re.compile(r"^(void )?(nccl|rccl|ncclDevKernel|ncclKernel)", re.IGNORECASE)
@@ -50,36 +51,44 @@ _CODE = {name: i + 1 for i, name in enumerate(BREAKDOWN_CATEGORIES[:-1])}  # 0: 
 
 
 def _category_codes(trace: Trace, step_source: str) -> np.ndarray:
+    """Each row's category code; each category written as soon as its mask is made, and the mask let go (on a
+    trace of gigabytes every whole-table mask is MB: a dozen held together were the breakdown's peak)."""
     ev = trace.events
+    codes = mapped_empty(len(ev), np.int8)  # kept with the trace: out of the heap
+    codes.fill(0)
     kernel = ev.kind == Kind.KERNEL
     host = ev.of_kind(Kind.CPU_OP, Kind.USER_ANNOTATION, Kind.PYTHON)
-    collective_op = host & trace.names_where(lambda s: COLLECTIVE_OP.match(s) is not None)
     # A collective kernel by its own name, or through its launching op (the TensorBoard plugin's way,
     # which alone misses NCCL kernels launched outside any recorded op).
     launchers = host & trace.names_where(lambda s: COLLECTIVE_LAUNCHER.match(s) is not None)
     collective_ids = ev.external_id[launchers]
+    del launchers
     collective_ids = collective_ids[collective_ids >= 0]
-    launched_by_collective = np.zeros(len(ev), dtype=bool)
+    collective_kernel = kernel & trace.names_where(is_collective_kernel)
     rows = np.flatnonzero(kernel & (ev.external_id >= 0))  # isin on the kernels alone: it sorts what it is given
     if len(rows) and len(collective_ids):
-        launched_by_collective[rows] = np.isin(ev.external_id[rows], collective_ids)
-    collective_kernel = kernel & (trace.names_where(is_collective_kernel) | launched_by_collective)
+        collective_kernel[rows[np.isin(ev.external_id[rows], collective_ids)]] = True
+    del rows, collective_ids
+    # Disjoint: kinds apart, collectives and the loader out of kernel and cpu_exec.
+    kernel &= ~collective_kernel
+    codes[kernel] = _CODE["kernel"]
+    del kernel
+    collective_op = host & trace.names_where(lambda s: COLLECTIVE_OP.match(s) is not None)
+    collective_kernel |= collective_op
+    codes[collective_kernel] = _CODE["communication"]
+    del collective_kernel
+    for name, kind in (("memcpy", Kind.MEMCPY), ("memset", Kind.MEMSET), ("runtime", Kind.RUNTIME)):
+        codes[ev.kind == kind] = _CODE[name]
     dataloader = host & trace.names_where(lambda s: DATALOADER.match(s) is not None)
-    step_ranges = host & trace.names_where(lambda s: PROFILER_STEP.match(s) is not None)
+    codes[dataloader] = _CODE["dataloader"]
+    host &= ~dataloader
+    del dataloader
+    host &= ~collective_op
+    del collective_op
+    host &= ~trace.names_where(lambda s: PROFILER_STEP.match(s) is not None)  # the step ranges
     if step_source.startswith("range "):  # the user's step ranges are the step itself, not CPU work
         step_name = step_source[len("range "):]
-        step_ranges |= host & trace.names_where(lambda s: s == step_name)
-    masks = {
-        "kernel": kernel & ~collective_kernel,
-        "memcpy": ev.kind == Kind.MEMCPY,
-        "memset": ev.kind == Kind.MEMSET,
-        "communication": collective_kernel | collective_op,
-        "runtime": ev.kind == Kind.RUNTIME,
-        "dataloader": dataloader,
-        "cpu_exec": host & ~dataloader & ~collective_op & ~step_ranges,
-    }
-    codes = np.zeros(len(ev), dtype=np.int8)
-    for name, mask in masks.items():
-        codes[mask] = _CODE[name]  # disjoint: kinds apart, collectives and the loader out of kernel and cpu_exec
+        host &= ~trace.names_where(lambda s: s == step_name)
+    codes[host] = _CODE["cpu_exec"]
     codes.flags.writeable = False
     return codes

@@ -82,18 +82,33 @@ def step_costs(trace: Trace, steps: Steps) -> StepCosts | None:
 
     compute = _union(trace, kernel & ~collective)
     comm = iv.subtract(_union(trace, collective), compute)
+    del collective
     taken = iv.merge(compute, comm)
     copy_htod = iv.subtract(_union(trace, htod), taken)
     taken = iv.merge(taken, copy_htod)
     copy_other = iv.subtract(_union(trace, on_device & ~kernel & ~htod), taken)
+    del kernel, htod
     busy = iv.merge(taken, copy_other)
+    del taken
+    # Each part measured per step as soon as it is final, and let go: on a trace of gigabytes the sets are MB each.
+    parts = {name: iv.coverage(part, steps.start, steps.end) for name, part in (
+        ("compute", compute), ("communication", comm), ("copy_htod", copy_htod), ("copy_other", copy_other))}
+    del compute, comm, copy_htod, copy_other
 
-    host_wait, device_wait = _split_idle(trace, np.flatnonzero(on_device), iv.complement(busy, *window))
-    activity_starts = np.sort(ev.start[on_device])
+    # The device's activities as rows (sorted by start, as the table is): the masks over the whole table go.
+    activity_rows = np.flatnonzero(on_device)
+    del on_device
+    host_wait, device_wait = _split_idle(trace, activity_rows, iv.complement(busy, *window))
+    del busy
+    parts["device_wait"] = iv.coverage(device_wait, steps.start, steps.end)
+    del device_wait
+    activity_starts = ev.start[activity_rows]
+    del activity_rows
     dataloader = _union(trace, ev.of_kind(Kind.CPU_OP, Kind.USER_ANNOTATION)
                         & trace.names_where(lambda s: DATALOADER.match(s) is not None))
     input_wait = iv.intersect(host_wait, dataloader)
-    left = iv.subtract(host_wait, input_wait)
+    not_input = left = iv.subtract(host_wait, input_wait)
+    del dataloader, host_wait
 
     blocking, after_htod, is_copy = _blocking_calls(trace, window)
     # Unblocked, the host would have run ahead by as long as it was blocked (a copy and its sync block as
@@ -101,25 +116,28 @@ def step_costs(trace: Trace, steps: Steps) -> StepCosts | None:
     episode_start = _episode_starts(trace, blocking, is_copy)
     blocked = ev.end[blocking] - episode_start
     after = np.minimum(_next_start(activity_starts, ev.end[blocking]), ev.end[blocking] + blocked)
+    del activity_starts
     win_end = _window_ends(ev.start[blocking], after)
     copy_win = iv.union(ev.start[blocking[after_htod]], win_end[after_htod])
     copy_sync = iv.intersect(left, copy_win)
     left = iv.subtract(left, copy_sync)
     sync = iv.intersect(left, iv.union(ev.start[blocking], win_end))
-    blocking_idle = iv.coverage(iv.subtract(host_wait, input_wait), ev.start[blocking], win_end)
+    blocking_idle = iv.coverage(not_input, ev.start[blocking], win_end)
     left = iv.subtract(left, sync)
+    del not_input, copy_win
 
     cpu_work, long_ops, gaps = _cpu_work(trace, window)
     cpu = iv.intersect(left, cpu_work)
     launch = iv.subtract(left, cpu)
+    del left, cpu_work
 
-    sets = {"compute": compute, "communication": comm, "copy_htod": copy_htod, "copy_other": copy_other,
-            "device_wait": device_wait, "input": input_wait, "copy_sync": copy_sync, "sync": sync,
-            "cpu": cpu, "launch": launch}
-    parts = {name: iv.coverage(sets[name], steps.start, steps.end) for name in COST_PARTS}
+    sets = {"input": input_wait, "copy_sync": copy_sync, "sync": sync, "cpu": cpu, "launch": launch}
+    parts.update((name, iv.coverage(sets[name], steps.start, steps.end)) for name in HOST_PARTS)
+    parts = {name: parts[name] for name in COST_PARTS}
     steps_iv = iv.union(steps.start, steps.end)
     work = active_intervals(trace, window)
     host_work = {name: iv.coverage(iv.intersect(sets[name], work), steps.start, steps.end) for name in HOST_PARTS}
+    del work
     return StepCosts(
         device=device, parts=parts, blocking_rows=blocking, blocking_idle=blocking_idle,
         blocking_after_htod=after_htod, blocking_first=episode_start == ev.start[blocking],

@@ -12,6 +12,7 @@ import numpy as np
 
 from stepscope.analysis.nesting import CHUNK_ROWS, number_threads
 from stepscope.trace import intervals as iv
+from stepscope.trace.growing import mapped_empty
 from stepscope.trace.model import Kind, Trace, distinct, start_order
 
 
@@ -34,7 +35,8 @@ def host_threads(trace: Trace) -> HostThreads:
 def _host_threads(trace: Trace) -> HostThreads:
     ev = trace.events
     host = ev.of_kind(Kind.CPU_OP, Kind.USER_ANNOTATION, Kind.PYTHON, Kind.RUNTIME)
-    thread = np.full(len(ev), -1, dtype=np.int32)  # a few dozen threads; int32 halves a per-event index
+    thread = mapped_empty(len(ev), np.int32)  # a few dozen threads; int32 halves a per-event index kept with the trace
+    thread.fill(-1)
     number_threads(ev.pid, ev.tid, host, thread)
     span = int(ev.end.max()) + 1 if len(ev) else 1
     return HostThreads(thread, span)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from stepscope.trace.growing import mapped_empty
 from stepscope.trace.links import launch_pairs
 from stepscope.trace.model import NONE, Trace
 
@@ -20,7 +21,8 @@ def launching_call(trace: Trace) -> np.ndarray:
 def _launching_call(trace: Trace) -> np.ndarray:
     ev = trace.events
     # Row numbers fit in int32 below 2**31 rows: half the memory of an index kept for the trace's lifetime.
-    result = np.full(len(ev), NONE, dtype=np.int32 if len(ev) < 2**31 else np.int64)
+    result = mapped_empty(len(ev), np.int32 if len(ev) < 2**31 else np.int64)  # kept with the trace: out of the heap
+    result.fill(NONE)
     gpu, calls = launch_pairs(ev, trace.strings)
     result[gpu] = calls
     result.flags.writeable = False

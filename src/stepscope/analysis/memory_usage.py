@@ -63,12 +63,19 @@ class DevicePeak:
 def lifetimes(trace: Trace, device: int) -> Lifetimes:
     mem = trace.memory
     rows = np.flatnonzero(mem.device == device)
-    order = rows[np.lexsort((rows, mem.addr[rows]))]  # by address, then time (rows are in time order)
+    # By address, then time: rows rise, so a stable sort by address alone (lexsort's working arrays are larger).
+    order = rows[np.argsort(mem.addr[rows], kind="stable")]
+    del rows
     size = mem.bytes[order]
-    same = np.concatenate([mem.addr[order][1:] == mem.addr[order][:-1], [False]]) & (mem.addr[order] >= 0)
-    nxt = np.concatenate([order[1:], [len(mem)]])
-    paired = same & (size > 0) & (np.concatenate([size[1:], [0]]) < 0)
+    addr = mem.addr[order]  # once: a column's worth of the device's rows each time
+    paired = np.zeros(len(order), dtype=bool)  # the block's next record, at its address, frees it
+    np.equal(addr[1:], addr[:-1], out=paired[:-1])
+    paired &= addr >= 0
+    del addr
+    paired[:-1] &= size[1:] < 0
     alloc = size > 0
+    paired &= alloc
+    nxt = np.concatenate([order[1:], [len(mem)]])
     free_pos = np.where(paired, nxt, len(mem))[alloc]
     positions = order[alloc]
     keep = np.argsort(positions, kind="stable")

@@ -22,7 +22,10 @@ FIRST_CAPACITY = 4096
 MAPPED_BYTES = 1 << 20  # buffers this large or larger are mapped
 
 
-def _empty(n: int, dtype: np.dtype) -> np.ndarray:
+def mapped_empty(n: int, dtype: np.dtype | type) -> np.ndarray:
+    """An uninitialised array of n values, mapped from the system when large (see above): also for a large array
+    kept as long as the trace (a per-row index), whose place in the heap would pin the temporaries' holes there."""
+    dtype = np.dtype(dtype)
     nbytes = n * dtype.itemsize
     if nbytes < MAPPED_BYTES:
         return np.empty(n, dtype=dtype)
@@ -37,7 +40,7 @@ class GrowingColumn:
     def extend(self, values: np.ndarray) -> None:
         end = self._size + len(values)
         if end > len(self._buffer):
-            grown = _empty(max(end, 2 * len(self._buffer)), self._buffer.dtype)
+            grown = mapped_empty(max(end, 2 * len(self._buffer)), self._buffer.dtype)
             grown[: self._size] = self._buffer[: self._size]
             self._buffer = grown
         self._buffer[self._size : end] = values

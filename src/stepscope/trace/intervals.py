@@ -34,19 +34,27 @@ def union(starts: np.ndarray, ends: np.ndarray) -> Intervals:
     keep = ends > starts
     if not keep.all():
         starts, ends = starts[keep], ends[keep]
+    del keep
     if len(starts) == 0:
         return EMPTY
     if not (starts[1:] >= starts[:-1]).all():  # rows of the events table come sorted: no sort, no copies
         order = np.argsort(starts, kind="stable")
         starts, ends = starts[order], ends[order]
+        del order
     running_end = np.maximum.accumulate(ends)
-    # A new merged interval begins where a start lies beyond every end seen so far.
+    del ends
+    # A new merged interval begins where a start lies beyond every end seen so far; the one before it ends a group.
+    # Masks, not row numbers: a byte per interval instead of 8 (often every interval is its own group).
     new_group = np.empty(len(starts), dtype=bool)
     new_group[0] = True
-    new_group[1:] = starts[1:] > running_end[:-1]
-    group_starts = np.flatnonzero(new_group)
-    group_last = np.append(group_starts[1:] - 1, len(starts) - 1)
-    return Intervals(starts[group_starts], running_end[group_last])
+    np.greater(starts[1:], running_end[:-1], out=new_group[1:])
+    if new_group.all():  # already disjoint: the intervals as given (never written to: Intervals are values)
+        return Intervals(starts, running_end)
+    last = np.empty(len(starts), dtype=bool)
+    last[:-1], last[-1] = new_group[1:], True
+    merged_starts = starts[new_group]
+    del starts, new_group
+    return Intervals(merged_starts, running_end[last])
 
 
 def union_of(starts: np.ndarray, durs: np.ndarray, rows: np.ndarray) -> Intervals:
@@ -59,11 +67,29 @@ def union_of(starts: np.ndarray, durs: np.ndarray, rows: np.ndarray) -> Interval
         selected = starts[rows]
         return union(selected, selected + durs[rows])
     parts = []
+    separate = True  # no window's intervals reach into the next's: the windows' unions joined are the union
+    reach = _MIN
     for lo in range(0, n, WINDOW):
         window = rows[lo:lo + WINDOW]
         selected = starts[lo:lo + WINDOW][window]
-        parts.append(union(selected, selected + durs[lo:lo + WINDOW][window]))
-    return union(np.concatenate([u.starts for u in parts]), np.concatenate([u.ends for u in parts]))
+        part = union(selected, selected + durs[lo:lo + WINDOW][window])
+        if len(part):
+            separate = separate and int(part.starts[0]) > reach  # union joins a start at the reach so far
+            reach = max(reach, int(part.ends[-1]))
+            parts.append(part)
+    joined = _joined(parts)
+    return joined if separate else union(*joined)
+
+
+def _joined(parts: list[Intervals]) -> Intervals:
+    """The parts' starts and ends concatenated, the list emptied on the way (each part let go once copied)."""
+    ends = [p.ends for p in parts]
+    starts = [p.starts for p in parts]
+    parts.clear()
+    joined_starts = np.concatenate(starts) if starts else EMPTY.starts
+    del starts
+    joined_ends = np.concatenate(ends) if ends else EMPTY.ends
+    return Intervals(joined_starts, joined_ends)
 
 
 def _combine(a: Intervals, b: Intervals, keep_a: bool, keep_b: bool, both: bool) -> Intervals:
@@ -123,12 +149,18 @@ def _by_window(combine: Callable[[Intervals, Intervals], Intervals], a: Interval
     cuts = np.unique(np.concatenate([a.starts[WINDOW::WINDOW], b.starts[WINDOW::WINDOW]])).tolist()
     edges = [_MIN, *cuts, _MAX]
     parts = [combine(_inside(a, lo, hi), _inside(b, lo, hi)) for lo, hi in pairwise(edges)]
-    starts = np.concatenate([p.starts for p in parts])
-    ends = np.concatenate([p.ends for p in parts])
+    del a, b  # the caller's sets may be let go while the parts are joined
+    starts, ends = _joined(parts)
     touching = starts[1:] == ends[:-1]  # one interval cut at a window's edge
-    if touching.any():
-        starts, ends = starts[np.concatenate([[True], ~touching])], ends[np.concatenate([~touching, [True]])]
-    return Intervals(starts, ends)
+    if not touching.any():
+        return Intervals(starts, ends)
+    keep = np.empty(len(starts), dtype=bool)
+    keep[0] = True
+    np.logical_not(touching, out=keep[1:])
+    starts = starts[keep]
+    keep[:-1], keep[-1] = keep[1:], True  # the end before each kept start but the first, and the last end
+    del touching
+    return Intervals(starts, ends[keep])
 
 
 def _inside(a: Intervals, lo: int, hi: int) -> Intervals:

@@ -236,7 +236,9 @@ class Events:
 
     @cached_property
     def end(self) -> np.ndarray:
-        return _frozen(self.start + self.dur)
+        from stepscope.trace.growing import mapped_empty  # kept as long as the table: mapped, out of the heap
+
+        return _frozen(np.add(self.start, self.dur, out=mapped_empty(len(self.start), np.int64)))
 
     def of_kind(self, *kinds: Kind) -> np.ndarray:
         """Boolean mask of the rows whose kind is one of `kinds`."""
