@@ -103,9 +103,11 @@ def check_tune(work: Path) -> dict:
 
 
 def tune_figures(ledger: c.Ledger, tune: Tune, flat: str) -> None:
-    if tune.speedup is not None:
+    if tune.speedup is not None and tune.applied:
         m = re.search(r"tuned: ([\d.]+x)", flat)
         ledger.shown("tune speedup", "tune terminal", m.group(1) if m else None, tune.speedup)
+    elif tune.status == "finished":  # nothing kept: said in words, not as a figure
+        ledger.same("tune kept nothing", "tune terminal", "tuned: no fix was faster beyond the noise" in flat, True)
     for t in tune.trials:
         if t.speedup is None:
             continue
