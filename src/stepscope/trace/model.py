@@ -14,6 +14,8 @@ from typing import TypeVar
 
 import numpy as np
 
+from stepscope.trace.growing import mapped_empty
+
 T = TypeVar("T")
 
 NONE = -1  # the "absent" value of every integer id column
@@ -236,8 +238,7 @@ class Events:
 
     @cached_property
     def end(self) -> np.ndarray:
-        from stepscope.trace.growing import mapped_empty  # kept as long as the table: mapped, out of the heap
-
+        # Kept as long as the table: mapped, out of the heap.
         return _frozen(np.add(self.start, self.dur, out=mapped_empty(len(self.start), np.int64)))
 
     def of_kind(self, *kinds: Kind) -> np.ndarray:
