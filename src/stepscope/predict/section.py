@@ -199,16 +199,10 @@ def predict(facts: Facts, request: PredictRequest, *, batch_size: int | None = N
     origin = _origin(facts, request, table, seen)
     warnings: list[str] = [origin.note] if origin.note else []
     replayed = origin.view.step_ns
-    base, whose = measured_step_ns, "the step meter's"
-    if profiler is not None and base is None and len(facts.steps):
-        # One origin step on the screen: the trace's own, as the report's headline says it; the replays without the
-        # profiler's host cost give each target's ratio to it.
-        base, whose = float(facts.steps.duration.mean()), "the trace's"
-    scale = base / replayed if base and replayed else 1.0
+    scale = measured_step_ns / replayed if measured_step_ns and replayed else 1.0
     if scale != 1.0:
-        how = " without the profiler's host cost" if whose == "the trace's" else ""
-        warnings.append(f"the origin's step is {whose} {base / 1e6:.2f} ms (the replay's{how} {replayed / 1e6:.2f} "
-                        f"ms); each target's replayed step is scaled by {scale:.3f}")
+        warnings.append(f"the origin's step is the step meter's {measured_step_ns / 1e6:.2f} ms (the replay's "
+                        f"{replayed / 1e6:.2f} ms); each target's replayed step is scaled by {scale:.3f}")
     targets, prices = [], []
     specs = [resolve(table, g, "target GPU") for g in request.gpus]
     for spec in dict.fromkeys(specs):
