@@ -95,7 +95,8 @@ def test_a_prediction_on_a_rank_folder_is_the_main_ranks() -> None:
     alone = {r: analyze(p, predict=PredictRequest(gpus=("h200",), origin="a100-80gb")).prediction
              for r, p in ((own.rank, own.path), (other.rank, other.path))}
     assert report.prediction == alone[own.rank]
-    assert alone[other.rank] is not None and alone[other.rank].origin.step_time_us != report.prediction.origin.step_time_us
+    theirs = alone[other.rank]
+    assert theirs is not None and theirs.origin.step_time_us != report.prediction.origin.step_time_us
 
 
 def test_collective_args_of_recent_nccl_traces() -> None:
