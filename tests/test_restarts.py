@@ -44,6 +44,10 @@ def test_no_persistent_workers_where_they_are_already_or_the_long_waits_are_not_
     # 5 long waits in 22 steps of 10-batch epochs (at most 22 / 10 + 1 = 3.2 starts): not the epochs' starts
     assert persistent_from_meter(meter(50, 20, [600] * 5, [650, 650]), s.Settings(dataloader=LOADER), []) == []
     assert persistent_from_meter(meter(50, 20, None), s.Settings(dataloader=LOADER), []) == []
+    # 21 steps of a 400-batch epoch: no epoch ended, none started again; a long wait there is 4 workers
+    # finishing their batches together (tests/test_real_scripts.py's WORKERS once got persistent_workers this way)
+    long_epoch = replace(LOADER, num_workers=4, batches_per_epoch=400)
+    assert persistent_from_meter(meter(50, 20, [600], [650]), s.Settings(dataloader=long_epoch), []) == []
 
 
 def test_the_meter_finds_the_epoch_starts_among_the_data_waits() -> None:

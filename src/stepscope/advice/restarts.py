@@ -21,14 +21,15 @@ TITLE = "Keep DataLoader workers alive between epochs: DataLoader(..., persisten
 def restart_us(meter: Meter, loader: s.LoaderSettings | None) -> float | None:
     """The workers' start-up paid at each epoch (µs, the mean excess of the epoch-start waits) where the loader
     starts them again every epoch and the meter saw it do so; None otherwise. More restarts than the epochs in the
-    steps can hold (one per batches_per_epoch, and one more) are not epoch starts."""
+    steps can hold (one per batches_per_epoch, and one more) are not epoch starts, nor any in steps short of one
+    epoch."""
     waits = meter.restart_waits_us
     if loader is None or not loader.num_workers or loader.persistent_workers or not waits:
         return None
     per_epoch = loader.batches_per_epoch
     span = meter.steps + len(meter.stalls_us or [])
-    if not per_epoch or len(waits) > span / per_epoch + 1:
-        return None
+    if not per_epoch or span < per_epoch or len(waits) > span / per_epoch + 1:
+        return None  # steps short of one epoch start no epoch again: their long waits are workers finishing together
     return sum(waits) / len(waits)
 
 
